@@ -1,0 +1,180 @@
+//! Parsing single fields from raw bytes, with errors that name the field and quote the value.
+
+use std::borrow::Cow;
+
+use mm_lake::RowError;
+
+/// Quotes a raw value for an error message (lossy UTF-8, cut at 60 characters).
+pub fn show(raw: &[u8]) -> String {
+    let s = String::from_utf8_lossy(raw);
+    let mut out: String = s.chars().take(60).collect();
+    if s.chars().count() > 60 {
+        out.push('…');
+    }
+    format!("'{out}'")
+}
+
+/// A present, non-blank field: `None` for a missing or empty value.
+#[inline]
+pub fn present(raw: Option<&[u8]>) -> Option<&[u8]> {
+    raw.filter(|b| !b.is_empty() && !b.iter().all(u8::is_ascii_whitespace))
+}
+
+/// Text of a string field; fails on invalid UTF-8.
+#[inline]
+pub fn text<'a>(field: &str, raw: &'a [u8]) -> Result<&'a str, RowError> {
+    std::str::from_utf8(raw).map(str::trim).map_err(|_| RowError::field(field, "is not valid UTF-8"))
+}
+
+/// Optional string field.
+#[inline]
+pub fn opt_text<'a>(field: &str, raw: Option<&'a [u8]>) -> Result<Option<Cow<'a, str>>, RowError> {
+    present(raw).map(|b| text(field, b).map(Cow::Borrowed)).transpose()
+}
+
+/// Required string field.
+#[inline]
+pub fn req_text<'a>(field: &str, raw: Option<&'a [u8]>) -> Result<Cow<'a, str>, RowError> {
+    opt_text(field, raw)?.ok_or_else(|| RowError::field(field, "missing required field"))
+}
+
+/// Integer: plain digits with an optional sign (the fast path), or a float with no fractional
+/// part such as `3.0` (what spreadsheets and pandas write for integer columns with gaps).
+#[inline]
+pub fn int(field: &str, raw: &[u8]) -> Result<i64, RowError> {
+    let (neg, digits) = match raw {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, raw),
+    };
+    if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits.iter().fold(0_i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        return Ok(if neg { -v } else { v });
+    }
+    let s = std::str::from_utf8(raw).map(str::trim).unwrap_or("");
+    if let Ok(v) = s.parse::<i64>() {
+        return Ok(v);
+    }
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9e15 => Ok(f as i64),
+        _ => Err(RowError::field(field, format!("{} is not an integer", show(raw)))),
+    }
+}
+
+#[inline]
+pub fn opt_i32(field: &str, raw: Option<&[u8]>) -> Result<Option<i32>, RowError> {
+    present(raw)
+        .map(|b| {
+            let v = int(field, b)?;
+            i32::try_from(v).map_err(|_| RowError::field(field, format!("{v} is out of range")))
+        })
+        .transpose()
+}
+
+#[inline]
+pub fn float(field: &str, raw: &[u8]) -> Result<f64, RowError> {
+    let s = std::str::from_utf8(raw).map(str::trim).unwrap_or("");
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(v) => Err(RowError::field(field, format!("{v} is not a finite number"))),
+        Err(_) => Err(RowError::field(field, format!("{} is not a number", show(raw)))),
+    }
+}
+
+#[inline]
+pub fn opt_f64(field: &str, raw: Option<&[u8]>) -> Result<Option<f64>, RowError> {
+    present(raw).map(|b| float(field, b)).transpose()
+}
+
+pub fn opt_bool(field: &str, raw: Option<&[u8]>) -> Result<Option<bool>, RowError> {
+    let Some(b) = present(raw) else { return Ok(None) };
+    let s = std::str::from_utf8(b).map(str::trim).unwrap_or("");
+    const T: [&str; 5] = ["true", "t", "1", "yes", "y"];
+    const F: [&str; 5] = ["false", "f", "0", "no", "n"];
+    if T.iter().any(|x| x.eq_ignore_ascii_case(s)) {
+        Ok(Some(true))
+    } else if F.iter().any(|x| x.eq_ignore_ascii_case(s)) {
+        Ok(Some(false))
+    } else {
+        Err(RowError::field(field, format!("{} is not a boolean (true/false/1/0)", show(b))))
+    }
+}
+
+/// Epoch values at or above this are read as milliseconds, below as seconds
+/// (1e11 seconds is the year 5138, 1e11 milliseconds is 1973).
+pub const EPOCH_MS_THRESHOLD: i64 = 100_000_000_000;
+
+/// A point in time, as milliseconds since the Unix epoch (UTC). Accepts epoch seconds or
+/// milliseconds (integers; see [`EPOCH_MS_THRESHOLD`]), RFC 3339 with an offset, and
+/// `YYYY-MM-DD[ T]HH:MM:SS[.fff]` or `YYYY-MM-DD`, which are taken as UTC.
+pub fn time_ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
+    if raw.iter().all(u8::is_ascii_digit) && !raw.is_empty() && raw.len() <= 16 {
+        let v = int(field, raw)?;
+        return Ok(if v >= EPOCH_MS_THRESHOLD { v } else { v * 1000 });
+    }
+    let s = text(field, raw)?;
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_millis());
+    }
+    for fmt in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
+            return Ok(t.and_utc().timestamp_millis());
+        }
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(t.and_utc().timestamp_millis());
+    }
+    Err(RowError::field(
+        field,
+        format!("{} is not a time (epoch seconds or ms, RFC 3339, or YYYY-MM-DD HH:MM:SS UTC)", show(raw)),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_fast_and_slow_paths_agree_with_std() {
+        for s in ["0", "42", "-7", "+3", " 12 ", "3.0", "-2.0", "123456789012"] {
+            let want: i64 = s.trim().parse::<f64>().unwrap() as i64;
+            assert_eq!(int("k", s.as_bytes()).unwrap(), want, "{s}");
+        }
+        for s in ["", "-", "1.5", "abc", "1e400", "NaN"] {
+            let e = int("kills", s.as_bytes()).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("kills"), "{s}");
+        }
+        assert!(opt_i32("kills", Some(b"99999999999")).is_err());
+    }
+
+    #[test]
+    fn times_in_every_accepted_form() {
+        let t = 1_704_067_200_000; // 2024-01-01T00:00:00Z
+        for s in [
+            "1704067200",
+            "1704067200000",
+            "2024-01-01T00:00:00Z",
+            "2024-01-01T01:00:00+01:00",
+            "2024-01-01 00:00:00",
+            "2024-01-01T00:00:00.000",
+            "2024-01-01",
+        ] {
+            assert_eq!(time_ms("start_time", s.as_bytes()).unwrap(), t, "{s}");
+        }
+        assert!(time_ms("start_time", b"yesterday").is_err());
+        assert!(time_ms("start_time", b"2024-13-01").is_err());
+    }
+
+    #[test]
+    fn blanks_are_missing_and_bools_parse() {
+        assert_eq!(present(Some(b"  ")), None);
+        assert_eq!(opt_f64("score", Some(b"")).unwrap(), None);
+        assert_eq!(opt_bool("quit_early", Some(b"TRUE")).unwrap(), Some(true));
+        assert_eq!(opt_bool("quit_early", Some(b"0")).unwrap(), Some(false));
+        assert!(opt_bool("quit_early", Some(b"maybe")).is_err());
+        assert!(float("score", b"inf").is_err());
+        assert!(req_text("match_id", Some(b"\xff")).is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! Pass 2, one day at a time: deduplication against the run and the lake, the match-level rules,
+//! outcome derivation from team scores, sorting, and the day's Parquet file.
+//!
+//! Every row of a match has the match's start time, so a match never spans two days and these
+//! rules can look at one day's partition alone.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType, UInt8Type, UInt32Type};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow_select::concat::concat_batches;
+use arrow_select::take::take_record_batch;
+use hashbrown::HashMap;
+use mm_lake::schema::{Outcome, col};
+use mm_lake::store::{read_parquet_columns, write_parquet_file};
+use mm_lake::{Lake, Txn, staging_schema, to_lake_batch};
+
+use crate::IngestError;
+use crate::parse::QEntry;
+
+/// What one day contributed, per source file.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DayCounts {
+    pub accepted: u64,
+    pub duplicates: u64,
+    pub quarantined: u64,
+    pub lake_rows: u64,
+}
+
+#[derive(Debug)]
+pub struct DayResult {
+    pub day: i32,
+    /// The staged file (relative to the lake root) and its rows, if any row was accepted.
+    pub written: Option<(PathBuf, u64)>,
+    pub per_file: HashMap<u32, DayCounts>,
+    pub quarantine: Vec<QEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fate {
+    Duplicate,
+    Accepted,
+    Quarantined,
+}
+
+fn internal(e: impl std::fmt::Display) -> IngestError {
+    IngestError::Internal { path: PathBuf::from("<staging>"), reason: e.to_string() }
+}
+
+/// Players (with their team) already in the lake for each match of the day.
+fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>>, IngestError> {
+    let mut out: HashMap<String, Vec<(String, i32)>> = HashMap::new();
+    for f in files {
+        for b in read_parquet_columns(f, Some(&[col::MATCH_ID, col::PLAYER_ID, col::TEAM]))? {
+            let (Some(m), Some(p), Some(t)) = (b.column_by_name(col::MATCH_ID), b.column_by_name(col::PLAYER_ID), b.column_by_name(col::TEAM)) else {
+                return Err(mm_lake::LakeError::Corrupt { path: f.clone(), reason: "lake file lacks match_id/player_id/team".into() }.into());
+            };
+            let (m, p, t) = (m.as_string::<i32>(), p.as_string::<i32>(), t.as_primitive::<Int32Type>());
+            for i in 0..b.num_rows() {
+                out.entry_ref(m.value(i)).or_default().push((p.value(i).to_string(), t.value(i)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Finalises one day: decides every staged row's fate and stages the day's Parquet file.
+pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn) -> Result<DayResult, IngestError> {
+    let mut result = DayResult { day, written: None, per_file: HashMap::new(), quarantine: Vec::new() };
+    if batches.is_empty() {
+        return Ok(result);
+    }
+    let batch = concat_batches(&staging_schema(), &batches).map_err(internal)?;
+    drop(batches);
+    let n = batch.num_rows();
+    let c = |name: &str| batch.column_by_name(name).cloned().ok_or_else(|| internal(format!("missing column {name}")));
+    let (match_col, player_col, outcome_col) = (c(col::MATCH_ID)?, c(col::PLAYER_ID)?, c(col::OUTCOME)?);
+    let (team_col, start_col, score_col) = (c(col::TEAM)?, c(col::START_TIME)?, c(col::TEAM_SCORE)?);
+    let (line_col, file_col, rr_col) = (c(col::SOURCE_LINE)?, c(mm_lake::rows::internal::FILE_IDX)?, c(mm_lake::rows::internal::RECORD_ROWS)?);
+    let match_id = match_col.as_string::<i32>();
+    let player = player_col.as_string::<i32>();
+    let outcome = outcome_col.as_string::<i32>();
+    let team = team_col.as_primitive::<Int32Type>();
+    let start = start_col.as_primitive::<TimestampMillisecondType>();
+    let team_score = score_col.as_primitive::<Float64Type>();
+    let line = line_col.as_primitive::<Int64Type>();
+    let file_idx = file_col.as_primitive::<UInt32Type>();
+    let record_rows = rr_col.as_primitive::<UInt8Type>();
+
+    let existing = existing_rows(&lake.partition_files(day)?)?;
+    let mut f = Fates { fate: vec![Fate::Accepted; n], why: HashMap::new() };
+
+    // 1. Duplicates: against the lake by key, within the run by key and content.
+    let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
+    let same_content = |i: usize, j: usize| (0..lake_cols).all(|k| batch.column(k).slice(i, 1).to_data() == batch.column(k).slice(j, 1).to_data());
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::with_capacity(n);
+    for i in 0..n {
+        let (m, p) = (match_id.value(i), player.value(i));
+        if existing.get(m).is_some_and(|v| v.iter().any(|(q, _)| q == p)) {
+            f.fate[i] = Fate::Duplicate;
+            continue;
+        }
+        match seen.get(&(m, p)) {
+            None => {
+                seen.insert((m, p), i);
+            }
+            Some(&j) if same_content(i, j) => f.fate[i] = Fate::Duplicate,
+            Some(&j) => {
+                let reason = format!(
+                    "player {p} appears twice in match {m} with different values (lines {} and {})",
+                    line.value(j),
+                    line.value(i)
+                );
+                f.quarantine(j, "match: player twice", reason.clone());
+                f.quarantine(i, "match: player twice", reason);
+            }
+        }
+    }
+
+    // 2. Match-level rules over the rows still accepted.
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for i in (0..n).filter(|&i| f.fate[i] == Fate::Accepted) {
+        groups.entry(match_id.value(i)).or_default().push(i);
+    }
+    let mut derived: HashMap<usize, Outcome> = HashMap::new();
+    let mut group_list: Vec<(&str, Vec<usize>)> = groups.into_iter().collect();
+    group_list.sort_unstable_by_key(|(_, rows)| rows[0]);
+    for (m, rows) in group_list {
+        let mut teams: Vec<i32> = rows.iter().map(|&i| team.value(i)).collect();
+        if let Some(v) = existing.get(m) {
+            teams.extend(v.iter().map(|(_, t)| *t));
+        }
+        teams.sort_unstable();
+        teams.dedup();
+        if teams.len() < 2 {
+            let reason = format!("match {m} has players on only one team (team {}); a match needs two", teams[0]);
+            for &i in &rows {
+                f.quarantine(i, "match: one team", reason.clone());
+            }
+            continue;
+        }
+        match resolve_outcomes(m, &rows, team, outcome, team_score) {
+            Ok(d) => derived.extend(d),
+            Err((cat, reason)) => {
+                for &i in &rows {
+                    f.quarantine(i, cat, reason.clone());
+                }
+            }
+        }
+    }
+
+    // 3. A record that became several rows (one per player) lands whole or not at all.
+    let mut records: HashMap<(u32, i64), (Fate, Option<usize>)> = HashMap::new();
+    for i in (0..n).filter(|&i| record_rows.value(i) > 1) {
+        let e = records.entry((file_idx.value(i), line.value(i))).or_insert((Fate::Duplicate, None));
+        if f.fate[i] > e.0 {
+            e.0 = f.fate[i];
+        }
+        if f.fate[i] == Fate::Quarantined && e.1.is_none() {
+            e.1 = Some(i);
+        }
+    }
+    for i in (0..n).filter(|&i| record_rows.value(i) > 1) {
+        let (rec_fate, culprit) = records[&(file_idx.value(i), line.value(i))];
+        if rec_fate == Fate::Quarantined && f.fate[i] != Fate::Quarantined {
+            let (cat, reason) = culprit.and_then(|j| f.why.get(&j)).cloned().unwrap_or_default();
+            f.quarantine(i, &cat, reason);
+        }
+    }
+
+    // 4. Accounting (records, not rows) and quarantine entries.
+    for i in 0..n {
+        let counts = result.per_file.entry(file_idx.value(i)).or_default();
+        if f.fate[i] == Fate::Accepted {
+            counts.lake_rows += 1;
+        }
+        let multi = record_rows.value(i) > 1;
+        if multi {
+            let key = (file_idx.value(i), line.value(i));
+            match records.remove(&key) {
+                Some((rf, _)) => bump(counts, rf),
+                None => continue, // this record was counted at its first row
+            }
+        } else {
+            bump(counts, f.fate[i]);
+        }
+        if f.fate[i] == Fate::Quarantined {
+            let (cat, reason) = f.why.get(&i).cloned().unwrap_or_default();
+            result.quarantine.push(QEntry {
+                file_idx: file_idx.value(i),
+                line: u64::try_from(line.value(i)).unwrap_or_default(),
+                stage: "match",
+                field: Some(cat),
+                reason,
+                match_id: Some(match_id.value(i).to_string()),
+                player_id: Some(player.value(i).to_string()),
+                raw: None,
+            });
+        }
+    }
+
+    // 5. The accepted rows, sorted by (start, match, team, player), with derived outcomes.
+    let mut keep: Vec<usize> = (0..n).filter(|&i| f.fate[i] == Fate::Accepted).collect();
+    if keep.is_empty() {
+        return Ok(result);
+    }
+    let key = |a: &usize, b: &usize| {
+        start.value(*a)
+            .cmp(&start.value(*b))
+            .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
+            .then_with(|| team.value(*a).cmp(&team.value(*b)))
+            .then_with(|| player.value(*a).cmp(player.value(*b)))
+    };
+    if !keep.windows(2).all(|w| key(&w[0], &w[1]).is_le()) {
+        keep.sort_unstable_by(key);
+    }
+    let mut out = batch.clone();
+    if !derived.is_empty() {
+        let filled: StringArray = (0..n)
+            .map(|i| if outcome.is_null(i) { derived.get(&i).map(|o| o.as_str()) } else { Some(outcome.value(i)) })
+            .collect();
+        let mut cols: Vec<ArrayRef> = out.columns().to_vec();
+        let k = staging_schema().index_of(col::OUTCOME).map_err(internal)?;
+        cols[k] = Arc::new(filled);
+        out = RecordBatch::try_new(staging_schema(), cols).map_err(internal)?;
+    }
+    let idx = UInt32Array::from_iter_values(keep.iter().map(|&i| i as u32));
+    let out = take_record_batch(&out, &idx).map_err(internal)?;
+    let out = to_lake_batch(&out).map_err(internal)?;
+    let rel = Lake::partition_rel(day).join(format!("part-{}.parquet", txn.run_id()));
+    let path = txn.staged_path(&rel)?;
+    write_parquet_file(&path, &[out])?;
+    result.written = Some((rel, keep.len() as u64));
+    Ok(result)
+}
+
+/// Each row's fate, with the (category, reason) of every quarantined row.
+struct Fates {
+    fate: Vec<Fate>,
+    why: HashMap<usize, (String, String)>,
+}
+
+impl Fates {
+    fn quarantine(&mut self, i: usize, cat: &str, reason: String) {
+        if self.fate[i] != Fate::Quarantined {
+            self.fate[i] = Fate::Quarantined;
+            self.why.insert(i, (cat.to_string(), reason));
+        }
+    }
+}
+
+fn bump(c: &mut DayCounts, f: Fate) {
+    match f {
+        Fate::Accepted => c.accepted += 1,
+        Fate::Duplicate => c.duplicates += 1,
+        Fate::Quarantined => c.quarantined += 1,
+    }
+}
+
+type Rejection = (&'static str, String);
+
+/// Checks that teammates agree and that at most one team won, deriving missing outcomes from
+/// team scores (highest score wins; a tie at the top is a draw for the tied teams).
+fn resolve_outcomes(
+    m: &str,
+    rows: &[usize],
+    team: &arrow_array::Int32Array,
+    outcome: &StringArray,
+    team_score: &arrow_array::Float64Array,
+) -> Result<Vec<(usize, Outcome)>, Rejection> {
+    let mut by_team: std::collections::BTreeMap<i32, (Option<Outcome>, Option<f64>)> = Default::default();
+    let mut pending = Vec::new();
+    for &i in rows {
+        let t = team.value(i);
+        let e = by_team.entry(t).or_default();
+        if !outcome.is_null(i) {
+            let o = Outcome::parse(outcome.value(i)).ok_or(("match: inconsistent outcomes", format!("bad outcome in match {m}")))?;
+            match e.0 {
+                Some(prev) if prev != o => {
+                    return Err(("match: inconsistent outcomes", format!("match {m}: team {t} has both {} and {} rows", prev.as_str(), o.as_str())));
+                }
+                _ => e.0 = Some(o),
+            }
+        } else {
+            pending.push(i);
+        }
+        if !team_score.is_null(i) {
+            let s = team_score.value(i);
+            match e.1 {
+                Some(prev) if prev != s => {
+                    return Err(("match: inconsistent team_score", format!("match {m}: team {t} has team_score {prev} and {s}")));
+                }
+                _ => e.1 = Some(s),
+            }
+        }
+    }
+    let mut derived = Vec::new();
+    if !pending.is_empty() {
+        let mut scores = Vec::new();
+        for (t, (_, s)) in &by_team {
+            match s {
+                Some(s) => scores.push((*t, *s)),
+                None => return Err(("match: no outcome", format!("match {m}: team {t} has neither outcome nor team_score"))),
+            }
+        }
+        let top = scores.iter().map(|(_, s)| *s).fold(f64::NEG_INFINITY, f64::max);
+        let n_top = scores.iter().filter(|(_, s)| *s == top).count();
+        for (t, s) in scores {
+            let o = if s < top {
+                Outcome::Loss
+            } else if n_top == 1 {
+                Outcome::Win
+            } else {
+                Outcome::Draw
+            };
+            let e = by_team.entry(t).or_default();
+            match e.0 {
+                Some(prev) if prev != o => {
+                    return Err(("match: inconsistent outcomes", format!("match {m}: team {t} is marked {} but its team_score says {}", prev.as_str(), o.as_str())));
+                }
+                _ => e.0 = Some(o),
+            }
+        }
+        for i in pending {
+            if let Some(o) = by_team.get(&team.value(i)).and_then(|e| e.0) {
+                derived.push((i, o));
+            }
+        }
+    }
+    let wins = by_team.values().filter(|e| e.0 == Some(Outcome::Win)).count();
+    let draws = by_team.values().filter(|e| e.0 == Some(Outcome::Draw)).count();
+    if wins > 1 || (wins == 1 && draws > 0) {
+        let list: Vec<String> = by_team.iter().map(|(t, e)| format!("team {t} {}", e.0.map_or("?", Outcome::as_str))).collect();
+        return Err(("match: inconsistent outcomes", format!("match {m}: {}", list.join(", "))));
+    }
+    Ok(derived)
+}

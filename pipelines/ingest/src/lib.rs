@@ -1,0 +1,419 @@
+//! # mm-ingest: match history into the lake, every row accounted for
+//!
+//! [`ingest`] reads files of match history (canonical CSV, JSON lines or Parquet, plain or
+//! gzip-compressed, and the real sets of `../shared/data/real/` through [`adapters`]) and adds
+//! them to a [`mm_lake::Lake`] in one atomic run. Its central promise is the accounting in
+//! [`report::Counts`]: every source record read is **accepted**, **quarantined** (with file,
+//! line, field and reason, in the lake's `quarantine` table), a **duplicate** (of the lake or of
+//! an earlier record of the run), or **skipped** by a documented rule of its source (a tennis
+//! walkover, a League of Legends team summary row). The run refuses to commit if the counts do
+//! not add up.
+//!
+//! The run has two passes. Pass 1 ([`parse`]) streams each file in chunks cut at record
+//! boundaries, parses the chunks in parallel, applies the row-level rules and stages the rows by
+//! day ([`spill`], which spills to disk past a row budget, so memory stays flat). Pass 2
+//! ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake and the run,
+//! match-level rules (two teams, one row per player, consistent outcomes), and the day's sorted
+//! zstd Parquet file. Nothing is visible in the lake until the commit; a failed run (an unreadable
+//! or truncated file, say) leaves the lake exactly as it was.
+//!
+//! ```
+//! use mm_ingest::{IngestConfig, NoProgress, ingest};
+//! let dir = tempfile::tempdir().unwrap();
+//! let csv = dir.path().join("m.csv");
+//! std::fs::write(&csv, "match_id,player_id,team,start_time,outcome,kills\n\
+//!     m1,ann,0,2024-01-01 10:00:00,win,5\n\
+//!     m1,bob,1,2024-01-01 10:00:00,loss,-1\n\
+//!     m1,cid,1,2024-01-01 10:00:00,loss,2\n").unwrap();
+//! let cfg = IngestConfig::new(dir.path().join("lake"), vec![csv]);
+//! let report = ingest(&cfg, &NoProgress).unwrap();
+//! let c = report.totals;
+//! assert_eq!((c.read, c.accepted, c.quarantined, c.duplicates), (3, 2, 1, 0));
+//! // Ingesting the same file again changes nothing: the good rows are duplicates now.
+//! let again = ingest(&cfg, &NoProgress).unwrap();
+//! assert_eq!((again.totals.accepted, again.totals.duplicates, again.lake_rows_written), (0, 2, 0));
+//! ```
+
+pub mod adapters;
+pub mod canonical;
+pub mod fields;
+pub mod finalize;
+pub mod generate;
+pub mod parse;
+pub mod report;
+pub mod source;
+pub mod spill;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use mm_lake::schema::{qcol, quarantine_schema};
+use mm_lake::store::read_parquet_columns;
+use mm_lake::{Lake, LakeError, Txn};
+use rayon::prelude::*;
+
+pub use adapters::Format;
+use parse::{FileCtx, Parsed, QEntry};
+pub use report::{Counts, FileReport, RunReport};
+use source::{Chunk, Container};
+
+/// Errors of an ingest run. [`IngestError::Input`] is the input's fault (exit code 2 in `mm`).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// An input file cannot be read as a whole: missing, unreadable, truncated, corrupt, or its
+    /// header lacks a required column. The lake is left as it was.
+    #[error("{path}: {reason}")]
+    Input { path: PathBuf, reason: String },
+    #[error("invalid configuration: {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    #[error("{path}: {reason}")]
+    Internal { path: PathBuf, reason: String },
+}
+
+impl IngestError {
+    pub fn input(path: &Path, reason: impl Into<String>) -> IngestError {
+        IngestError::Input { path: path.to_path_buf(), reason: reason.into() }
+    }
+}
+
+/// What to ingest, and how.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub lake: PathBuf,
+    /// Files or directories (searched recursively for readable kinds, in name order).
+    pub inputs: Vec<PathBuf>,
+    /// `None`: recognise real-data sources by their header, canonical otherwise.
+    pub format: Option<Format>,
+    /// The `mode` of canonical rows that have no `mode` column or value.
+    pub default_mode: String,
+    /// Rows staged in memory before spilling to disk (memory is roughly 100 bytes per row).
+    pub spill_rows: usize,
+    /// Size of the chunks that are parsed in parallel.
+    pub chunk_bytes: usize,
+}
+
+impl IngestConfig {
+    /// Defaults: auto-detected format, mode `default`, 2M staged rows, 8 MiB chunks.
+    pub fn new(lake: impl Into<PathBuf>, inputs: Vec<PathBuf>) -> IngestConfig {
+        IngestConfig {
+            lake: lake.into(),
+            inputs,
+            format: None,
+            default_mode: "default".into(),
+            spill_rows: 2_000_000,
+            chunk_bytes: 8 << 20,
+        }
+    }
+
+    fn validate(&self) -> Result<(), IngestError> {
+        if self.inputs.is_empty() {
+            return Err(IngestError::Config { field: "inputs", reason: "no input files given".into() });
+        }
+        if self.default_mode.trim().is_empty() {
+            return Err(IngestError::Config { field: "default_mode", reason: "must not be empty".into() });
+        }
+        if self.spill_rows < 1000 {
+            return Err(IngestError::Config { field: "spill_rows", reason: format!("{} is below the minimum of 1000", self.spill_rows) });
+        }
+        if self.chunk_bytes < 4096 {
+            return Err(IngestError::Config { field: "chunk_bytes", reason: format!("{} is below the minimum of 4096", self.chunk_bytes) });
+        }
+        Ok(())
+    }
+}
+
+/// Progress of a run, for a progress bar. Every method has a do-nothing default.
+pub trait Progress: Sync {
+    /// A file starts; `bytes` is its size on disk.
+    fn file(&self, _path: &Path, _bytes: u64) {}
+    /// `bytes` more of the current file were read.
+    fn advance(&self, _bytes: u64) {}
+    /// A stage after reading starts.
+    fn stage(&self, _what: &str) {}
+}
+
+/// No progress reporting.
+#[derive(Debug, Clone, Copy)]
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// A run id that sorts by time: `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>`.
+pub fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    format!("{}-{:05x}{:05x}", now.format("%Y%m%dT%H%M%S%3fZ"), std::process::id() & 0xfffff, now.timestamp_subsec_nanos() & 0xfffff)
+}
+
+/// Runs pass 1 of one file and hands each chunk's result to `sink`.
+struct FileRun<'a> {
+    cfg: &'a IngestConfig,
+    idx: u32,
+    path: &'a Path,
+    name: &'a str,
+    progress: &'a dyn Progress,
+}
+
+impl FileRun<'_> {
+    /// Reads a CSV or JSON-lines file; returns (sha256, bytes, format).
+    fn text(&self, container: Container, gz: bool, sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>) -> Result<(String, u64, Format), IngestError> {
+        let (tx, rx) = sync_channel::<Chunk>(4);
+        let advance = |n: u64| self.progress.advance(n);
+        std::thread::scope(|s| {
+            let reader = s.spawn(move || {
+                let tx = tx;
+                source::read_chunks(self.path, gz, container == Container::Csv, self.cfg.chunk_bytes, &tx, &advance)
+            });
+            let parsed = self.parse_stream(container, &rx, sink);
+            drop(rx); // lets the reader stop if parsing failed
+            let read = reader.join().map_err(|_| IngestError::input(self.path, "reader thread panicked"))?;
+            // A read error explains a parse error that follows from it, so it wins.
+            let (sha, bytes) = read?;
+            let format = parsed?;
+            Ok((sha, bytes, format))
+        })
+    }
+
+    fn parse_stream(&self, container: Container, rx: &std::sync::mpsc::Receiver<Chunk>, sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>) -> Result<Format, IngestError> {
+        let Ok(mut first) = rx.recv() else {
+            return Ok(self.cfg.format.unwrap_or(Format::Canonical)); // the reader failed; it says why
+        };
+        let (format, adapter, header_len) = match container {
+            Container::Csv => {
+                let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(first.data());
+                let mut rec = csv::ByteRecord::new();
+                let has = rdr.read_byte_record(&mut rec).map_err(|e| IngestError::input(self.path, format!("CSV header: {e}")))?;
+                if !has {
+                    return Err(IngestError::input(self.path, "file is empty: no header line"));
+                }
+                let header: Vec<String> = rec
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).trim_start_matches('\u{feff}').trim().to_string())
+                    .collect();
+                let consumed = usize::try_from(rdr.position().byte()).unwrap_or(0).min(first.data().len());
+                first.first_line += memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
+                first.start += consumed;
+                let format = self.cfg.format.unwrap_or_else(|| Format::detect(&header));
+                let adapter = format
+                    .csv_adapter(&header, &self.cfg.default_mode)
+                    .map_err(|e| IngestError::input(self.path, format!("{} header: {e}", format.name())))?;
+                (format, Some(adapter), header.len())
+            }
+            _ => {
+                if matches!(self.cfg.format, Some(f) if f != Format::Canonical) {
+                    return Err(IngestError::input(self.path, "only the canonical format is read from JSON lines"));
+                }
+                (Format::Canonical, None, 0)
+            }
+        };
+        let ctx = FileCtx { file_idx: self.idx, name: self.name, header_len, adapter: adapter.as_deref(), default_mode: &self.cfg.default_mode };
+        let window = 2 * rayon::current_num_threads().max(1);
+        let mut pending = vec![first];
+        loop {
+            let mut done = pending.last().is_some_and(|c| c.last);
+            while !done && pending.len() < window {
+                match rx.recv() {
+                    Ok(c) => {
+                        done = c.last;
+                        pending.push(c);
+                    }
+                    Err(_) => done = true,
+                }
+            }
+            let results: Vec<Result<Parsed, IngestError>> = pending
+                .par_iter()
+                .map(|c| match container {
+                    Container::Csv => parse::parse_csv_chunk(&ctx, c, self.path),
+                    _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
+                })
+                .collect();
+            for r in results {
+                sink(r?)?;
+            }
+            if done {
+                return Ok(format);
+            }
+            pending = Vec::with_capacity(window);
+        }
+    }
+}
+
+/// Ingests `cfg.inputs` into the lake at `cfg.lake` in one atomic run.
+pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, IngestError> {
+    let t0 = Instant::now();
+    cfg.validate()?;
+    let files = source::expand_inputs(&cfg.inputs)?;
+    if files.is_empty() {
+        return Err(IngestError::Config { field: "inputs", reason: "no readable files (.csv, .jsonl, .parquet, optionally .gz) found".into() });
+    }
+    let lake = Lake::open(&cfg.lake)?;
+    let lock = lake.lock()?;
+    let recovery = lake.recover(&lock)?;
+    let run_id = new_run_id();
+    let mut txn = lake.begin(&lock, &run_id)?;
+    let mut store = spill::DayStore::new(txn.scratch_dir()?, cfg.spill_rows);
+    let mut reports: Vec<FileReport> = Vec::new();
+    let mut qentries: Vec<QEntry> = Vec::new();
+
+    for (idx, path) in files.iter().enumerate() {
+        let name = path.display().to_string();
+        let (container, gz) = source::container_of(path).ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        progress.file(path, size);
+        let idx = u32::try_from(idx).map_err(|_| IngestError::Config { field: "inputs", reason: "too many files".into() })?;
+        let mut fr = FileReport { path: name.clone(), ..Default::default() };
+        let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
+        {
+            let mut sink = |p: Parsed| -> Result<(), IngestError> {
+                fr.counts.read += p.read;
+                fr.counts.quarantined += p.quarantine.len() as u64;
+                for (why, n) in p.skipped {
+                    fr.counts.skipped += n;
+                    *skipped.entry(why).or_default() += n;
+                }
+                for (day, batch) in p.days {
+                    store.add(day, batch)?;
+                }
+                qentries.extend(p.quarantine);
+                Ok(())
+            };
+            let run = FileRun { cfg, idx, path, name: &name, progress };
+            match container {
+                Container::Parquet => {
+                    if matches!(cfg.format, Some(f) if f != Format::Canonical) {
+                        return Err(IngestError::input(path, "only the canonical format is read from Parquet"));
+                    }
+                    let ctx = FileCtx { file_idx: idx, name: &name, header_len: 0, adapter: None, default_mode: &cfg.default_mode };
+                    parse::parse_parquet(&ctx, path, &mut sink, &|b| progress.advance(b))?;
+                    fr.sha256 = source::sha256_file(path)?;
+                    fr.bytes = size;
+                    fr.format = Format::Canonical.name().into();
+                }
+                _ => {
+                    let (sha, bytes, format) = run.text(container, gz, &mut sink)?;
+                    fr.sha256 = sha;
+                    fr.bytes = bytes;
+                    fr.format = format.name().into();
+                }
+            }
+        }
+        fr.skipped_by_reason = skipped.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        reports.push(fr);
+    }
+
+    progress.stage("deduplicating and writing partitions");
+    let days = store.into_days();
+    let results: Vec<finalize::DayResult> = days
+        .into_par_iter()
+        .map(|d| {
+            let day = d.day;
+            finalize::finalize_day(day, d.load()?, &lake, &txn)
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut lake_rows = 0;
+    let mut partitions = 0;
+    for r in results {
+        if let Some((rel, rows)) = &r.written {
+            txn.add_staged(rel);
+            lake_rows += rows;
+            partitions += 1;
+        }
+        for (fi, c) in r.per_file {
+            let fr = &mut reports[fi as usize];
+            fr.counts.accepted += c.accepted;
+            fr.counts.duplicates += c.duplicates;
+            fr.counts.quarantined += c.quarantined;
+            fr.lake_rows += c.lake_rows;
+        }
+        qentries.extend(r.quarantine);
+    }
+    qentries.sort_by(|a, b| (a.file_idx, a.line).cmp(&(b.file_idx, b.line)));
+    for q in &qentries {
+        let fr = &mut reports[q.file_idx as usize];
+        *fr.quarantine_by_reason.entry(q.category()).or_default() += 1;
+        if fr.quarantine_examples.len() < 5 {
+            fr.quarantine_examples.push(report::Example { line: q.line, reason: q.reason.clone() });
+        }
+    }
+    let quarantine_written = write_quarantine(&lake, &mut txn, &reports, &qentries)?;
+
+    let mut totals = Counts::default();
+    for fr in &reports {
+        if !fr.counts.balanced() {
+            return Err(IngestError::Internal {
+                path: PathBuf::from(&fr.path),
+                reason: format!("accounting does not balance, refusing to commit: {:?}", fr.counts),
+            });
+        }
+        totals.add(&fr.counts);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut report = RunReport {
+        run_id: run_id.clone(),
+        lake: cfg.lake.display().to_string(),
+        files: reports,
+        totals,
+        lake_rows_written: lake_rows,
+        partitions_written: partitions,
+        quarantine_entries_written: quarantine_written,
+        seconds,
+        records_per_second: totals.read as f64 / seconds.max(1e-9),
+        peak_rss_bytes: None,
+        recovered: recovery.rolled_forward.iter().chain(&recovery.rolled_back).cloned().collect(),
+    };
+    let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal { path: cfg.lake.clone(), reason: e.to_string() })?;
+    txn.commit(&record)?;
+    report.seconds = t0.elapsed().as_secs_f64();
+    report.records_per_second = totals.read as f64 / report.seconds.max(1e-9);
+    report.peak_rss_bytes = report::peak_rss_bytes();
+    Ok(report)
+}
+
+/// Longest raw record kept in the quarantine table.
+const MAX_RAW: usize = 4000;
+
+/// Stages the run's new quarantine entries: a record already quarantined by an earlier run
+/// (same file content, same line) is not stored again.
+fn write_quarantine(lake: &Lake, txn: &mut Txn, files: &[FileReport], entries: &[QEntry]) -> Result<u64, IngestError> {
+    let mut known: HashSet<(String, i64)> = HashSet::new();
+    for f in lake.quarantine_files()? {
+        for b in read_parquet_columns(&f, Some(&[qcol::SOURCE_SHA256, qcol::LINE]))? {
+            let (Some(s), Some(l)) = (b.column_by_name(qcol::SOURCE_SHA256), b.column_by_name(qcol::LINE)) else { continue };
+            let (s, l) = (s.as_string::<i32>(), l.as_primitive::<Int64Type>());
+            for i in 0..b.num_rows() {
+                known.insert((s.value(i).to_string(), l.value(i)));
+            }
+        }
+    }
+    let fresh: Vec<&QEntry> = entries
+        .iter()
+        .filter(|q| known.insert((files[q.file_idx as usize].sha256.clone(), i64::try_from(q.line).unwrap_or(i64::MAX))))
+        .collect();
+    if fresh.is_empty() {
+        return Ok(0);
+    }
+    let text = |f: &dyn Fn(&QEntry) -> Option<String>| -> ArrayRef { Arc::new(fresh.iter().map(|q| f(q)).collect::<StringArray>()) };
+    let cols: Vec<ArrayRef> = vec![
+        text(&|_| Some(txn.run_id().to_string())),
+        text(&|q| Some(files[q.file_idx as usize].path.clone())),
+        text(&|q| Some(files[q.file_idx as usize].sha256.clone())),
+        Arc::new(fresh.iter().map(|q| i64::try_from(q.line).unwrap_or(i64::MAX)).collect::<Int64Array>()),
+        text(&|q| Some(q.stage.to_string())),
+        text(&|q| q.field.clone()),
+        text(&|q| Some(q.reason.clone())),
+        text(&|q| q.match_id.clone()),
+        text(&|q| q.player_id.clone()),
+        text(&|q| q.raw.as_ref().map(|r| r.chars().take(MAX_RAW).collect())),
+    ];
+    let batch = RecordBatch::try_new(quarantine_schema(), cols).map_err(|e| IngestError::Internal { path: lake.root().to_path_buf(), reason: e.to_string() })?;
+    let rel = Path::new(mm_lake::store::QUARANTINE_DIR).join(format!("part-{}.parquet", txn.run_id()));
+    txn.write_parquet(&rel, &[batch])?;
+    Ok(fresh.len() as u64)
+}

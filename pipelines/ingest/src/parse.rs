@@ -1,0 +1,306 @@
+//! Pass 1: source records to staging batches by day, with row-level quarantine.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::{Array, RecordBatch, StringArray};
+use arrow_schema::DataType;
+use csv::ByteRecord;
+use hashbrown::HashMap;
+use mm_lake::schema::day_of;
+use mm_lake::{PlayerRow, RowError, RowsBuilder};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::IngestError;
+use crate::adapters::{CsvAdapter, Reject};
+use crate::canonical::CanonMap;
+use crate::source::Chunk;
+
+/// A quarantined record (or, from pass 2, lake row) before it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QEntry {
+    pub file_idx: u32,
+    pub line: u64,
+    pub stage: &'static str,
+    pub field: Option<String>,
+    pub reason: String,
+    pub match_id: Option<String>,
+    pub player_id: Option<String>,
+    pub raw: Option<String>,
+}
+
+impl QEntry {
+    /// The key under which the report groups this entry.
+    pub fn category(&self) -> String {
+        match (&self.field, self.stage) {
+            (Some(f), "row") => format!("bad {f}"),
+            (None, "row") => self.reason.split(':').next().unwrap_or_default().to_string(),
+            _ => self.field.clone().unwrap_or_else(|| "match".into()),
+        }
+    }
+}
+
+/// What pass 1 made of one chunk.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub days: Vec<(i32, RecordBatch)>,
+    pub quarantine: Vec<QEntry>,
+    pub read: u64,
+    pub skipped: BTreeMap<&'static str, u64>,
+}
+
+/// Per-file context of pass 1.
+#[derive(Debug)]
+pub struct FileCtx<'a> {
+    pub file_idx: u32,
+    pub name: &'a str,
+    pub header_len: usize,
+    pub adapter: Option<&'a dyn CsvAdapter>,
+    pub default_mode: &'a str,
+}
+
+/// Row builders for the days one chunk touches.
+#[derive(Debug, Default)]
+struct DayBuilders {
+    idx: HashMap<i32, usize>,
+    list: Vec<(i32, RowsBuilder)>,
+    last: Option<(i32, usize)>,
+}
+
+impl DayBuilders {
+    fn push(&mut self, row: &PlayerRow<'_>, ctx: &FileCtx<'_>, line: u64, rows_in_record: u8, cap: usize) {
+        let day = day_of(row.start_ms);
+        let i = match self.last {
+            Some((d, i)) if d == day => i,
+            _ => {
+                let list = &mut self.list;
+                let i = *self.idx.entry(day).or_insert_with(|| {
+                    list.push((day, RowsBuilder::with_capacity(cap)));
+                    list.len() - 1
+                });
+                self.last = Some((day, i));
+                i
+            }
+        };
+        self.list[i].1.push(row, ctx.name, line, ctx.file_idx, rows_in_record);
+    }
+
+    fn finish(self) -> Vec<(i32, RecordBatch)> {
+        self.list.into_iter().map(|(d, mut b)| (d, b.finish())).collect()
+    }
+}
+
+fn render_record(rec: &ByteRecord) -> String {
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    let _ = w.write_byte_record(rec);
+    let bytes = w.into_inner().unwrap_or_default();
+    String::from_utf8_lossy(bytes.strip_suffix(b"\n").unwrap_or(&bytes)).into_owned()
+}
+
+fn row_q(ctx: &FileCtx<'_>, line: u64, e: RowError, raw: String) -> QEntry {
+    QEntry { file_idx: ctx.file_idx, line, stage: "row", field: e.field, reason: e.reason, match_id: None, player_id: None, raw: Some(raw) }
+}
+
+/// Parses one CSV chunk with the file's adapter.
+pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
+    let adapter = ctx.adapter.ok_or_else(|| IngestError::input(path, "internal: CSV chunk without an adapter"))?;
+    let data = chunk.data();
+    let cap = (data.len() / 64).max(16);
+    let mut out = Parsed::default();
+    let mut days = DayBuilders::default();
+    let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data);
+    let mut rec = ByteRecord::new();
+    // A record with the wrong number of fields, held back one step: if it is the file's last
+    // record and the file does not end in a newline, the file is truncated.
+    let mut held: Option<QEntry> = None;
+    let per_record = adapter.rows_per_record();
+    loop {
+        let more = rdr
+            .read_byte_record(&mut rec)
+            .map_err(|e| IngestError::input(path, format!("CSV error near line {}: {e}", chunk.first_line)))?;
+        if !more {
+            break;
+        }
+        if let Some(q) = held.take() {
+            out.quarantine.push(q);
+        }
+        let line = chunk.first_line + rec.position().map_or(1, csv::Position::line) - 1;
+        out.read += 1;
+        if rec.len() != ctx.header_len {
+            let e = RowError::record(format!("wrong number of fields: expected {}, found {}", ctx.header_len, rec.len()));
+            held = Some(row_q(ctx, line, e, render_record(&rec)));
+            continue;
+        }
+        let mut emitted = 0;
+        let res = adapter.convert(&rec, &mut |row: &PlayerRow<'_>| {
+            days.push(row, ctx, line, per_record, cap);
+            emitted += 1;
+        });
+        match res {
+            Ok(()) => debug_assert_eq!(emitted, per_record),
+            Err(Reject::Bad(e)) => out.quarantine.push(row_q(ctx, line, e, render_record(&rec))),
+            Err(Reject::Skip(why)) => *out.skipped.entry(why).or_default() += 1,
+        }
+    }
+    if let Some(q) = held {
+        if chunk.unterminated() {
+            return Err(IngestError::input(
+                path,
+                format!("file is truncated: the last record (line {}) is cut off: {}", q.line, q.reason),
+            ));
+        }
+        out.quarantine.push(q);
+    }
+    out.days = days.finish();
+    Ok(out)
+}
+
+fn json_text(v: &serde_json::Value) -> Option<Cow<'_, str>> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+        serde_json::Value::Bool(b) => Some(Cow::Borrowed(if *b { "true" } else { "false" })),
+        other => Some(Cow::Owned(other.to_string())),
+    }
+}
+
+/// Parses one chunk of canonical JSON lines (one object per line).
+pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
+    let data = chunk.data();
+    let cap = (data.len() / 128).max(16);
+    let mut out = Parsed::default();
+    let mut days = DayBuilders::default();
+    let mut cache: Option<(Vec<String>, Result<CanonMap, String>)> = None;
+    let pieces: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
+    let n = pieces.len();
+    for (i, piece) in pieces.into_iter().enumerate() {
+        let line = chunk.first_line + i as u64;
+        let text = piece.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        out.read += 1;
+        let raw = || String::from_utf8_lossy(text).into_owned();
+        let obj = match serde_json::from_slice::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(m)) => m,
+            Ok(_) => {
+                out.quarantine.push(row_q(ctx, line, RowError::record("not a JSON object"), raw()));
+                continue;
+            }
+            Err(e) => {
+                if i + 1 == n && chunk.unterminated() {
+                    return Err(IngestError::input(path, format!("file is truncated: the last line ({line}) is cut off: {e}")));
+                }
+                out.quarantine.push(row_q(ctx, line, RowError::record(format!("invalid JSON: {e}")), raw()));
+                continue;
+            }
+        };
+        let keys_match = cache.as_ref().is_some_and(|(k, _)| k.len() == obj.len() && k.iter().zip(obj.keys()).all(|(a, b)| a == b));
+        if !keys_match {
+            let keys: Vec<String> = obj.keys().cloned().collect();
+            let map = CanonMap::from_header(&keys);
+            cache = Some((keys, map));
+        }
+        let Some((_, map)) = &cache else { continue };
+        let map = match map {
+            Ok(m) => m,
+            Err(msg) => {
+                out.quarantine.push(row_q(ctx, line, RowError::record(msg.clone()), raw()));
+                continue;
+            }
+        };
+        let vals: Vec<Option<Cow<'_, str>>> = obj.values().map(json_text).collect();
+        let mut row = match map.row(|k| vals.get(k).and_then(|v| v.as_deref()).map(str::as_bytes), ctx.default_mode) {
+            Ok(r) => r,
+            Err(e) => {
+                out.quarantine.push(row_q(ctx, line, e, raw()));
+                continue;
+            }
+        };
+        let values: Vec<&serde_json::Value> = obj.values().collect();
+        let mut extra = match map.get(crate::canonical::C::Extra).map(|k| values[k]) {
+            Some(serde_json::Value::Object(m)) => m.clone(),
+            Some(serde_json::Value::Null) | None => serde_json::Map::new(),
+            Some(_) => {
+                out.quarantine.push(row_q(ctx, line, RowError::field("extra", "is not a JSON object"), raw()));
+                continue;
+            }
+        };
+        for (k, name) in &map.extras {
+            if !values[*k].is_null() {
+                extra.insert(name.clone(), values[*k].clone());
+            }
+        }
+        if !extra.is_empty() {
+            row.extra = Some(serde_json::Value::Object(extra).to_string());
+        }
+        days.push(&row, ctx, line, 1, cap);
+    }
+    out.days = days.finish();
+    Ok(out)
+}
+
+/// Reads a canonical Parquet file batch by batch; `line` is the 1-based row number.
+pub fn parse_parquet(
+    ctx: &FileCtx<'_>,
+    path: &Path,
+    sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
+    progress: &dyn Fn(u64),
+) -> Result<(), IngestError> {
+    let file = File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| IngestError::input(path, format!("not a readable Parquet file (truncated or corrupt?): {e}")))?;
+    let names: Vec<String> = builder.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let map = CanonMap::from_header(&names).map_err(|e| IngestError::input(path, e))?;
+    let total_rows = builder.metadata().file_metadata().num_rows().max(1) as u64;
+    let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let reader = builder
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| IngestError::input(path, format!("cannot read Parquet: {e}")))?;
+    let mut row0 = 0_u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| IngestError::input(path, format!("corrupt or truncated Parquet data: {e}")))?;
+        let mut cols: Vec<StringArray> = Vec::with_capacity(batch.num_columns());
+        for (k, c) in batch.columns().iter().enumerate() {
+            let s = arrow_cast::cast(c, &DataType::Utf8)
+                .map_err(|e| IngestError::input(path, format!("column '{}' cannot be read as text: {e}", names[k])))?;
+            let s = s
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .cloned()
+                .ok_or_else(|| IngestError::input(path, format!("column '{}' did not cast to text", names[k])))?;
+            cols.push(s);
+        }
+        let mut out = Parsed::default();
+        let mut days = DayBuilders::default();
+        for r in 0..batch.num_rows() {
+            let line = row0 + r as u64 + 1;
+            out.read += 1;
+            let get = |k: usize| (!cols[k].is_null(r)).then(|| cols[k].value(r).as_bytes());
+            let converted = map.row(get, ctx.default_mode).and_then(|mut row| {
+                if !map.extras.is_empty() || map.get(crate::canonical::C::Extra).is_some() {
+                    row.extra = map.extra_from_text(get)?;
+                }
+                Ok(row)
+            });
+            match converted {
+                Ok(row) => days.push(&row, ctx, line, 1, batch.num_rows()),
+                Err(e) => {
+                    let raw = (0..cols.len())
+                        .map(|k| format!("{}={}", names[k], get(k).map(String::from_utf8_lossy).unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    out.quarantine.push(row_q(ctx, line, e, raw));
+                }
+            }
+        }
+        row0 += batch.num_rows() as u64;
+        out.days = days.finish();
+        progress(file_bytes * batch.num_rows() as u64 / total_rows);
+        sink(out)?;
+    }
+    Ok(())
+}

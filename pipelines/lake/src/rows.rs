@@ -1,0 +1,480 @@
+//! The typed player-match row, its row-level validation, and the columnar builder that turns rows
+//! into Arrow batches of the lake schema.
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
+
+use arrow_array::builder::{
+    BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+    TimestampMillisecondBuilder, UInt8Builder, UInt32Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::schema::{Outcome, matches_schema};
+
+/// One player's row of one match, with borrowed strings so that parsing allocates little.
+///
+/// `outcome` is `None` only when the source gives team scores instead: the match-level step
+/// derives it from `team_score` before anything is written to the lake.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlayerRow<'a> {
+    pub match_id: Cow<'a, str>,
+    pub mode: Cow<'a, str>,
+    /// Match start, milliseconds since the Unix epoch (UTC).
+    pub start_ms: i64,
+    pub team: i32,
+    pub player_id: Cow<'a, str>,
+    pub outcome: Option<Outcome>,
+    pub end_ms: Option<i64>,
+    pub seconds_played: Option<f64>,
+    pub party_id: Option<Cow<'a, str>>,
+    pub team_name: Option<Cow<'a, str>>,
+    pub kills: Option<i32>,
+    pub deaths: Option<i32>,
+    pub deaths_by_enemy: Option<i32>,
+    pub self_kills: Option<i32>,
+    pub assists: Option<i32>,
+    pub score: Option<f64>,
+    pub team_score: Option<f64>,
+    pub perf: Option<f64>,
+    pub quit_early: Option<bool>,
+    pub input_device: Option<Cow<'a, str>>,
+    pub platform: Option<Cow<'a, str>>,
+    pub region: Option<Cow<'a, str>>,
+    pub lat: Option<f64>,
+    pub lon: Option<f64>,
+    pub ping_ms: Option<f64>,
+    pub rating: Option<f64>,
+    /// Source columns with no lake column, as one JSON object.
+    pub extra: Option<String>,
+}
+
+/// Why a row was rejected: the field at fault (if one) and a sentence a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    pub field: Option<String>,
+    pub reason: String,
+}
+
+impl RowError {
+    pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        RowError { field: Some(field.into()), reason: reason.into() }
+    }
+    pub fn record(reason: impl Into<String>) -> Self {
+        RowError { field: None, reason: reason.into() }
+    }
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{field}: {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+/// Earliest and latest start times the lake accepts: 1970-01-01 to 2100-01-01 (UTC).
+pub const MIN_START_MS: i64 = 0;
+pub const MAX_START_MS: i64 = 4_102_444_800_000;
+
+impl PlayerRow<'_> {
+    /// The same row with owned strings.
+    #[must_use]
+    pub fn into_owned(self) -> PlayerRow<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        PlayerRow {
+            match_id: own(self.match_id),
+            mode: own(self.mode),
+            player_id: own(self.player_id),
+            party_id: self.party_id.map(own),
+            team_name: self.team_name.map(own),
+            input_device: self.input_device.map(own),
+            platform: self.platform.map(own),
+            region: self.region.map(own),
+            start_ms: self.start_ms,
+            team: self.team,
+            outcome: self.outcome,
+            end_ms: self.end_ms,
+            seconds_played: self.seconds_played,
+            kills: self.kills,
+            deaths: self.deaths,
+            deaths_by_enemy: self.deaths_by_enemy,
+            self_kills: self.self_kills,
+            assists: self.assists,
+            score: self.score,
+            team_score: self.team_score,
+            perf: self.perf,
+            quit_early: self.quit_early,
+            lat: self.lat,
+            lon: self.lon,
+            ping_ms: self.ping_ms,
+            rating: self.rating,
+            extra: self.extra,
+        }
+    }
+
+    /// Row-level checks: required fields present, counts not negative, times in order,
+    /// coordinates on the globe, numbers finite. Match-level checks (two teams, one row per
+    /// player, consistent outcomes) need the whole match and live in the ingest step.
+    pub fn validate(&self) -> Result<(), RowError> {
+        if self.match_id.trim().is_empty() {
+            return Err(RowError::field("match_id", "missing required field"));
+        }
+        if self.player_id.trim().is_empty() {
+            return Err(RowError::field("player_id", "missing required field"));
+        }
+        if self.mode.trim().is_empty() {
+            return Err(RowError::field("mode", "missing required field"));
+        }
+        if !(MIN_START_MS..MAX_START_MS).contains(&self.start_ms) {
+            return Err(RowError::field(
+                "start_time",
+                format!("{} ms is outside 1970..2100", self.start_ms),
+            ));
+        }
+        if self.team < 0 {
+            return Err(RowError::field("team", format!("{} is negative", self.team)));
+        }
+        if self.outcome.is_none() && self.team_score.is_none() {
+            return Err(RowError::field("outcome", "missing required field (no outcome and no team_score)"));
+        }
+        for (name, v) in [
+            ("kills", self.kills),
+            ("deaths", self.deaths),
+            ("deaths_by_enemy", self.deaths_by_enemy),
+            ("self_kills", self.self_kills),
+            ("assists", self.assists),
+        ] {
+            if let Some(v) = v
+                && v < 0
+            {
+                return Err(RowError::field(name, format!("{v} is negative")));
+            }
+        }
+        if let (Some(dbe), Some(d)) = (self.deaths_by_enemy, self.deaths)
+            && dbe > d
+        {
+            return Err(RowError::field(
+                "deaths_by_enemy",
+                format!("{dbe} exceeds deaths ({d})"),
+            ));
+        }
+        if let (Some(sk), Some(d)) = (self.self_kills, self.deaths)
+            && sk > d
+        {
+            return Err(RowError::field("self_kills", format!("{sk} exceeds deaths ({d})")));
+        }
+        if let Some(end) = self.end_ms
+            && end < self.start_ms
+        {
+            return Err(RowError::field(
+                "end_time",
+                format!("ends {} s before it starts", (self.start_ms - end) as f64 / 1000.0),
+            ));
+        }
+        for (name, v) in [
+            ("seconds_played", self.seconds_played),
+            ("score", self.score),
+            ("team_score", self.team_score),
+            ("perf", self.perf),
+            ("lat", self.lat),
+            ("lon", self.lon),
+            ("ping_ms", self.ping_ms),
+            ("rating", self.rating),
+        ] {
+            if let Some(v) = v
+                && !v.is_finite()
+            {
+                return Err(RowError::field(name, format!("{v} is not a finite number")));
+            }
+        }
+        if let Some(s) = self.seconds_played
+            && s < 0.0
+        {
+            return Err(RowError::field("seconds_played", format!("{s} is negative")));
+        }
+        if let Some(p) = self.ping_ms
+            && p < 0.0
+        {
+            return Err(RowError::field("ping_ms", format!("{p} is negative")));
+        }
+        if let Some(lat) = self.lat
+            && !(-90.0..=90.0).contains(&lat)
+        {
+            return Err(RowError::field("lat", format!("{lat} is outside [-90, 90]")));
+        }
+        if let Some(lon) = self.lon
+            && !(-180.0..=180.0).contains(&lon)
+        {
+            return Err(RowError::field("lon", format!("{lon} is outside [-180, 180]")));
+        }
+        Ok(())
+    }
+}
+
+/// Internal columns that travel with rows between ingest's two passes; never written to the lake.
+pub mod internal {
+    /// Index of the source file in the run's input list.
+    pub const FILE_IDX: &str = "_file_idx";
+    /// How many lake rows the source record produced (2 for a one-row-per-match source).
+    pub const RECORD_ROWS: &str = "_record_rows";
+}
+
+static STAGING: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields: Vec<Field> = matches_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    fields.push(Field::new(internal::FILE_IDX, DataType::UInt32, false));
+    fields.push(Field::new(internal::RECORD_ROWS, DataType::UInt8, false));
+    Arc::new(Schema::new(fields))
+});
+
+/// The schema of batches between ingest's passes: the lake columns (all nullable, because
+/// `outcome` may still be pending) followed by the [`internal`] columns.
+pub fn staging_schema() -> SchemaRef {
+    STAGING.clone()
+}
+
+/// Projects a staging batch onto the lake schema, checking that required columns are filled.
+pub fn to_lake_batch(staging: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let n = matches_schema().fields().len();
+    let cols: Vec<ArrayRef> = staging.columns()[..n].to_vec();
+    RecordBatch::try_new(matches_schema(), cols)
+}
+
+/// Builds staging batches (see [`staging_schema`]) row by row.
+#[derive(Debug)]
+pub struct RowsBuilder {
+    match_id: StringBuilder,
+    mode: StringBuilder,
+    start_time: TimestampMillisecondBuilder,
+    team: Int32Builder,
+    player_id: StringBuilder,
+    outcome: StringBuilder,
+    end_time: TimestampMillisecondBuilder,
+    seconds_played: Float64Builder,
+    party_id: StringBuilder,
+    team_name: StringBuilder,
+    kills: Int32Builder,
+    deaths: Int32Builder,
+    deaths_by_enemy: Int32Builder,
+    self_kills: Int32Builder,
+    assists: Int32Builder,
+    score: Float64Builder,
+    team_score: Float64Builder,
+    perf: Float64Builder,
+    quit_early: BooleanBuilder,
+    input_device: StringBuilder,
+    platform: StringBuilder,
+    region: StringBuilder,
+    lat: Float64Builder,
+    lon: Float64Builder,
+    ping_ms: Float64Builder,
+    rating: Float64Builder,
+    extra: StringBuilder,
+    source_file: StringBuilder,
+    source_line: Int64Builder,
+    file_idx: UInt32Builder,
+    record_rows: UInt8Builder,
+    len: usize,
+}
+
+fn ts_builder(cap: usize) -> TimestampMillisecondBuilder {
+    TimestampMillisecondBuilder::with_capacity(cap).with_timezone("UTC")
+}
+
+impl RowsBuilder {
+    pub fn with_capacity(cap: usize) -> Self {
+        let s = || StringBuilder::with_capacity(cap, cap * 8);
+        RowsBuilder {
+            match_id: s(),
+            mode: s(),
+            start_time: ts_builder(cap),
+            team: Int32Builder::with_capacity(cap),
+            player_id: s(),
+            outcome: s(),
+            end_time: ts_builder(cap),
+            seconds_played: Float64Builder::with_capacity(cap),
+            party_id: s(),
+            team_name: s(),
+            kills: Int32Builder::with_capacity(cap),
+            deaths: Int32Builder::with_capacity(cap),
+            deaths_by_enemy: Int32Builder::with_capacity(cap),
+            self_kills: Int32Builder::with_capacity(cap),
+            assists: Int32Builder::with_capacity(cap),
+            score: Float64Builder::with_capacity(cap),
+            team_score: Float64Builder::with_capacity(cap),
+            perf: Float64Builder::with_capacity(cap),
+            quit_early: BooleanBuilder::with_capacity(cap),
+            input_device: StringBuilder::new(),
+            platform: StringBuilder::new(),
+            region: StringBuilder::new(),
+            lat: Float64Builder::with_capacity(cap),
+            lon: Float64Builder::with_capacity(cap),
+            ping_ms: Float64Builder::with_capacity(cap),
+            rating: Float64Builder::with_capacity(cap),
+            extra: StringBuilder::new(),
+            source_file: s(),
+            source_line: Int64Builder::with_capacity(cap),
+            file_idx: UInt32Builder::with_capacity(cap),
+            record_rows: UInt8Builder::with_capacity(cap),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends one row with its provenance.
+    pub fn push(
+        &mut self,
+        row: &PlayerRow<'_>,
+        source_file: &str,
+        source_line: u64,
+        file_idx: u32,
+        record_rows: u8,
+    ) {
+        self.match_id.append_value(&row.match_id);
+        self.mode.append_value(&row.mode);
+        self.start_time.append_value(row.start_ms);
+        self.team.append_value(row.team);
+        self.player_id.append_value(&row.player_id);
+        self.outcome.append_option(row.outcome.map(Outcome::as_str));
+        self.end_time.append_option(row.end_ms);
+        self.seconds_played.append_option(row.seconds_played);
+        self.party_id.append_option(row.party_id.as_deref());
+        self.team_name.append_option(row.team_name.as_deref());
+        self.kills.append_option(row.kills);
+        self.deaths.append_option(row.deaths);
+        self.deaths_by_enemy.append_option(row.deaths_by_enemy);
+        self.self_kills.append_option(row.self_kills);
+        self.assists.append_option(row.assists);
+        self.score.append_option(row.score);
+        self.team_score.append_option(row.team_score);
+        self.perf.append_option(row.perf);
+        self.quit_early.append_option(row.quit_early);
+        self.input_device.append_option(row.input_device.as_deref());
+        self.platform.append_option(row.platform.as_deref());
+        self.region.append_option(row.region.as_deref());
+        self.lat.append_option(row.lat);
+        self.lon.append_option(row.lon);
+        self.ping_ms.append_option(row.ping_ms);
+        self.rating.append_option(row.rating);
+        self.extra.append_option(row.extra.as_deref());
+        self.source_file.append_value(source_file);
+        self.source_line.append_value(i64::try_from(source_line).unwrap_or(i64::MAX));
+        self.file_idx.append_value(file_idx);
+        self.record_rows.append_value(record_rows);
+        self.len += 1;
+    }
+
+    /// Finishes the rows pushed so far into one staging batch and resets the builder.
+    pub fn finish(&mut self) -> RecordBatch {
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(self.match_id.finish()),
+            Arc::new(self.mode.finish()),
+            Arc::new(self.start_time.finish()),
+            Arc::new(self.team.finish()),
+            Arc::new(self.player_id.finish()),
+            Arc::new(self.outcome.finish()),
+            Arc::new(self.end_time.finish()),
+            Arc::new(self.seconds_played.finish()),
+            Arc::new(self.party_id.finish()),
+            Arc::new(self.team_name.finish()),
+            Arc::new(self.kills.finish()),
+            Arc::new(self.deaths.finish()),
+            Arc::new(self.deaths_by_enemy.finish()),
+            Arc::new(self.self_kills.finish()),
+            Arc::new(self.assists.finish()),
+            Arc::new(self.score.finish()),
+            Arc::new(self.team_score.finish()),
+            Arc::new(self.perf.finish()),
+            Arc::new(self.quit_early.finish()),
+            Arc::new(self.input_device.finish()),
+            Arc::new(self.platform.finish()),
+            Arc::new(self.region.finish()),
+            Arc::new(self.lat.finish()),
+            Arc::new(self.lon.finish()),
+            Arc::new(self.ping_ms.finish()),
+            Arc::new(self.rating.finish()),
+            Arc::new(self.extra.finish()),
+            Arc::new(self.source_file.finish()),
+            Arc::new(self.source_line.finish()),
+            Arc::new(self.file_idx.finish()),
+            Arc::new(self.record_rows.finish()),
+        ];
+        self.len = 0;
+        // The builders above are typed to match `staging_schema` column for column, so this
+        // cannot fail short of a programming error, which the unit test below would catch.
+        RecordBatch::try_new(staging_schema(), cols).expect("RowsBuilder columns match staging_schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> PlayerRow<'static> {
+        PlayerRow {
+            match_id: "m1".into(),
+            mode: "tdm".into(),
+            start_ms: 1_704_067_200_000,
+            team: 0,
+            player_id: "p1".into(),
+            outcome: Some(Outcome::Win),
+            kills: Some(3),
+            deaths: Some(2),
+            deaths_by_enemy: Some(2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn builder_output_matches_staging_and_projects_to_lake_schema() {
+        let mut b = RowsBuilder::with_capacity(4);
+        b.push(&row(), "a.csv", 2, 0, 1);
+        b.push(&PlayerRow { player_id: "p2".into(), lat: Some(10.0), ..row() }, "a.csv", 3, 0, 1);
+        let batch = b.finish();
+        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(batch.schema(), staging_schema());
+        let lake = to_lake_batch(&batch).unwrap();
+        assert_eq!(lake.schema(), matches_schema());
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn lake_projection_refuses_a_pending_outcome() {
+        let mut b = RowsBuilder::with_capacity(1);
+        b.push(&PlayerRow { outcome: None, team_score: Some(3.0), ..row() }, "a.csv", 2, 0, 1);
+        assert!(to_lake_batch(&b.finish()).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let cases: Vec<(PlayerRow<'static>, &str)> = vec![
+            (PlayerRow { kills: Some(-1), ..row() }, "kills"),
+            (PlayerRow { deaths_by_enemy: Some(5), ..row() }, "deaths_by_enemy"),
+            (PlayerRow { end_ms: Some(row().start_ms - 1000), ..row() }, "end_time"),
+            (PlayerRow { player_id: "".into(), ..row() }, "player_id"),
+            (PlayerRow { outcome: None, ..row() }, "outcome"),
+            (PlayerRow { lat: Some(91.0), ..row() }, "lat"),
+            (PlayerRow { score: Some(f64::NAN), ..row() }, "score"),
+            (PlayerRow { team: -2, ..row() }, "team"),
+            (PlayerRow { start_ms: -5, ..row() }, "start_time"),
+        ];
+        for (r, field) in cases {
+            let e = r.validate().unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        }
+        assert!(row().validate().is_ok());
+    }
+}

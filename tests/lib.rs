@@ -1,0 +1,1 @@
+//! Shared helpers live in the test modules; this library is intentionally empty.
