@@ -1,1 +1,64 @@
-fn main() {}
+//! `mm`: the command line of the matchmaking trainer.
+//!
+//! Three layers, as in ripgrep: [`args`] parses flags into plain values, each command validates
+//! them into a library config, and the library does the work. `main` only maps errors to exit
+//! codes: 0 success, 2 bad input or usage (an unreadable or truncated file, a missing column, a
+//! bad flag), 1 anything else.
+
+mod args;
+mod bench;
+mod progress;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+use mm_ingest::IngestError;
+
+use args::{BenchCmd, Cli, Cmd, LakeCmd};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mm: error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<IngestError>() {
+        Some(IngestError::Input { .. } | IngestError::Config { .. }) => 2,
+        _ => 1,
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Ingest(a) => {
+            let cfg = a.to_config()?;
+            let quiet = a.out.quiet || a.out.json;
+            let bar = progress::Bar::new(quiet);
+            let report = mm_ingest::ingest(&cfg, &bar)?;
+            bar.finish();
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.summary());
+            }
+            Ok(())
+        }
+        Cmd::Lake(LakeCmd::Show(a)) => {
+            let summary = mm_lake::summary::summarize(&a.lake)?;
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("{summary}");
+            }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
+    }
+}

@@ -66,14 +66,19 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
     Ok(out)
 }
 
-/// Finalises one day: decides every staged row's fate and stages the day's Parquet file.
-pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn) -> Result<DayResult, IngestError> {
+/// Finalises one day's staged rows: decides every row's fate and stages a Parquet file of the
+/// accepted ones. `earlier` are files this run already staged for the day (when the memory
+/// budget made it finalise the day before the input ended): they count as part of the lake.
+pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn, earlier: &[PathBuf]) -> Result<DayResult, IngestError> {
     let mut result = DayResult { day, written: None, per_file: HashMap::new(), quarantine: Vec::new() };
     if batches.is_empty() {
         return Ok(result);
     }
-    let batch = concat_batches(&staging_schema(), &batches).map_err(internal)?;
-    drop(batches);
+    let batch = if batches.len() == 1 {
+        batches.into_iter().next().unwrap_or_else(|| RecordBatch::new_empty(staging_schema()))
+    } else {
+        concat_batches(&staging_schema(), &batches).map_err(internal)?
+    };
     let n = batch.num_rows();
     let c = |name: &str| batch.column_by_name(name).cloned().ok_or_else(|| internal(format!("missing column {name}")));
     let (match_col, player_col, outcome_col) = (c(col::MATCH_ID)?, c(col::PLAYER_ID)?, c(col::OUTCOME)?);
@@ -89,7 +94,11 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn)
     let file_idx = file_col.as_primitive::<UInt32Type>();
     let record_rows = rr_col.as_primitive::<UInt8Type>();
 
-    let existing = existing_rows(&lake.partition_files(day)?)?;
+    let mut existing_files = lake.partition_files(day)?;
+    for rel in earlier {
+        existing_files.push(txn.staged_path(rel)?);
+    }
+    let existing = existing_rows(&existing_files)?;
     let mut f = Fates { fate: vec![Fate::Accepted; n], why: HashMap::new() };
 
     // 1. Duplicates: against the lake by key, within the run by key and content.
@@ -201,7 +210,7 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn)
         }
     }
 
-    // 5. The accepted rows, sorted by (start, match, team, player), with derived outcomes.
+    // 5. The accepted rows in lake order: (start, match, team), input order within a team.
     let mut keep: Vec<usize> = (0..n).filter(|&i| f.fate[i] == Fate::Accepted).collect();
     if keep.is_empty() {
         return Ok(result);
@@ -211,10 +220,9 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn)
             .cmp(&start.value(*b))
             .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
             .then_with(|| team.value(*a).cmp(&team.value(*b)))
-            .then_with(|| player.value(*a).cmp(player.value(*b)))
     };
     if !keep.windows(2).all(|w| key(&w[0], &w[1]).is_le()) {
-        keep.sort_unstable_by(key);
+        keep.sort_by(key); // stable
     }
     let mut out = batch.clone();
     if !derived.is_empty() {
@@ -226,10 +234,13 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn)
         cols[k] = Arc::new(filled);
         out = RecordBatch::try_new(staging_schema(), cols).map_err(internal)?;
     }
-    let idx = UInt32Array::from_iter_values(keep.iter().map(|&i| i as u32));
-    let out = take_record_batch(&out, &idx).map_err(internal)?;
+    let identity = keep.len() == n && keep.iter().enumerate().all(|(k, &i)| k == i);
+    if !identity {
+        let idx = UInt32Array::from_iter_values(keep.iter().map(|&i| i as u32));
+        out = take_record_batch(&out, &idx).map_err(internal)?;
+    }
     let out = to_lake_batch(&out).map_err(internal)?;
-    let rel = Lake::partition_rel(day).join(format!("part-{}.parquet", txn.run_id()));
+    let rel = Lake::partition_rel(day).join(format!("part-{}-{}.parquet", txn.run_id(), earlier.len()));
     let path = txn.staged_path(&rel)?;
     write_parquet_file(&path, &[out])?;
     result.written = Some((rel, keep.len() as u64));

@@ -11,10 +11,11 @@
 //!
 //! The run has two passes. Pass 1 ([`parse`]) streams each file in chunks cut at record
 //! boundaries, parses the chunks in parallel, applies the row-level rules and stages the rows by
-//! day ([`spill`], which spills to disk past a row budget, so memory stays flat). Pass 2
-//! ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake and the run,
-//! match-level rules (two teams, one row per player, consistent outcomes), and the day's sorted
-//! zstd Parquet file. Nothing is visible in the lake until the commit; a failed run (an unreadable
+//! day. Pass 2 ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake
+//! and the run, match-level rules (two teams, one row per player, consistent outcomes), and the
+//! day's sorted zstd Parquet file. When the staged rows pass a memory budget, every day but the
+//! newest is finalised early, so memory stays flat however large the input (a day that receives
+//! rows again later gets a second file, deduplicated against the first). Nothing is visible in the lake until the commit; a failed run (an unreadable
 //! or truncated file, say) leaves the lake exactly as it was.
 //!
 //! ```
@@ -42,7 +43,6 @@ pub mod generate;
 pub mod parse;
 pub mod report;
 pub mod source;
-pub mod spill;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ pub struct IngestConfig {
     pub format: Option<Format>,
     /// The `mode` of canonical rows that have no `mode` column or value.
     pub default_mode: String,
-    /// Rows staged in memory before spilling to disk (memory is roughly 100 bytes per row).
+    /// Rows staged in memory before older days are finalised (roughly 150 bytes per row).
     pub spill_rows: usize,
     /// Size of the chunks that are parsed in parallel.
     pub chunk_bytes: usize,
@@ -228,9 +228,16 @@ impl FileRun<'_> {
             }
             let results: Vec<Result<Parsed, IngestError>> = pending
                 .par_iter()
-                .map(|c| match container {
-                    Container::Csv => parse::parse_csv_chunk(&ctx, c, self.path),
-                    _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
+                .map(|c| {
+                    let t = Instant::now();
+                    let r = match container {
+                        Container::Csv => parse::parse_csv_chunk(&ctx, c, self.path),
+                        _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
+                    };
+                    if std::env::var_os("MM_DEBUG_TIMING").is_some() {
+                        eprintln!("chunk {} bytes {:.3}s", c.bytes.len(), t.elapsed().as_secs_f64());
+                    }
+                    r
                 })
                 .collect();
             for r in results {
@@ -257,7 +264,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     let recovery = lake.recover(&lock)?;
     let run_id = new_run_id();
     let mut txn = lake.begin(&lock, &run_id)?;
-    let mut store = spill::DayStore::new(txn.scratch_dir()?, cfg.spill_rows);
+    let mut stager = Stager { lake: &lake, txn: &txn, budget_rows: cfg.spill_rows, mem: BTreeMap::new(), mem_rows: 0, parts: BTreeMap::new(), results: Vec::new() };
     let mut reports: Vec<FileReport> = Vec::new();
     let mut qentries: Vec<QEntry> = Vec::new();
 
@@ -278,7 +285,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
                     *skipped.entry(why).or_default() += n;
                 }
                 for (day, batch) in p.days {
-                    store.add(day, batch)?;
+                    stager.add(day, batch)?;
                 }
                 qentries.extend(p.quarantine);
                 Ok(())
@@ -307,15 +314,13 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         reports.push(fr);
     }
 
+    let mut stage_seconds = BTreeMap::new();
+    stage_seconds.insert("read".to_string(), t0.elapsed().as_secs_f64());
+    let t1 = Instant::now();
     progress.stage("deduplicating and writing partitions");
-    let days = store.into_days();
-    let results: Vec<finalize::DayResult> = days
-        .into_par_iter()
-        .map(|d| {
-            let day = d.day;
-            finalize::finalize_day(day, d.load()?, &lake, &txn)
-        })
-        .collect::<Result<_, _>>()?;
+    stager.flush(true)?;
+    let results = std::mem::take(&mut stager.results);
+    drop(stager);
 
     let mut lake_rows = 0;
     let mut partitions = 0;
@@ -354,6 +359,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         }
         totals.add(&fr.counts);
     }
+    stage_seconds.insert("finalize".to_string(), t1.elapsed().as_secs_f64());
     let seconds = t0.elapsed().as_secs_f64();
     let mut report = RunReport {
         run_id: run_id.clone(),
@@ -364,16 +370,71 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         partitions_written: partitions,
         quarantine_entries_written: quarantine_written,
         seconds,
+        stage_seconds,
         records_per_second: totals.read as f64 / seconds.max(1e-9),
         peak_rss_bytes: None,
         recovered: recovery.rolled_forward.iter().chain(&recovery.rolled_back).cloned().collect(),
     };
     let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal { path: cfg.lake.clone(), reason: e.to_string() })?;
+    let t2 = Instant::now();
     txn.commit(&record)?;
+    report.stage_seconds.insert("commit".to_string(), t2.elapsed().as_secs_f64());
     report.seconds = t0.elapsed().as_secs_f64();
     report.records_per_second = totals.read as f64 / report.seconds.max(1e-9);
     report.peak_rss_bytes = report::peak_rss_bytes();
     Ok(report)
+}
+
+/// Staged rows by day, finalised early (all days but the newest) past the row budget.
+struct Stager<'a> {
+    lake: &'a Lake,
+    txn: &'a Txn,
+    budget_rows: usize,
+    mem: BTreeMap<i32, Vec<RecordBatch>>,
+    mem_rows: usize,
+    /// Files already staged this run, per day (relative to the lake root).
+    parts: BTreeMap<i32, Vec<PathBuf>>,
+    results: Vec<finalize::DayResult>,
+}
+
+impl Stager<'_> {
+    fn add(&mut self, day: i32, batch: RecordBatch) -> Result<(), IngestError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.mem_rows += batch.num_rows();
+        self.mem.entry(day).or_default().push(batch);
+        if self.mem_rows > self.budget_rows {
+            self.flush(false)?;
+        }
+        Ok(())
+    }
+
+    /// Finalises every staged day (`all`), or all but the newest, which is likely still filling.
+    fn flush(&mut self, all: bool) -> Result<(), IngestError> {
+        let mut days = std::mem::take(&mut self.mem);
+        if !all && days.len() > 1
+            && let Some((d, b)) = days.pop_last()
+        {
+            self.mem.insert(d, b);
+        }
+        let (lake, txn, parts) = (self.lake, self.txn, &self.parts);
+        let results: Vec<finalize::DayResult> = days
+            .into_par_iter()
+            .map(|(day, batches)| {
+                let earlier = parts.get(&day).map_or(&[][..], Vec::as_slice);
+                finalize::finalize_day(day, batches, lake, txn, earlier)
+            })
+            .collect::<Result<_, _>>()?;
+        for r in &results {
+            if let Some((rel, _)) = &r.written {
+                self.parts.entry(r.day).or_default().push(rel.clone());
+            }
+        }
+        self.results.extend(results);
+        self.mem_rows = self.mem.values().flatten().map(RecordBatch::num_rows).sum();
+        Ok(())
+    }
 }
 
 /// Longest raw record kept in the quarantine table.

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 
-use arrow_array::{Array, RecordBatch, StringArray};
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampMillisecondType;
+use arrow_array::{Array, RecordBatch, StringArray, UInt32Array};
+use arrow_select::take::take_record_batch;
 use arrow_schema::DataType;
 use csv::ByteRecord;
-use hashbrown::HashMap;
 use mm_lake::schema::day_of;
 use mm_lake::{PlayerRow, RowError, RowsBuilder};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -61,34 +63,56 @@ pub struct FileCtx<'a> {
     pub default_mode: &'a str,
 }
 
-/// Row builders for the days one chunk touches.
-#[derive(Debug, Default)]
-struct DayBuilders {
-    idx: HashMap<i32, usize>,
-    list: Vec<(i32, RowsBuilder)>,
-    last: Option<(i32, usize)>,
+/// The rows of one chunk, in one pre-sized builder, split into days when finished.
+#[derive(Debug)]
+struct ChunkRows {
+    rows: RowsBuilder,
 }
 
-impl DayBuilders {
-    fn push(&mut self, row: &PlayerRow<'_>, ctx: &FileCtx<'_>, line: u64, rows_in_record: u8, cap: usize) {
-        let day = day_of(row.start_ms);
-        let i = match self.last {
-            Some((d, i)) if d == day => i,
-            _ => {
-                let list = &mut self.list;
-                let i = *self.idx.entry(day).or_insert_with(|| {
-                    list.push((day, RowsBuilder::with_capacity(cap)));
-                    list.len() - 1
-                });
-                self.last = Some((day, i));
-                i
-            }
-        };
-        self.list[i].1.push(row, ctx.name, line, ctx.file_idx, rows_in_record);
+impl ChunkRows {
+    /// Room for `records` records of `per_record` rows and `bytes` bytes of input.
+    fn new(records: usize, per_record: usize, bytes: usize) -> ChunkRows {
+        ChunkRows { rows: RowsBuilder::with_capacities(records * per_record + 1, bytes * per_record + 64) }
     }
 
-    fn finish(self) -> Vec<(i32, RecordBatch)> {
-        self.list.into_iter().map(|(d, mut b)| (d, b.finish())).collect()
+    fn push(&mut self, row: &PlayerRow<'_>, ctx: &FileCtx<'_>, line: u64, rows_in_record: u8) {
+        self.rows.push(row, ctx.name, line, ctx.file_idx, rows_in_record);
+    }
+
+    /// The rows by day: zero-copy slices when each day's rows are contiguous (time-ordered
+    /// input), gathered copies otherwise.
+    fn finish(mut self) -> Result<Vec<(i32, RecordBatch)>, IngestError> {
+        let batch = self.rows.finish();
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let start = batch
+            .column_by_name(mm_lake::schema::col::START_TIME)
+            .map(|c| c.as_primitive::<TimestampMillisecondType>().clone())
+            .ok_or_else(|| IngestError::Internal { path: "<chunk>".into(), reason: "no start_time column".into() })?;
+        let days: Vec<i32> = (0..n).map(|i| day_of(start.value(i))).collect();
+        let mut runs: Vec<(i32, usize, usize)> = Vec::new();
+        for (i, d) in days.iter().enumerate() {
+            match runs.last_mut() {
+                Some((rd, _, len)) if rd == d => *len += 1,
+                _ => runs.push((*d, i, 1)),
+            }
+        }
+        let mut distinct: Vec<i32> = runs.iter().map(|r| r.0).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() == runs.len() {
+            return Ok(runs.into_iter().map(|(d, off, len)| (d, batch.slice(off, len))).collect());
+        }
+        let mut out = Vec::with_capacity(distinct.len());
+        for d in distinct {
+            let idx: UInt32Array = (0..n).filter(|&i| days[i] == d).map(|i| i as u32).collect();
+            let part = take_record_batch(&batch, &idx)
+                .map_err(|e| IngestError::Internal { path: "<chunk>".into(), reason: e.to_string() })?;
+            out.push((d, part));
+        }
+        Ok(out)
     }
 }
 
@@ -107,15 +131,15 @@ fn row_q(ctx: &FileCtx<'_>, line: u64, e: RowError, raw: String) -> QEntry {
 pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
     let adapter = ctx.adapter.ok_or_else(|| IngestError::input(path, "internal: CSV chunk without an adapter"))?;
     let data = chunk.data();
-    let cap = (data.len() / 64).max(16);
+    let per_record = adapter.rows_per_record();
+    let lines = memchr::memchr_iter(b'\n', data).count() + 1;
     let mut out = Parsed::default();
-    let mut days = DayBuilders::default();
+    let mut days = ChunkRows::new(lines, usize::from(per_record), data.len());
     let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data);
     let mut rec = ByteRecord::new();
     // A record with the wrong number of fields, held back one step: if it is the file's last
     // record and the file does not end in a newline, the file is truncated.
     let mut held: Option<QEntry> = None;
-    let per_record = adapter.rows_per_record();
     loop {
         let more = rdr
             .read_byte_record(&mut rec)
@@ -135,7 +159,7 @@ pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<
         }
         let mut emitted = 0;
         let res = adapter.convert(&rec, &mut |row: &PlayerRow<'_>| {
-            days.push(row, ctx, line, per_record, cap);
+            days.push(row, ctx, line, per_record);
             emitted += 1;
         });
         match res {
@@ -153,7 +177,7 @@ pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<
         }
         out.quarantine.push(q);
     }
-    out.days = days.finish();
+    out.days = days.finish()?;
     Ok(out)
 }
 
@@ -169,9 +193,9 @@ fn json_text(v: &serde_json::Value) -> Option<Cow<'_, str>> {
 /// Parses one chunk of canonical JSON lines (one object per line).
 pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
     let data = chunk.data();
-    let cap = (data.len() / 128).max(16);
+    let lines = memchr::memchr_iter(b'\n', data).count() + 1;
     let mut out = Parsed::default();
-    let mut days = DayBuilders::default();
+    let mut days = ChunkRows::new(lines, 1, data.len());
     let mut cache: Option<(Vec<String>, Result<CanonMap, String>)> = None;
     let pieces: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
     let n = pieces.len();
@@ -236,9 +260,9 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
         if !extra.is_empty() {
             row.extra = Some(serde_json::Value::Object(extra).to_string());
         }
-        days.push(&row, ctx, line, 1, cap);
+        days.push(&row, ctx, line, 1);
     }
-    out.days = days.finish();
+    out.days = days.finish()?;
     Ok(out)
 }
 
@@ -275,7 +299,8 @@ pub fn parse_parquet(
             cols.push(s);
         }
         let mut out = Parsed::default();
-        let mut days = DayBuilders::default();
+        let text_bytes: usize = cols.iter().map(|c| c.values().len()).sum();
+        let mut days = ChunkRows::new(batch.num_rows(), 1, text_bytes);
         for r in 0..batch.num_rows() {
             let line = row0 + r as u64 + 1;
             out.read += 1;
@@ -287,7 +312,7 @@ pub fn parse_parquet(
                 Ok(row)
             });
             match converted {
-                Ok(row) => days.push(&row, ctx, line, 1, batch.num_rows()),
+                Ok(row) => days.push(&row, ctx, line, 1),
                 Err(e) => {
                     let raw = (0..cols.len())
                         .map(|k| format!("{}={}", names[k], get(k).map(String::from_utf8_lossy).unwrap_or_default()))
@@ -298,7 +323,7 @@ pub fn parse_parquet(
             }
         }
         row0 += batch.num_rows() as u64;
-        out.days = days.finish();
+        out.days = days.finish()?;
         progress(file_bytes * batch.num_rows() as u64 / total_rows);
         sink(out)?;
     }

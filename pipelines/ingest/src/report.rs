@@ -69,6 +69,8 @@ pub struct RunReport {
     /// New quarantine entries stored (a re-ingested bad record is counted above but not stored twice).
     pub quarantine_entries_written: u64,
     pub seconds: f64,
+    /// Wall-clock seconds of each stage: read (pass 1), finalize (pass 2), commit.
+    pub stage_seconds: BTreeMap<String, f64>,
     pub records_per_second: f64,
     pub peak_rss_bytes: Option<u64>,
     /// Unfinished runs found at start and completed (rolled forward) or removed (rolled back).

@@ -42,6 +42,7 @@
 pub mod rows;
 pub mod schema;
 pub mod store;
+pub mod summary;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
 pub use store::{Lake, LakeError, LakeLock, Recovery, Txn};

@@ -5,10 +5,12 @@ use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::{
-    BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
-    TimestampMillisecondBuilder, UInt8Builder, UInt32Builder,
+    ArrayBuilder,
+    BooleanBuilder, Int32Builder, Int64Builder, PrimitiveBuilder, StringBuilder, UInt8Builder,
+    UInt32Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, RecordBatch, new_null_array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::schema::{Outcome, matches_schema};
@@ -246,82 +248,159 @@ pub fn to_lake_batch(staging: &RecordBatch) -> Result<RecordBatch, arrow_schema:
     RecordBatch::try_new(matches_schema(), cols)
 }
 
+/// An optional primitive column that allocates nothing until its first value: inputs leave most
+/// optional columns empty, and an all-null column is made in one step at the end.
+#[derive(Debug)]
+struct OptPrim<T: ArrowPrimitiveType> {
+    b: Option<PrimitiveBuilder<T>>,
+    cap: usize,
+}
+
+impl<T: ArrowPrimitiveType> OptPrim<T> {
+    fn new(cap: usize) -> Self {
+        OptPrim { b: None, cap }
+    }
+    #[inline]
+    fn push(&mut self, v: Option<T::Native>, row: usize) {
+        match (&mut self.b, v) {
+            (Some(b), v) => b.append_option(v),
+            (None, None) => {}
+            (None, Some(v)) => {
+                let mut b = PrimitiveBuilder::<T>::with_capacity(self.cap.max(row + 1));
+                b.append_nulls(row);
+                b.append_value(v);
+                self.b = Some(b);
+            }
+        }
+    }
+    fn finish(&mut self, len: usize, dt: &DataType) -> ArrayRef {
+        match self.b.take() {
+            Some(mut b) => {
+                b.append_nulls(len - b.len());
+                Arc::new(b.finish().with_data_type(dt.clone()))
+            }
+            None => new_null_array(dt, len),
+        }
+    }
+}
+
+/// The string counterpart of [`OptPrim`].
+#[derive(Debug)]
+struct OptStr {
+    b: Option<StringBuilder>,
+    cap: usize,
+}
+
+impl OptStr {
+    fn new(cap: usize) -> Self {
+        OptStr { b: None, cap }
+    }
+    #[inline]
+    fn push(&mut self, v: Option<&str>, row: usize) {
+        match (&mut self.b, v) {
+            (Some(b), v) => b.append_option(v),
+            (None, None) => {}
+            (None, Some(v)) => {
+                let mut b = StringBuilder::with_capacity(self.cap.max(row + 1), self.cap.max(row + 1) * 8);
+                b.append_nulls(row);
+                b.append_value(v);
+                self.b = Some(b);
+            }
+        }
+    }
+    fn finish(&mut self, len: usize) -> ArrayRef {
+        match self.b.take() {
+            Some(mut b) => {
+                b.append_nulls(len - b.len());
+                Arc::new(b.finish())
+            }
+            None => new_null_array(&DataType::Utf8, len),
+        }
+    }
+}
+
 /// Builds staging batches (see [`staging_schema`]) row by row.
 #[derive(Debug)]
 pub struct RowsBuilder {
     match_id: StringBuilder,
     mode: StringBuilder,
-    start_time: TimestampMillisecondBuilder,
+    start_time: PrimitiveBuilder<TimestampMillisecondType>,
     team: Int32Builder,
     player_id: StringBuilder,
     outcome: StringBuilder,
-    end_time: TimestampMillisecondBuilder,
-    seconds_played: Float64Builder,
-    party_id: StringBuilder,
-    team_name: StringBuilder,
-    kills: Int32Builder,
-    deaths: Int32Builder,
-    deaths_by_enemy: Int32Builder,
-    self_kills: Int32Builder,
-    assists: Int32Builder,
-    score: Float64Builder,
-    team_score: Float64Builder,
-    perf: Float64Builder,
-    quit_early: BooleanBuilder,
-    input_device: StringBuilder,
-    platform: StringBuilder,
-    region: StringBuilder,
-    lat: Float64Builder,
-    lon: Float64Builder,
-    ping_ms: Float64Builder,
-    rating: Float64Builder,
-    extra: StringBuilder,
-    source_file: StringBuilder,
+    end_time: OptPrim<TimestampMillisecondType>,
+    seconds_played: OptPrim<Float64Type>,
+    party_id: OptStr,
+    team_name: OptStr,
+    kills: OptPrim<Int32Type>,
+    deaths: OptPrim<Int32Type>,
+    deaths_by_enemy: OptPrim<Int32Type>,
+    self_kills: OptPrim<Int32Type>,
+    assists: OptPrim<Int32Type>,
+    score: OptPrim<Float64Type>,
+    team_score: OptPrim<Float64Type>,
+    perf: OptPrim<Float64Type>,
+    quit_early: Option<BooleanBuilder>,
+    input_device: OptStr,
+    platform: OptStr,
+    region: OptStr,
+    lat: OptPrim<Float64Type>,
+    lon: OptPrim<Float64Type>,
+    ping_ms: OptPrim<Float64Type>,
+    rating: OptPrim<Float64Type>,
+    extra: OptStr,
+    /// Source file names as runs of (name, rows): consecutive rows almost always share one.
+    source_file: Vec<(String, usize)>,
     source_line: Int64Builder,
     file_idx: UInt32Builder,
     record_rows: UInt8Builder,
+    cap: usize,
     len: usize,
-}
-
-fn ts_builder(cap: usize) -> TimestampMillisecondBuilder {
-    TimestampMillisecondBuilder::with_capacity(cap).with_timezone("UTC")
 }
 
 impl RowsBuilder {
     pub fn with_capacity(cap: usize) -> Self {
-        let s = || StringBuilder::with_capacity(cap, cap * 8);
+        Self::with_capacities(cap, cap * 8)
+    }
+
+    /// Room for `cap` rows and `bytes` bytes in each of the main string columns. Reserving
+    /// generously is cheap: memory is only touched as it is filled, and a builder that never
+    /// grows never copies.
+    pub fn with_capacities(cap: usize, bytes: usize) -> Self {
+        let s = || StringBuilder::with_capacity(cap, bytes);
         RowsBuilder {
             match_id: s(),
-            mode: s(),
-            start_time: ts_builder(cap),
+            mode: StringBuilder::with_capacity(cap, cap * 8),
+            start_time: PrimitiveBuilder::with_capacity(cap),
             team: Int32Builder::with_capacity(cap),
             player_id: s(),
-            outcome: s(),
-            end_time: ts_builder(cap),
-            seconds_played: Float64Builder::with_capacity(cap),
-            party_id: s(),
-            team_name: s(),
-            kills: Int32Builder::with_capacity(cap),
-            deaths: Int32Builder::with_capacity(cap),
-            deaths_by_enemy: Int32Builder::with_capacity(cap),
-            self_kills: Int32Builder::with_capacity(cap),
-            assists: Int32Builder::with_capacity(cap),
-            score: Float64Builder::with_capacity(cap),
-            team_score: Float64Builder::with_capacity(cap),
-            perf: Float64Builder::with_capacity(cap),
-            quit_early: BooleanBuilder::with_capacity(cap),
-            input_device: StringBuilder::new(),
-            platform: StringBuilder::new(),
-            region: StringBuilder::new(),
-            lat: Float64Builder::with_capacity(cap),
-            lon: Float64Builder::with_capacity(cap),
-            ping_ms: Float64Builder::with_capacity(cap),
-            rating: Float64Builder::with_capacity(cap),
-            extra: StringBuilder::new(),
-            source_file: s(),
+            outcome: StringBuilder::with_capacity(cap, cap * 4),
+            end_time: OptPrim::new(cap),
+            seconds_played: OptPrim::new(cap),
+            party_id: OptStr::new(cap),
+            team_name: OptStr::new(cap),
+            kills: OptPrim::new(cap),
+            deaths: OptPrim::new(cap),
+            deaths_by_enemy: OptPrim::new(cap),
+            self_kills: OptPrim::new(cap),
+            assists: OptPrim::new(cap),
+            score: OptPrim::new(cap),
+            team_score: OptPrim::new(cap),
+            perf: OptPrim::new(cap),
+            quit_early: None,
+            input_device: OptStr::new(cap),
+            platform: OptStr::new(cap),
+            region: OptStr::new(cap),
+            lat: OptPrim::new(cap),
+            lon: OptPrim::new(cap),
+            ping_ms: OptPrim::new(cap),
+            rating: OptPrim::new(cap),
+            extra: OptStr::new(cap),
+            source_file: Vec::new(),
             source_line: Int64Builder::with_capacity(cap),
             file_idx: UInt32Builder::with_capacity(cap),
             record_rows: UInt8Builder::with_capacity(cap),
+            cap,
             len: 0,
         }
     }
@@ -343,34 +422,47 @@ impl RowsBuilder {
         file_idx: u32,
         record_rows: u8,
     ) {
+        let i = self.len;
         self.match_id.append_value(&row.match_id);
         self.mode.append_value(&row.mode);
         self.start_time.append_value(row.start_ms);
         self.team.append_value(row.team);
         self.player_id.append_value(&row.player_id);
         self.outcome.append_option(row.outcome.map(Outcome::as_str));
-        self.end_time.append_option(row.end_ms);
-        self.seconds_played.append_option(row.seconds_played);
-        self.party_id.append_option(row.party_id.as_deref());
-        self.team_name.append_option(row.team_name.as_deref());
-        self.kills.append_option(row.kills);
-        self.deaths.append_option(row.deaths);
-        self.deaths_by_enemy.append_option(row.deaths_by_enemy);
-        self.self_kills.append_option(row.self_kills);
-        self.assists.append_option(row.assists);
-        self.score.append_option(row.score);
-        self.team_score.append_option(row.team_score);
-        self.perf.append_option(row.perf);
-        self.quit_early.append_option(row.quit_early);
-        self.input_device.append_option(row.input_device.as_deref());
-        self.platform.append_option(row.platform.as_deref());
-        self.region.append_option(row.region.as_deref());
-        self.lat.append_option(row.lat);
-        self.lon.append_option(row.lon);
-        self.ping_ms.append_option(row.ping_ms);
-        self.rating.append_option(row.rating);
-        self.extra.append_option(row.extra.as_deref());
-        self.source_file.append_value(source_file);
+        self.end_time.push(row.end_ms, i);
+        self.seconds_played.push(row.seconds_played, i);
+        self.party_id.push(row.party_id.as_deref(), i);
+        self.team_name.push(row.team_name.as_deref(), i);
+        self.kills.push(row.kills, i);
+        self.deaths.push(row.deaths, i);
+        self.deaths_by_enemy.push(row.deaths_by_enemy, i);
+        self.self_kills.push(row.self_kills, i);
+        self.assists.push(row.assists, i);
+        self.score.push(row.score, i);
+        self.team_score.push(row.team_score, i);
+        self.perf.push(row.perf, i);
+        match (&mut self.quit_early, row.quit_early) {
+            (Some(b), v) => b.append_option(v),
+            (None, None) => {}
+            (None, Some(v)) => {
+                let mut b = BooleanBuilder::with_capacity(self.cap.max(i + 1));
+                b.append_nulls(i);
+                b.append_value(v);
+                self.quit_early = Some(b);
+            }
+        }
+        self.input_device.push(row.input_device.as_deref(), i);
+        self.platform.push(row.platform.as_deref(), i);
+        self.region.push(row.region.as_deref(), i);
+        self.lat.push(row.lat, i);
+        self.lon.push(row.lon, i);
+        self.ping_ms.push(row.ping_ms, i);
+        self.rating.push(row.rating, i);
+        self.extra.push(row.extra.as_deref(), i);
+        match self.source_file.last_mut() {
+            Some((name, n)) if name == source_file => *n += 1,
+            _ => self.source_file.push((source_file.to_string(), 1)),
+        }
         self.source_line.append_value(i64::try_from(source_line).unwrap_or(i64::MAX));
         self.file_idx.append_value(file_idx);
         self.record_rows.append_value(record_rows);
@@ -379,42 +471,60 @@ impl RowsBuilder {
 
     /// Finishes the rows pushed so far into one staging batch and resets the builder.
     pub fn finish(&mut self) -> RecordBatch {
+        let n = self.len;
+        let f64t = DataType::Float64;
+        let i32t = DataType::Int32;
+        let ts = crate::schema::timestamp_type();
+        let quit: ArrayRef = match self.quit_early.take() {
+            Some(mut b) => {
+                b.append_nulls(n - b.len());
+                Arc::new(b.finish())
+            }
+            None => new_null_array(&DataType::Boolean, n),
+        };
+        let bytes: usize = self.source_file.iter().map(|(s, k)| s.len() * k).sum();
+        let mut files = StringBuilder::with_capacity(n, bytes);
+        for (name, k) in self.source_file.drain(..) {
+            for _ in 0..k {
+                files.append_value(&name);
+            }
+        }
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.match_id.finish()),
             Arc::new(self.mode.finish()),
-            Arc::new(self.start_time.finish()),
+            Arc::new(self.start_time.finish().with_data_type(ts.clone())),
             Arc::new(self.team.finish()),
             Arc::new(self.player_id.finish()),
             Arc::new(self.outcome.finish()),
-            Arc::new(self.end_time.finish()),
-            Arc::new(self.seconds_played.finish()),
-            Arc::new(self.party_id.finish()),
-            Arc::new(self.team_name.finish()),
-            Arc::new(self.kills.finish()),
-            Arc::new(self.deaths.finish()),
-            Arc::new(self.deaths_by_enemy.finish()),
-            Arc::new(self.self_kills.finish()),
-            Arc::new(self.assists.finish()),
-            Arc::new(self.score.finish()),
-            Arc::new(self.team_score.finish()),
-            Arc::new(self.perf.finish()),
-            Arc::new(self.quit_early.finish()),
-            Arc::new(self.input_device.finish()),
-            Arc::new(self.platform.finish()),
-            Arc::new(self.region.finish()),
-            Arc::new(self.lat.finish()),
-            Arc::new(self.lon.finish()),
-            Arc::new(self.ping_ms.finish()),
-            Arc::new(self.rating.finish()),
-            Arc::new(self.extra.finish()),
-            Arc::new(self.source_file.finish()),
+            self.end_time.finish(n, &ts),
+            self.seconds_played.finish(n, &f64t),
+            self.party_id.finish(n),
+            self.team_name.finish(n),
+            self.kills.finish(n, &i32t),
+            self.deaths.finish(n, &i32t),
+            self.deaths_by_enemy.finish(n, &i32t),
+            self.self_kills.finish(n, &i32t),
+            self.assists.finish(n, &i32t),
+            self.score.finish(n, &f64t),
+            self.team_score.finish(n, &f64t),
+            self.perf.finish(n, &f64t),
+            quit,
+            self.input_device.finish(n),
+            self.platform.finish(n),
+            self.region.finish(n),
+            self.lat.finish(n, &f64t),
+            self.lon.finish(n, &f64t),
+            self.ping_ms.finish(n, &f64t),
+            self.rating.finish(n, &f64t),
+            self.extra.finish(n),
+            Arc::new(files.finish()),
             Arc::new(self.source_line.finish()),
             Arc::new(self.file_idx.finish()),
             Arc::new(self.record_rows.finish()),
         ];
         self.len = 0;
         // The builders above are typed to match `staging_schema` column for column, so this
-        // cannot fail short of a programming error, which the unit test below would catch.
+        // cannot fail short of a programming error, which the unit tests would catch.
         RecordBatch::try_new(staging_schema(), cols).expect("RowsBuilder columns match staging_schema")
     }
 }
@@ -422,6 +532,8 @@ impl RowsBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
 
     fn row() -> PlayerRow<'static> {
         PlayerRow {
@@ -442,9 +554,16 @@ mod tests {
     fn builder_output_matches_staging_and_projects_to_lake_schema() {
         let mut b = RowsBuilder::with_capacity(4);
         b.push(&row(), "a.csv", 2, 0, 1);
-        b.push(&PlayerRow { player_id: "p2".into(), lat: Some(10.0), ..row() }, "a.csv", 3, 0, 1);
+        b.push(&PlayerRow { player_id: "p2".into(), lat: Some(10.0), ..row() }, "b.csv", 3, 0, 1);
+        b.push(&PlayerRow { player_id: "p3".into(), ..row() }, "b.csv", 4, 0, 1);
         let batch = b.finish();
-        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(batch.num_rows(), 3);
+        // a lazily created optional column keeps its nulls in the right places
+        let lat = batch.column_by_name("lat").unwrap().as_primitive::<Float64Type>();
+        assert_eq!((lat.is_null(0), lat.value(1), lat.is_null(2)), (true, 10.0, true));
+        assert_eq!(batch.column_by_name("assists").unwrap().null_count(), 3);
+        let files = batch.column_by_name("source_file").unwrap().as_string::<i32>();
+        assert_eq!((files.value(0), files.value(1), files.value(2)), ("a.csv", "b.csv", "b.csv"));
         assert_eq!(batch.schema(), staging_schema());
         let lake = to_lake_batch(&batch).unwrap();
         assert_eq!(lake.schema(), matches_schema());

@@ -1,0 +1,140 @@
+//! Flags as plain values, and their validation into library configs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use mm_ingest::{Format, IngestConfig, IngestError};
+
+#[derive(Debug, Parser)]
+#[command(name = "mm", version, about = "Matchmaking trainer: match history to skill and churn models")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Ingest match history (CSV, JSON lines, Parquet; the real-data sets) into the lake.
+    Ingest(IngestArgs),
+    /// Inspect the lake.
+    #[command(subcommand)]
+    Lake(LakeCmd),
+    /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+/// Output flags every job shares.
+#[derive(Debug, Args)]
+pub struct Output {
+    /// Print the result as one JSON object on stdout (and no progress bar).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// Recognise the real-data sets by their header; canonical otherwise.
+    Auto,
+    Canonical,
+    Atp,
+    Lichess,
+    Lol,
+    Csgo,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Files or directories to ingest (directories are searched recursively).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The lake directory (created if missing).
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: FormatArg,
+    /// Mode (playlist) of canonical rows without a `mode` column.
+    #[arg(long, default_value = "default")]
+    pub mode: String,
+    /// Rows staged in memory before spilling to disk (about 100 bytes each).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub spill_rows: usize,
+    /// Size in MiB of the chunks parsed in parallel.
+    #[arg(long, default_value_t = 8)]
+    pub chunk_mib: usize,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+impl IngestArgs {
+    pub fn to_config(&self) -> Result<IngestConfig, IngestError> {
+        let format = match self.format {
+            FormatArg::Auto => None,
+            FormatArg::Canonical => Some(Format::Canonical),
+            FormatArg::Atp => Some(Format::Atp),
+            FormatArg::Lichess => Some(Format::Lichess),
+            FormatArg::Lol => Some(Format::Lol),
+            FormatArg::Csgo => Some(Format::Csgo),
+        };
+        let chunk_bytes = self.chunk_mib.checked_mul(1 << 20).filter(|b| *b > 0).ok_or(IngestError::Config {
+            field: "chunk_mib",
+            reason: format!("{} is not a usable chunk size", self.chunk_mib),
+        })?;
+        Ok(IngestConfig {
+            format,
+            default_mode: self.mode.clone(),
+            spill_rows: self.spill_rows,
+            chunk_bytes,
+            ..IngestConfig::new(self.lake.clone(), self.inputs.clone())
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LakeCmd {
+    /// Days, files, rows, quarantine and runs of a lake (from Parquet metadata; reads no data).
+    Show(LakeShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LakeShowArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// Canonical CSV to the lake: rows per second and peak memory at each size, beside Python
+    /// polars' CSV-to-Parquet on the same file when the peers' venv is installed.
+    Ingest(BenchIngestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchIngestArgs {
+    /// Row counts to measure (generated with a fixed seed, in the polars peer's shape).
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    pub rows: Vec<u64>,
+    /// Repetitions per size; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Generator seed.
+    #[arg(long, default_value_t = 20240603)]
+    pub seed: u64,
+    /// Scratch directory for the generated CSV files and lakes.
+    #[arg(long, default_value = "/tmp/mm-bench")]
+    pub work: PathBuf,
+    /// Python with polars for the peer run (default: $PEERS_VENV/bin/python, else ~/.venvs/peers/bin/python).
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
+    /// Skip the peer even if it is installed.
+    #[arg(long)]
+    pub no_peer: bool,
+    #[command(flatten)]
+    pub out: Output,
+}

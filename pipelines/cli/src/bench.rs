@@ -1,0 +1,173 @@
+//! `mm bench ingest`: canonical CSV to the lake at several sizes, in child processes (so that
+//! each size's peak memory is its own), beside Python polars on the same file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::args::BenchIngestArgs;
+
+/// The peer, as in `../shared/peers/bench_polars.py`: eager read_csv + write_parquet(zstd 3),
+/// and lazy scan_csv + sink_parquet; each timed alone, peak memory of the process reported.
+const PEER_SCRIPT: &str = r#"
+import json, os, resource, sys, time
+os.environ.setdefault("POLARS_MAX_THREADS", str(os.cpu_count()))
+import polars as pl
+csv, out, variant = sys.argv[1], sys.argv[2], sys.argv[3]
+t = time.perf_counter()
+if variant == "eager":
+    pl.read_csv(csv).write_parquet(out, compression="zstd", compression_level=3)
+else:
+    pl.scan_csv(csv).sink_parquet(out, compression="zstd", compression_level=3)
+s = time.perf_counter() - t
+n = pl.scan_parquet(out).select(pl.len()).collect().item()
+print(json.dumps({"seconds": s, "rows": n, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "polars": pl.__version__}))
+"#;
+
+#[derive(Debug, Serialize)]
+struct Run {
+    seconds: f64,
+    rows_per_s: f64,
+    peak_rss_mib: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct SizeResult {
+    rows: u64,
+    csv_mib: f64,
+    /// Median over the repetitions, end to end (process start to exit).
+    mm: Run,
+    mm_runs_s: Vec<f64>,
+    polars_eager: Option<Run>,
+    polars_lazy: Option<Run>,
+    /// mm rows/s divided by the faster polars variant's rows/s, measured in this run.
+    ratio_to_polars: Option<f64>,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn peer_python(a: &BenchIngestArgs) -> Option<PathBuf> {
+    if a.no_peer {
+        return None;
+    }
+    let candidates = a.peer_python.clone().into_iter().chain(std::env::var_os("PEERS_VENV").map(|v| PathBuf::from(v).join("bin/python"))).chain(
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peers/bin/python")),
+    );
+    candidates.into_iter().find(|p| {
+        p.exists() && Command::new(p).args(["-c", "import polars"]).output().is_ok_and(|o| o.status.success())
+    })
+}
+
+fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, reps: usize, rows: u64) -> Result<Run> {
+    let mut secs = Vec::new();
+    let mut rss = 0_f64;
+    for _ in 0..reps {
+        let out = work.join(format!("peer_{variant}.parquet"));
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new(python).args(["-c", PEER_SCRIPT]).arg(csv).arg(&out).arg(variant).output()?;
+        if !o.status.success() {
+            bail!("polars peer failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+        if v["rows"].as_u64() != Some(rows) {
+            bail!("polars peer wrote {} rows, expected {rows}", v["rows"]);
+        }
+        secs.push(v["seconds"].as_f64().unwrap_or(f64::NAN));
+        rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
+        let _ = std::fs::remove_file(&out);
+    }
+    let s = median(&mut secs);
+    Ok(Run { seconds: s, rows_per_s: rows as f64 / s, peak_rss_mib: rss })
+}
+
+pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
+    if a.reps == 0 || a.rows.is_empty() {
+        bail!("--reps and --rows must be positive");
+    }
+    std::fs::create_dir_all(&a.work).with_context(|| format!("{}", a.work.display()))?;
+    let exe = std::env::current_exe()?;
+    let python = peer_python(a);
+    if python.is_none() && !a.no_peer {
+        eprintln!("mm bench: the polars peer is not installed (see ../shared/peers/README.md); measuring mm alone");
+    }
+    let mut results = Vec::new();
+    for &rows in &a.rows {
+        let csv = a.work.join(format!("peer_shaped_{rows}_s{}.csv", a.seed));
+        if !csv.exists() {
+            let tmp = csv.with_extension("csv.tmp");
+            eprintln!("mm bench: generating {} ...", csv.display());
+            mm_ingest::generate::write_peer_shaped_csv(&tmp, rows, a.seed)?;
+            std::fs::rename(&tmp, &csv)?;
+        }
+        let rows = rows / 10 * 10;
+        let csv_mib = std::fs::metadata(&csv)?.len() as f64 / 1048576.0;
+        let mut secs = Vec::new();
+        let mut rss = 0_f64;
+        for rep in 0..a.reps {
+            let lake = a.work.join(format!("lake_{rows}_{rep}"));
+            let _ = std::fs::remove_dir_all(&lake);
+            let t = Instant::now();
+            let o = Command::new(&exe).arg("ingest").arg(&csv).arg("--lake").arg(&lake).args(["--json", "--quiet"]).output()?;
+            let s = t.elapsed().as_secs_f64();
+            if !o.status.success() {
+                bail!("mm ingest failed: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+            if v["totals"]["accepted"].as_u64() != Some(rows) {
+                bail!("mm ingest accepted {} rows, expected {rows}", v["totals"]["accepted"]);
+            }
+            rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
+            secs.push(s);
+            std::fs::remove_dir_all(&lake)?;
+        }
+        let runs = secs.clone();
+        let s = median(&mut secs);
+        let mm = Run { seconds: s, rows_per_s: rows as f64 / s, peak_rss_mib: rss };
+        let (eager, lazy) = match &python {
+            Some(py) => (Some(run_peer(py, &csv, &a.work, "eager", a.reps, rows)?), Some(run_peer(py, &csv, &a.work, "lazy", a.reps, rows)?)),
+            None => (None, None),
+        };
+        let best = [&eager, &lazy].into_iter().flatten().map(|r| r.rows_per_s).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+        results.push(SizeResult {
+            rows,
+            csv_mib,
+            ratio_to_polars: best.map(|b| mm.rows_per_s / b),
+            mm,
+            mm_runs_s: runs,
+            polars_eager: eager,
+            polars_lazy: lazy,
+        });
+    }
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(());
+    }
+    println!("canonical CSV -> lake (validation, dedup, day partitions, zstd 3); median of {} runs, {} cores", a.reps, std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!("{:>11} {:>8} | {:>8} {:>12} {:>9} | {:>12} {:>9} | {:>12} {:>9} | {:>6}", "rows", "CSV MiB", "mm s", "mm rows/s", "mm MiB", "eager rows/s", "eager MiB", "lazy rows/s", "lazy MiB", "ratio");
+    let opt = |r: &Option<Run>| r.as_ref().map_or(("-".into(), "-".into()), |r| (format!("{:.0}", r.rows_per_s), format!("{:.0}", r.peak_rss_mib)));
+    for r in &results {
+        let (e, em) = opt(&r.polars_eager);
+        let (l, lm) = opt(&r.polars_lazy);
+        println!(
+            "{:>11} {:>8.0} | {:>8.2} {:>12.0} {:>9.0} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
+            r.rows,
+            r.csv_mib,
+            r.mm.seconds,
+            r.mm.rows_per_s,
+            r.mm.peak_rss_mib,
+            e,
+            em,
+            l,
+            lm,
+            r.ratio_to_polars.map_or("-".into(), |x| format!("{x:.2}"))
+        );
+    }
+    Ok(())
+}
