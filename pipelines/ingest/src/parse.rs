@@ -266,6 +266,27 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
     Ok(out)
 }
 
+/// Timestamps as RFC 3339 text in UTC, whatever their unit or time zone (the instant is stored
+/// in UTC either way), without needing a time-zone database.
+fn timestamps_as_text(c: &arrow_array::ArrayRef, unit: arrow_schema::TimeUnit) -> Result<StringArray, arrow_schema::ArrowError> {
+    use arrow_schema::TimeUnit;
+    let raw = arrow_cast::cast(c, &DataType::Int64)?;
+    let raw = raw.as_primitive::<arrow_array::types::Int64Type>();
+    let to_ms = |v: i64| match unit {
+        TimeUnit::Second => v.saturating_mul(1000),
+        TimeUnit::Millisecond => v,
+        TimeUnit::Microsecond => v.div_euclid(1000),
+        TimeUnit::Nanosecond => v.div_euclid(1_000_000),
+    };
+    Ok(raw
+        .iter()
+        .map(|v| {
+            v.and_then(|v| chrono::DateTime::from_timestamp_millis(to_ms(v)))
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        })
+        .collect())
+}
+
 /// Reads a canonical Parquet file batch by batch; `line` is the 1-based row number.
 pub fn parse_parquet(
     ctx: &FileCtx<'_>,
@@ -289,6 +310,10 @@ pub fn parse_parquet(
         let batch = batch.map_err(|e| IngestError::input(path, format!("corrupt or truncated Parquet data: {e}")))?;
         let mut cols: Vec<StringArray> = Vec::with_capacity(batch.num_columns());
         for (k, c) in batch.columns().iter().enumerate() {
+            if let DataType::Timestamp(unit, _) = c.data_type() {
+                cols.push(timestamps_as_text(c, *unit).map_err(|e| IngestError::input(path, format!("column '{}': {e}", names[k])))?);
+                continue;
+            }
             let s = arrow_cast::cast(c, &DataType::Utf8)
                 .map_err(|e| IngestError::input(path, format!("column '{}' cannot be read as text: {e}", names[k])))?;
             let s = s

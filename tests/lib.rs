@@ -1,1 +1,0 @@
-//! Shared helpers live in the test modules; this library is intentionally empty.
