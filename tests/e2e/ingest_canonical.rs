@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, TimestampMillisecondType};
-use arrow_array::Array;
 
 use crate::util::{self, assert_balanced, counts, ingest, ingest_ok, rows};
 
@@ -39,7 +39,10 @@ m5,m,1,2024-01-02 13:00:00,,win,1,1,1,tdm,5,extra
 fn quarantine_by_line(lake: &Path) -> BTreeMap<i64, (Option<String>, String)> {
     let mut out = BTreeMap::new();
     for b in util::read_tree(&lake.join("quarantine")) {
-        let line = b.column_by_name("line").unwrap().as_primitive::<arrow_array::types::Int64Type>();
+        let line = b
+            .column_by_name("line")
+            .unwrap()
+            .as_primitive::<arrow_array::types::Int64Type>();
         let field = b.column_by_name("field").unwrap().as_string::<i32>();
         let reason = b.column_by_name("reason").unwrap().as_string::<i32>();
         for i in 0..b.num_rows() {
@@ -80,11 +83,17 @@ fn every_rule_quarantines_the_hand_computed_lines_with_reasons() {
     for (line, field, reason) in expect {
         let (f, why) = &q[&line];
         assert_eq!(f.as_deref().unwrap_or(""), field, "line {line}: {why}");
-        assert!(why.contains(reason), "line {line}: '{why}' lacks '{reason}'");
+        assert!(
+            why.contains(reason),
+            "line {line}: '{why}' lacks '{reason}'"
+        );
     }
     // the unknown column is kept in `extra`
     let lake_rows = util::read_tree(&lake.join("matches"));
-    let extra = lake_rows[0].column_by_name("extra").unwrap().as_string::<i32>();
+    let extra = lake_rows[0]
+        .column_by_name("extra")
+        .unwrap()
+        .as_string::<i32>();
     assert_eq!(extra.value(0), r#"{"colour":"red"}"#);
 
     // Idempotent: the same input again changes no data file and stores no quarantine twice.
@@ -112,7 +121,11 @@ fn outcomes_are_derived_from_team_scores() {
             got.insert(p.value(i).to_string(), o.value(i).to_string());
         }
     }
-    let want: BTreeMap<String, String> = [("a", "win"), ("b", "loss"), ("c", "draw"), ("d", "draw")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let want: BTreeMap<String, String> =
+        [("a", "win"), ("b", "loss"), ("c", "draw"), ("d", "draw")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
     assert_eq!(got, want);
 }
 
@@ -128,7 +141,11 @@ fn overlapping_inputs_are_deduplicated_on_match_and_player() {
     let full = generate_csv(dir.path(), 2000);
     let lines = util::read_lines(&full);
     let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
-    std::fs::write(&a, [&lines[..1], &lines[1..1201]].concat().join("\n") + "\n").unwrap();
+    std::fs::write(
+        &a,
+        [&lines[..1], &lines[1..1201]].concat().join("\n") + "\n",
+    )
+    .unwrap();
     std::fs::write(&b, [&lines[..1], &lines[801..]].concat().join("\n") + "\n").unwrap();
     // one run with both files
     let lake = dir.path().join("one");
@@ -150,17 +167,30 @@ fn overlapping_inputs_are_deduplicated_on_match_and_player() {
 }
 
 /// (match, player) -> (start ms, team, kills, outcome) for every lake row.
-fn lake_content(lake: &Path) -> BTreeMap<(String, String), (i64, i32, Option<i32>, String)> {
+type Content = BTreeMap<(String, String), (i64, i32, Option<i32>, String)>;
+
+fn lake_content(lake: &Path) -> Content {
     let mut out = BTreeMap::new();
     for b in util::read_tree(&lake.join("matches")) {
         let c = |n: &str| b.column_by_name(n).unwrap().clone();
         let (m, p, o) = (c("match_id"), c("player_id"), c("outcome"));
         let (s, t, k) = (c("start_time"), c("team"), c("kills"));
-        let (m, p, o) = (m.as_string::<i32>(), p.as_string::<i32>(), o.as_string::<i32>());
-        let (s, t, k) = (s.as_primitive::<TimestampMillisecondType>(), t.as_primitive::<Int32Type>(), k.as_primitive::<Int32Type>());
+        let (m, p, o) = (
+            m.as_string::<i32>(),
+            p.as_string::<i32>(),
+            o.as_string::<i32>(),
+        );
+        let (s, t, k) = (
+            s.as_primitive::<TimestampMillisecondType>(),
+            t.as_primitive::<Int32Type>(),
+            k.as_primitive::<Int32Type>(),
+        );
         for i in 0..b.num_rows() {
             let kills = (!k.is_null(i)).then(|| k.value(i));
-            out.insert((m.value(i).to_string(), p.value(i).to_string()), (s.value(i), t.value(i), kills, o.value(i).to_string()));
+            out.insert(
+                (m.value(i).to_string(), p.value(i).to_string()),
+                (s.value(i), t.value(i), kills, o.value(i).to_string()),
+            );
         }
     }
     out
@@ -175,13 +205,25 @@ fn csv_json_lines_and_parquet_inputs_give_the_same_lake() {
     let jsonl = dir.path().join("m.jsonl");
     let mut text = String::new();
     for l in &lines[1..] {
-        let obj: serde_json::Map<String, serde_json::Value> =
-            header.iter().zip(l.split(',')).map(|(h, v)| (h.to_string(), serde_json::Value::from(v.parse::<i64>().unwrap()))).collect();
+        let obj: serde_json::Map<String, serde_json::Value> = header
+            .iter()
+            .zip(l.split(','))
+            .map(|(h, v)| {
+                (
+                    h.to_string(),
+                    serde_json::Value::from(v.parse::<i64>().unwrap()),
+                )
+            })
+            .collect();
         text.push_str(&serde_json::Value::Object(obj).to_string());
         text.push('\n');
     }
     std::fs::write(&jsonl, text).unwrap();
-    let (l1, l2, l3) = (dir.path().join("l1"), dir.path().join("l2"), dir.path().join("l3"));
+    let (l1, l2, l3) = (
+        dir.path().join("l1"),
+        dir.path().join("l2"),
+        dir.path().join("l3"),
+    );
     let r1 = ingest_ok(&l1, &[&csv]);
     let r2 = ingest_ok(&l2, &[&jsonl]);
     assert_eq!(counts(&r1), [1000, 1000, 0, 0, 0]);
@@ -204,7 +246,11 @@ fn bad_files_exit_2_naming_the_file_and_leave_the_lake_unchanged() {
     let before = util::snapshot(&lake);
     let missing = dir.path().join("nope.csv");
     let no_header_col = dir.path().join("cols.csv");
-    std::fs::write(&no_header_col, "player_id,team,start_time,outcome\np,0,2024-01-01,win\n").unwrap();
+    std::fs::write(
+        &no_header_col,
+        "player_id,team,start_time,outcome\np,0,2024-01-01,win\n",
+    )
+    .unwrap();
     let truncated = dir.path().join("cut.csv");
     let text = std::fs::read_to_string(&good).unwrap();
     let mid = text[..text.len() / 2].rfind('\n').unwrap() + 5; // five bytes into a line
@@ -223,7 +269,15 @@ fn bad_files_exit_2_naming_the_file_and_leave_the_lake_unchanged() {
         // the bad file comes after a good one: the good one's rows must not land either
         let (code, _, err) = ingest(&lake, &[&good, f], &[]);
         assert_eq!(code, 2, "{}: {err}", f.display());
-        assert!(err.contains(&f.display().to_string()) && err.contains(needle), "{err}");
-        assert_eq!(util::snapshot(&lake), before, "lake changed after failing on {}", f.display());
+        assert!(
+            err.contains(&f.display().to_string()) && err.contains(needle),
+            "{err}"
+        );
+        assert_eq!(
+            util::snapshot(&lake),
+            before,
+            "lake changed after failing on {}",
+            f.display()
+        );
     }
 }

@@ -23,7 +23,9 @@ struct RealSet {
 }
 
 fn col<'a>(h: &[String], r: &'a [String], name: &str) -> &'a str {
-    h.iter().position(|x| x == name).map_or("", |i| r[i].as_str())
+    h.iter()
+        .position(|x| x == name)
+        .map_or("", |i| r[i].as_str())
 }
 
 const SETS: [RealSet; 4] = [
@@ -50,7 +52,11 @@ const SETS: [RealSet; 4] = [
         readme_rows: 7_320,
         typed_col: "kills",
         required_col: "gameid",
-        eligible: |h, r| col(h, r, "position") != "team" && col(h, r, "datacompleteness") == "complete" && !col(h, r, "playerid").is_empty(),
+        eligible: |h, r| {
+            col(h, r, "position") != "team"
+                && col(h, r, "datacompleteness") == "complete"
+                && !col(h, r, "playerid").is_empty()
+        },
     },
     RealSet {
         file: "csgo-hltv-pro-2022q4/player_maps.csv.gz",
@@ -62,23 +68,43 @@ const SETS: [RealSet; 4] = [
 ];
 
 fn parse_csv_line(line: &str) -> Vec<String> {
-    let mut r = csv::ReaderBuilder::new().has_headers(false).from_reader(line.as_bytes());
-    r.records().next().map(|x| x.unwrap().iter().map(str::to_string).collect()).unwrap_or_default()
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(line.as_bytes());
+    r.records()
+        .next()
+        .map(|x| x.unwrap().iter().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 fn write_csv_line(fields: &[String]) -> String {
-    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
     w.write_record(fields).unwrap();
-    String::from_utf8(w.into_inner().unwrap()).unwrap().trim_end().to_string()
+    String::from_utf8(w.into_inner().unwrap())
+        .unwrap()
+        .trim_end()
+        .to_string()
 }
 
 fn quarantined_lines(lake: &Path) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     for b in util::read_tree(&lake.join("quarantine")) {
-        let line = b.column_by_name("line").unwrap().as_primitive::<Int64Type>();
+        let line = b
+            .column_by_name("line")
+            .unwrap()
+            .as_primitive::<Int64Type>();
         let field = b.column_by_name("field").unwrap().as_string::<i32>();
         for i in 0..b.num_rows() {
-            out.push((line.value(i), if field.is_null(i) { String::new() } else { field.value(i).to_string() }));
+            out.push((
+                line.value(i),
+                if field.is_null(i) {
+                    String::new()
+                } else {
+                    field.value(i).to_string()
+                },
+            ));
         }
     }
     out.sort();
@@ -103,26 +129,43 @@ fn check_set(real: &Path, set: &RealSet) {
     assert_balanced(&clean);
     let c0 = counts(&clean);
     assert_eq!(c0[0], set.readme_rows, "{}: records read", set.file);
-    assert_eq!(util::rows(&lake.join("matches")) as u64, clean["lake_rows_written"].as_u64().unwrap());
+    assert_eq!(
+        util::rows(&lake.join("matches")) as u64,
+        clean["lake_rows_written"].as_u64().unwrap()
+    );
     set_specific(set.file, &clean, c0);
 
     // 2. Re-ingesting changes no data.
     let before = util::data_snapshot(&lake);
     let again = ingest_ok(&lake, &[&src]);
-    assert_eq!(counts(&again)[1], 0, "{}: nothing new the second time", set.file);
+    assert_eq!(
+        counts(&again)[1],
+        0,
+        "{}: nothing new the second time",
+        set.file
+    );
     assert_eq!(util::data_snapshot(&lake), before);
 
     // 3. A corrupted copy: two wrong types, two missing fields, three duplicated lines.
     let lines = util::read_lines(&src);
     let header = parse_csv_line(&lines[0]);
-    let eligible: Vec<usize> = (1..lines.len()).filter(|&i| (set.eligible)(&header, &parse_csv_line(&lines[i]))).collect();
+    let eligible: Vec<usize> = (1..lines.len())
+        .filter(|&i| (set.eligible)(&header, &parse_csv_line(&lines[i])))
+        .collect();
     let already_bad: Vec<i64> = quarantined_lines(&lake).iter().map(|(l, _)| *l).collect();
-    let pick: Vec<usize> = (1..=7).map(|k| eligible[k * eligible.len() / 8]).filter(|i| !already_bad.contains(&(*i as i64 + 1))).collect();
+    let pick: Vec<usize> = (1..=7)
+        .map(|k| eligible[k * eligible.len() / 8])
+        .filter(|i| !already_bad.contains(&(*i as i64 + 1)))
+        .collect();
     assert_eq!(pick.len(), 7, "{}: not enough eligible lines", set.file);
     let mut out = lines.clone();
     for (n, &i) in pick[..4].iter().enumerate() {
         let mut f = parse_csv_line(&lines[i]);
-        let (name, value) = if n < 2 { (set.typed_col, "not-a-number") } else { (set.required_col, "") };
+        let (name, value) = if n < 2 {
+            (set.typed_col, "not-a-number")
+        } else {
+            (set.required_col, "")
+        };
         let k = header.iter().position(|h| h == name).unwrap();
         f[k] = value.to_string();
         out[i] = write_csv_line(&f);
@@ -130,7 +173,14 @@ fn check_set(real: &Path, set: &RealSet) {
     for &i in &pick[4..] {
         out.push(lines[i].clone());
     }
-    let corrupt = dir.path().join(Path::new(set.file).file_name().unwrap().to_str().unwrap().trim_end_matches(".gz"));
+    let corrupt = dir.path().join(
+        Path::new(set.file)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_end_matches(".gz"),
+    );
     std::fs::write(&corrupt, out.join("\n") + "\n").unwrap();
     let lake2 = dir.path().join("lake2");
     let bad = ingest_ok(&lake2, &[&corrupt]);
@@ -138,13 +188,26 @@ fn check_set(real: &Path, set: &RealSet) {
     let c1 = counts(&bad);
     assert_eq!(c1[0], c0[0] + 3, "{}: read", set.file);
     assert_eq!(c1[2], c0[2] + 4, "{}: quarantined", set.file);
-    assert_eq!(c1[1] + c1[3], c0[1] + c0[3] - 4 + 3, "{}: accepted + duplicates", set.file);
+    assert_eq!(
+        c1[1] + c1[3],
+        c0[1] + c0[3] - 4 + 3,
+        "{}: accepted + duplicates",
+        set.file
+    );
     assert_eq!(c1[4], c0[4], "{}: skipped", set.file);
     let q = quarantined_lines(&lake2);
     for (n, &i) in pick[..4].iter().enumerate() {
-        let want = if n < 2 { set.typed_col } else { set.required_col };
+        let want = if n < 2 {
+            set.typed_col
+        } else {
+            set.required_col
+        };
         let line = i as i64 + 1;
-        assert!(q.contains(&(line, want.to_string())), "{}: line {line} should be quarantined for {want}: {q:?}", set.file);
+        assert!(
+            q.contains(&(line, want.to_string())),
+            "{}: line {line} should be quarantined for {want}: {q:?}",
+            set.file
+        );
     }
 
     // 4. Truncated files fail with exit code 2, name the file, and leave the lake as it was.
@@ -159,8 +222,16 @@ fn check_set(real: &Path, set: &RealSet) {
     for cut in [&gz_cut, &csv_cut] {
         let (code, _, err) = ingest(&lake2, &[&src, cut], &[]);
         assert_eq!(code, 2, "{}: {err}", cut.display());
-        assert!(err.contains(&cut.display().to_string()) && err.contains("truncated"), "{err}");
-        assert_eq!(util::snapshot(&lake2), before, "{}: lake changed", cut.display());
+        assert!(
+            err.contains(&cut.display().to_string()) && err.contains("truncated"),
+            "{err}"
+        );
+        assert_eq!(
+            util::snapshot(&lake2),
+            before,
+            "{}: lake changed",
+            cut.display()
+        );
     }
 }
 
@@ -183,7 +254,10 @@ fn set_specific(file: &str, report: &serde_json::Value, c: [u64; 5]) {
         assert_eq!(f["format"], "lol");
         // README: 6,100 player rows and 1,220 team rows; 41 player rows lack a player id
         assert_eq!(c[4], 1220, "{f}");
-        assert!(f["quarantine_by_reason"]["bad playerid"].as_u64() == Some(41), "{f}");
+        assert!(
+            f["quarantine_by_reason"]["bad playerid"].as_u64() == Some(41),
+            "{f}"
+        );
         assert_eq!(lake_rows, c[1]);
     } else {
         assert_eq!(f["format"], "csgo");
@@ -205,7 +279,10 @@ fn atp_points_won_share_reaches_the_lake() {
     let batches = util::read_tree(&lake.join("matches"));
     let b = &batches[0];
     let p = b.column_by_name("player_id").unwrap().as_string::<i32>();
-    let perf = b.column_by_name("perf").unwrap().as_primitive::<arrow_array::types::Float64Type>();
+    let perf = b
+        .column_by_name("perf")
+        .unwrap()
+        .as_primitive::<arrow_array::types::Float64Type>();
     let larsson = (0..b.num_rows()).find(|&i| p.value(i) == "101723").unwrap();
     assert!((perf.value(larsson) - 92.0 / 191.0).abs() < 1e-12);
 }

@@ -19,13 +19,18 @@ fn stage_run(lake: &Lake, run: &str, days: &[i32]) -> mm_lake::Txn {
                 start_ms: i64::from(day) * 86_400_000,
                 team,
                 player_id: p.into(),
-                outcome: Some(if team == 0 { mm_lake::schema::Outcome::Win } else { mm_lake::schema::Outcome::Loss }),
+                outcome: Some(if team == 0 {
+                    mm_lake::schema::Outcome::Win
+                } else {
+                    mm_lake::schema::Outcome::Loss
+                }),
                 ..Default::default()
             };
             b.push(&row, "t", 1, 0, 1);
         }
         let rel = Lake::partition_rel(day).join(format!("part-{run}.parquet"));
-        txn.write_parquet(&rel, &[to_lake_batch(&b.finish()).unwrap()]).unwrap();
+        txn.write_parquet(&rel, &[to_lake_batch(&b.finish()).unwrap()])
+            .unwrap();
     }
     drop(lock);
     txn
@@ -44,11 +49,15 @@ fn a_crash_at_any_commit_step_leaves_all_or_nothing_after_recovery() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let lake = Lake::open(dir.path()).unwrap();
-        stage_run(&lake, "r1", &[19_000, 19_001]).commit(&serde_json::json!({"run": 1})).unwrap();
+        stage_run(&lake, "r1", &[19_000, 19_001])
+            .commit(&serde_json::json!({"run": 1}))
+            .unwrap();
         assert_eq!(rows(dir.path()), 4);
         let before = util::snapshot(dir.path());
 
-        stage_run(&lake, "r2", &[19_001, 19_002, 19_003]).commit_crashing_at(&serde_json::json!({"run": 2}), crash).unwrap();
+        stage_run(&lake, "r2", &[19_001, 19_002, 19_003])
+            .commit_crashing_at(&serde_json::json!({"run": 2}), crash)
+            .unwrap();
         let lock = lake.lock().unwrap();
         let rec = lake.recover(&lock).unwrap();
         if survives {
@@ -70,5 +79,8 @@ fn a_second_writer_is_refused_while_the_lock_is_held() {
     let lake = Lake::open(dir.path()).unwrap();
     let _held = lake.lock().unwrap();
     let err = lake.lock().unwrap_err();
-    assert!(err.to_string().contains("another run holds the lake lock"), "{err}");
+    assert!(
+        err.to_string().contains("another run holds the lake lock"),
+        "{err}"
+    );
 }

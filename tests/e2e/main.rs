@@ -1,6 +1,8 @@
 //! End-to-end tests over the real `mm` binary, hand-built inputs and the real data sets in
 //! `../shared/data/real/` (skipped with a message when that folder is absent).
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod util;
 
 mod ingest_canonical;

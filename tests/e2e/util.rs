@@ -29,7 +29,11 @@ pub fn ingest(lake: &Path, inputs: &[&Path], extra: &[&str]) -> (i32, serde_json
     cmd.arg("--lake").arg(lake).arg("--json").args(extra);
     let out = cmd.output().expect("run mm");
     let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    (out.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Like [`ingest`], asserting success.
@@ -41,11 +45,17 @@ pub fn ingest_ok(lake: &Path, inputs: &[&Path]) -> serde_json::Value {
 
 pub fn counts(report: &serde_json::Value) -> [u64; 5] {
     let t = &report["totals"];
-    ["read", "accepted", "quarantined", "duplicates", "skipped"].map(|k| t[k].as_u64().expect("count"))
+    ["read", "accepted", "quarantined", "duplicates", "skipped"]
+        .map(|k| t[k].as_u64().expect("count"))
 }
 
 pub fn assert_balanced(report: &serde_json::Value) {
-    for f in report["files"].as_array().expect("files").iter().chain([&report["totals"]]) {
+    for f in report["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .chain([&report["totals"]])
+    {
         let g = |k: &str| f[k].as_u64().expect(k);
         assert_eq!(
             g("read"),
@@ -62,7 +72,10 @@ pub fn read_tree(dir: &Path) -> Vec<RecordBatch> {
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&f).expect("open")).expect("parquet").build().expect("reader");
+        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&f).expect("open"))
+            .expect("parquet")
+            .build()
+            .expect("reader");
         for b in r {
             out.push(b.expect("batch"));
         }
@@ -71,7 +84,9 @@ pub fn read_tree(dir: &Path) -> Vec<RecordBatch> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -90,13 +105,18 @@ pub fn rows(dir: &Path) -> usize {
 pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
                 walk(base, &p, out);
             } else if p.file_name().is_some_and(|n| n != "_lock") {
-                out.insert(p.strip_prefix(base).expect("prefix").to_path_buf(), std::fs::read(&p).expect("read"));
+                out.insert(
+                    p.strip_prefix(base).expect("prefix").to_path_buf(),
+                    std::fs::read(&p).expect("read"),
+                );
             }
         }
     }
@@ -106,14 +126,19 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// Snapshot without the run log (`_runs/`), which records every run, even one that adds nothing.
 pub fn data_snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    snapshot(dir).into_iter().filter(|(p, _)| !p.starts_with("_runs")).collect()
+    snapshot(dir)
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("_runs"))
+        .collect()
 }
 
 /// The lines of a (possibly gzipped) text file.
 pub fn read_lines(path: &Path) -> Vec<String> {
     let mut text = String::new();
     if path.extension().is_some_and(|x| x == "gz") {
-        flate2::read::MultiGzDecoder::new(std::fs::File::open(path).expect("open")).read_to_string(&mut text).expect("gunzip");
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(path).expect("open"))
+            .read_to_string(&mut text)
+            .expect("gunzip");
     } else {
         text = std::fs::read_to_string(path).expect("read");
     }

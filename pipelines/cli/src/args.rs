@@ -6,7 +6,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use mm_ingest::{Format, IngestConfig, IngestError};
 
 #[derive(Debug, Parser)]
-#[command(name = "mm", version, about = "Matchmaking trainer: match history to skill and churn models")]
+#[command(
+    name = "mm",
+    version,
+    about = "Matchmaking trainer: match history to skill and churn models"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
@@ -80,10 +84,14 @@ impl IngestArgs {
             FormatArg::Lol => Some(Format::Lol),
             FormatArg::Csgo => Some(Format::Csgo),
         };
-        let chunk_bytes = self.chunk_mib.checked_mul(1 << 20).filter(|b| *b > 0).ok_or(IngestError::Config {
-            field: "chunk_mib",
-            reason: format!("{} is not a usable chunk size", self.chunk_mib),
-        })?;
+        let chunk_bytes = self
+            .chunk_mib
+            .checked_mul(1 << 20)
+            .filter(|b| *b > 0)
+            .ok_or(IngestError::Config {
+                field: "chunk_mib",
+                reason: format!("{} is not a usable chunk size", self.chunk_mib),
+            })?;
         Ok(IngestConfig {
             format,
             default_mode: self.mode.clone(),

@@ -57,21 +57,40 @@ fn peer_python(a: &BenchIngestArgs) -> Option<PathBuf> {
     if a.no_peer {
         return None;
     }
-    let candidates = a.peer_python.clone().into_iter().chain(std::env::var_os("PEERS_VENV").map(|v| PathBuf::from(v).join("bin/python"))).chain(
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peers/bin/python")),
-    );
+    let candidates = a
+        .peer_python
+        .clone()
+        .into_iter()
+        .chain(std::env::var_os("PEERS_VENV").map(|v| PathBuf::from(v).join("bin/python")))
+        .chain(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peers/bin/python")));
     candidates.into_iter().find(|p| {
-        p.exists() && Command::new(p).args(["-c", "import polars"]).output().is_ok_and(|o| o.status.success())
+        p.exists()
+            && Command::new(p)
+                .args(["-c", "import polars"])
+                .output()
+                .is_ok_and(|o| o.status.success())
     })
 }
 
-fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, reps: usize, rows: u64) -> Result<Run> {
+fn run_peer(
+    python: &Path,
+    csv: &Path,
+    work: &Path,
+    variant: &str,
+    reps: usize,
+    rows: u64,
+) -> Result<Run> {
     let mut secs = Vec::new();
     let mut rss = 0_f64;
     for _ in 0..reps {
         let out = work.join(format!("peer_{variant}.parquet"));
         let _ = std::fs::remove_file(&out);
-        let o = Command::new(python).args(["-c", PEER_SCRIPT]).arg(csv).arg(&out).arg(variant).output()?;
+        let o = Command::new(python)
+            .args(["-c", PEER_SCRIPT])
+            .arg(csv)
+            .arg(&out)
+            .arg(variant)
+            .output()?;
         if !o.status.success() {
             bail!("polars peer failed: {}", String::from_utf8_lossy(&o.stderr));
         }
@@ -84,7 +103,11 @@ fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, reps: usize, 
         let _ = std::fs::remove_file(&out);
     }
     let s = median(&mut secs);
-    Ok(Run { seconds: s, rows_per_s: rows as f64 / s, peak_rss_mib: rss })
+    Ok(Run {
+        seconds: s,
+        rows_per_s: rows as f64 / s,
+        peak_rss_mib: rss,
+    })
 }
 
 pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
@@ -95,7 +118,9 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
     let exe = std::env::current_exe()?;
     let python = peer_python(a);
     if python.is_none() && !a.no_peer {
-        eprintln!("mm bench: the polars peer is not installed (see ../shared/peers/README.md); measuring mm alone");
+        eprintln!(
+            "mm bench: the polars peer is not installed (see ../shared/peers/README.md); measuring mm alone"
+        );
     }
     let mut results = Vec::new();
     for &rows in &a.rows {
@@ -114,14 +139,23 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
             let lake = a.work.join(format!("lake_{rows}_{rep}"));
             let _ = std::fs::remove_dir_all(&lake);
             let t = Instant::now();
-            let o = Command::new(&exe).arg("ingest").arg(&csv).arg("--lake").arg(&lake).args(["--json", "--quiet"]).output()?;
+            let o = Command::new(&exe)
+                .arg("ingest")
+                .arg(&csv)
+                .arg("--lake")
+                .arg(&lake)
+                .args(["--json", "--quiet"])
+                .output()?;
             let s = t.elapsed().as_secs_f64();
             if !o.status.success() {
                 bail!("mm ingest failed: {}", String::from_utf8_lossy(&o.stderr));
             }
             let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
             if v["totals"]["accepted"].as_u64() != Some(rows) {
-                bail!("mm ingest accepted {} rows, expected {rows}", v["totals"]["accepted"]);
+                bail!(
+                    "mm ingest accepted {} rows, expected {rows}",
+                    v["totals"]["accepted"]
+                );
             }
             rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
             secs.push(s);
@@ -129,12 +163,23 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
         }
         let runs = secs.clone();
         let s = median(&mut secs);
-        let mm = Run { seconds: s, rows_per_s: rows as f64 / s, peak_rss_mib: rss };
+        let mm = Run {
+            seconds: s,
+            rows_per_s: rows as f64 / s,
+            peak_rss_mib: rss,
+        };
         let (eager, lazy) = match &python {
-            Some(py) => (Some(run_peer(py, &csv, &a.work, "eager", a.reps, rows)?), Some(run_peer(py, &csv, &a.work, "lazy", a.reps, rows)?)),
+            Some(py) => (
+                Some(run_peer(py, &csv, &a.work, "eager", a.reps, rows)?),
+                Some(run_peer(py, &csv, &a.work, "lazy", a.reps, rows)?),
+            ),
             None => (None, None),
         };
-        let best = [&eager, &lazy].into_iter().flatten().map(|r| r.rows_per_s).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+        let best = [&eager, &lazy]
+            .into_iter()
+            .flatten()
+            .map(|r| r.rows_per_s)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
         results.push(SizeResult {
             rows,
             csv_mib,
@@ -149,9 +194,32 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(());
     }
-    println!("canonical CSV -> lake (validation, dedup, day partitions, zstd 3); median of {} runs, {} cores", a.reps, std::thread::available_parallelism().map_or(1, |n| n.get()));
-    println!("{:>11} {:>8} | {:>8} {:>12} {:>9} | {:>12} {:>9} | {:>12} {:>9} | {:>6}", "rows", "CSV MiB", "mm s", "mm rows/s", "mm MiB", "eager rows/s", "eager MiB", "lazy rows/s", "lazy MiB", "ratio");
-    let opt = |r: &Option<Run>| r.as_ref().map_or(("-".into(), "-".into()), |r| (format!("{:.0}", r.rows_per_s), format!("{:.0}", r.peak_rss_mib)));
+    println!(
+        "canonical CSV -> lake (validation, dedup, day partitions, zstd 3); median of {} runs, {} cores",
+        a.reps,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:>11} {:>8} | {:>8} {:>12} {:>9} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
+        "rows",
+        "CSV MiB",
+        "mm s",
+        "mm rows/s",
+        "mm MiB",
+        "eager rows/s",
+        "eager MiB",
+        "lazy rows/s",
+        "lazy MiB",
+        "ratio"
+    );
+    let opt = |r: &Option<Run>| {
+        r.as_ref().map_or(("-".into(), "-".into()), |r| {
+            (
+                format!("{:.0}", r.rows_per_s),
+                format!("{:.0}", r.peak_rss_mib),
+            )
+        })
+    };
     for r in &results {
         let (e, em) = opt(&r.polars_eager);
         let (l, lm) = opt(&r.polars_lazy);

@@ -10,7 +10,7 @@ use mm_lake::schema::Outcome;
 use mm_lake::{PlayerRow, RowError};
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{CanonMap, text_value};
+use crate::canonical::CanonMap;
 use crate::fields::{self, present, show};
 
 /// Why a source record produced no lake rows.
@@ -38,7 +38,8 @@ pub trait CsvAdapter: Send + Sync + std::fmt::Debug {
 
     /// Emits the record's lake rows (exactly [`CsvAdapter::rows_per_record`] of them, all valid),
     /// or rejects the record without emitting any.
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject>;
+    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>))
+    -> Result<(), Reject>;
 }
 
 /// The input formats `mm ingest` understands.
@@ -70,8 +71,18 @@ impl Format {
 
     /// Recognises a real-data source by the columns its header must have; canonical otherwise.
     pub fn detect<S: AsRef<str>>(header: &[S]) -> Format {
-        let has = |names: &[&str]| names.iter().all(|n| header.iter().any(|h| h.as_ref() == *n));
-        if has(&["tourney_id", "tourney_date", "match_num", "winner_id", "loser_id"]) {
+        let has = |names: &[&str]| {
+            names
+                .iter()
+                .all(|n| header.iter().any(|h| h.as_ref() == *n))
+        };
+        if has(&[
+            "tourney_id",
+            "tourney_date",
+            "match_num",
+            "winner_id",
+            "loser_id",
+        ]) {
             Format::Atp
         } else if has(&["created_at", "winner", "white_id", "black_id"]) {
             Format::Lichess
@@ -85,10 +96,17 @@ impl Format {
     }
 
     /// Builds the adapter for a header; fails naming the first missing required column.
-    pub fn csv_adapter<S: AsRef<str>>(self, header: &[S], default_mode: &str) -> Result<Box<dyn CsvAdapter>, String> {
+    pub fn csv_adapter<S: AsRef<str>>(
+        self,
+        header: &[S],
+        default_mode: &str,
+    ) -> Result<Box<dyn CsvAdapter>, String> {
         let cols = Cols::new(header);
         Ok(match self {
-            Format::Canonical => Box::new(CanonicalCsv { map: CanonMap::from_header(header)?, mode: default_mode.into() }),
+            Format::Canonical => Box::new(CanonicalCsv {
+                map: CanonMap::from_header(header)?,
+                mode: default_mode.into(),
+            }),
             Format::Atp => Box::new(Atp::new(&cols)?),
             Format::Lichess => Box::new(Lichess::new(&cols)?),
             Format::Lol => Box::new(Lol::new(&cols)?),
@@ -105,19 +123,32 @@ struct Cols {
 
 impl Cols {
     fn new<S: AsRef<str>>(header: &[S]) -> Cols {
-        let names: Vec<String> = header.iter().map(|h| h.as_ref().trim().to_string()).collect();
-        let idx = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        let names: Vec<String> = header
+            .iter()
+            .map(|h| h.as_ref().trim().to_string())
+            .collect();
+        let idx = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
         Cols { names, idx }
     }
     fn req(&self, name: &str) -> Result<usize, String> {
-        self.idx.get(name).copied().ok_or_else(|| format!("missing required column '{name}'"))
+        self.idx
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("missing required column '{name}'"))
     }
     fn opt(&self, name: &str) -> Option<usize> {
         self.idx.get(name).copied()
     }
     /// Columns not in `used`, with the key they get in `extra`.
     fn rest(&self, used: &[usize]) -> Vec<(usize, String)> {
-        (0..self.names.len()).filter(|i| !used.contains(i)).map(|i| (i, self.names[i].clone())).collect()
+        (0..self.names.len())
+            .filter(|i| !used.contains(i))
+            .map(|i| (i, self.names[i].clone()))
+            .collect()
     }
 }
 
@@ -131,15 +162,49 @@ fn opt_get(rec: &ByteRecord, i: Option<usize>) -> Option<&[u8]> {
     i.and_then(|i| rec.get(i))
 }
 
-/// A JSON object (as text) of the given columns' non-blank values, or `None` if all are blank.
-fn extras_json(rec: &ByteRecord, cols: &[(usize, String)], base: Option<&serde_json::Map<String, serde_json::Value>>) -> Option<String> {
-    let mut obj = base.cloned().unwrap_or_default();
+/// A JSON object (as text) of the given columns' non-blank values, after the `base` object's
+/// members; `None` if it would be empty. Written directly, without building a map.
+fn extras_json(rec: &ByteRecord, cols: &[(usize, String)], base: Option<&str>) -> Option<String> {
+    let mut out = String::with_capacity(64 + 16 * cols.len());
+    out.push('{');
+    if let Some(b) = base {
+        out.push_str(
+            b.strip_prefix('{')
+                .and_then(|b| b.strip_suffix('}'))
+                .unwrap_or(""),
+        );
+    }
     for (i, key) in cols {
         if let Some(b) = present(rec.get(*i)) {
-            obj.insert(key.clone(), text_value(b));
+            if out.len() > 1 {
+                out.push(',');
+            }
+            push_json_member(&mut out, key, b);
         }
     }
-    (!obj.is_empty()).then(|| serde_json::Value::Object(obj).to_string())
+    out.push('}');
+    (out.len() > 2).then_some(out)
+}
+
+/// Appends `"key":value`, with the value as [`text_value`] would make it.
+fn push_json_member(out: &mut String, key: &str, raw: &[u8]) {
+    use std::fmt::Write as _;
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let text = String::from_utf8_lossy(raw);
+    let t = text.trim();
+    let _ = write!(out, "{}:", quote(key));
+    if let Ok(i) = t.parse::<i64>() {
+        let _ = write!(out, "{i}");
+    } else if let Some(n) = t
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .and_then(serde_json::Number::from_f64)
+    {
+        let _ = write!(out, "{n}");
+    } else {
+        out.push_str(&quote(t));
+    }
 }
 
 #[derive(Debug)]
@@ -149,7 +214,11 @@ struct CanonicalCsv {
 }
 
 impl CsvAdapter for CanonicalCsv {
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject> {
+    fn convert(
+        &self,
+        rec: &ByteRecord,
+        emit: &mut dyn FnMut(&PlayerRow<'_>),
+    ) -> Result<(), Reject> {
         let mut row = self.map.row(|i| rec.get(i), &self.mode)?;
         if !self.map.extras.is_empty() || self.map.get(crate::canonical::C::Extra).is_some() {
             row.extra = self.map.extra_from_text(|i| rec.get(i))?;
@@ -185,7 +254,9 @@ struct Atp {
 
 impl Atp {
     fn new(c: &Cols) -> Result<Atp, String> {
-        let serve = ["w_svpt", "w_1stWon", "w_2ndWon", "l_svpt", "l_1stWon", "l_2ndWon"];
+        let serve = [
+            "w_svpt", "w_1stWon", "w_2ndWon", "l_svpt", "l_1stWon", "l_2ndWon",
+        ];
         let serve_idx: Vec<Option<usize>> = serve.iter().map(|n| c.opt(n)).collect();
         let a = Atp {
             tourney_id: c.req("tourney_id")?,
@@ -197,30 +268,55 @@ impl Atp {
             minutes: c.opt("minutes"),
             winner_rank_points: c.opt("winner_rank_points"),
             loser_rank_points: c.opt("loser_rank_points"),
-            serve: serve_idx.iter().copied().collect::<Option<Vec<_>>>().map(|v| [v[0], v[1], v[2], v[3], v[4], v[5]]),
+            serve: serve_idx
+                .iter()
+                .copied()
+                .collect::<Option<Vec<_>>>()
+                .map(|v| [v[0], v[1], v[2], v[3], v[4], v[5]]),
             match_extra: Vec::new(),
             winner_extra: Vec::new(),
             loser_extra: Vec::new(),
         };
-        let used = [a.tourney_id, a.tourney_date, a.match_num, a.winner_id, a.loser_id];
+        let used = [
+            a.tourney_id,
+            a.tourney_date,
+            a.match_num,
+            a.winner_id,
+            a.loser_id,
+        ];
         let (mut m, mut w, mut l) = (Vec::new(), Vec::new(), Vec::new());
         for (i, name) in c.rest(&used) {
-            if let Some(k) = name.strip_prefix("winner_").or_else(|| name.strip_prefix("w_")) {
+            if let Some(k) = name
+                .strip_prefix("winner_")
+                .or_else(|| name.strip_prefix("w_"))
+            {
                 w.push((i, k.to_string()));
-            } else if let Some(k) = name.strip_prefix("loser_").or_else(|| name.strip_prefix("l_")) {
+            } else if let Some(k) = name
+                .strip_prefix("loser_")
+                .or_else(|| name.strip_prefix("l_"))
+            {
                 l.push((i, k.to_string()));
             } else {
                 m.push((i, name));
             }
         }
-        Ok(Atp { match_extra: m, winner_extra: w, loser_extra: l, ..a })
+        Ok(Atp {
+            match_extra: m,
+            winner_extra: w,
+            loser_extra: l,
+            ..a
+        })
     }
 
     /// Share of all points in the match won by the winner, from the serve statistics:
     /// own service points won plus the opponent's service points lost.
     fn points_won_share(&self, rec: &ByteRecord) -> Result<Option<f64>, RowError> {
-        let Some(ix) = self.serve else { return Ok(None) };
-        const NAMES: [&str; 6] = ["w_svpt", "w_1stWon", "w_2ndWon", "l_svpt", "l_1stWon", "l_2ndWon"];
+        let Some(ix) = self.serve else {
+            return Ok(None);
+        };
+        const NAMES: [&str; 6] = [
+            "w_svpt", "w_1stWon", "w_2ndWon", "l_svpt", "l_1stWon", "l_2ndWon",
+        ];
         let mut v = [0_i64; 6];
         for k in 0..6 {
             match present(get(rec, ix[k])) {
@@ -233,10 +329,16 @@ impl Atp {
         }
         let [ws, w1, w2, ls, l1, l2] = v;
         if w1 + w2 > ws {
-            return Err(RowError::field("w_svpt", format!("{ws} service points but {} won", w1 + w2)));
+            return Err(RowError::field(
+                "w_svpt",
+                format!("{ws} service points but {} won", w1 + w2),
+            ));
         }
         if l1 + l2 > ls {
-            return Err(RowError::field("l_svpt", format!("{ls} service points but {} won", l1 + l2)));
+            return Err(RowError::field(
+                "l_svpt",
+                format!("{ls} service points but {} won", l1 + l2),
+            ));
         }
         if ws + ls == 0 {
             return Ok(None);
@@ -250,16 +352,28 @@ impl CsvAdapter for Atp {
         2
     }
 
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject> {
-        let score = opt_get(rec, self.score).map(String::from_utf8_lossy).unwrap_or_default();
+    fn convert(
+        &self,
+        rec: &ByteRecord,
+        emit: &mut dyn FnMut(&PlayerRow<'_>),
+    ) -> Result<(), Reject> {
+        let score = opt_get(rec, self.score)
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
         if score.contains("W/O") || score.to_ascii_lowercase().contains("walkover") {
             return Err(Reject::Skip("walkover: no match was played"));
         }
         let tid = fields::req_text("tourney_id", get(rec, self.tourney_id))?;
         let date_raw = present(get(rec, self.tourney_date))
             .ok_or_else(|| RowError::field("tourney_date", "missing required field"))?;
-        let date = chrono::NaiveDate::parse_from_str(fields::text("tourney_date", date_raw)?, "%Y%m%d")
-            .map_err(|_| RowError::field("tourney_date", format!("{} is not a YYYYMMDD date", show(date_raw))))?;
+        let date =
+            chrono::NaiveDate::parse_from_str(fields::text("tourney_date", date_raw)?, "%Y%m%d")
+                .map_err(|_| {
+                    RowError::field(
+                        "tourney_date",
+                        format!("{} is not a YYYYMMDD date", show(date_raw)),
+                    )
+                })?;
         let num = present(get(rec, self.match_num))
             .ok_or_else(|| RowError::field("match_num", "missing required field"))
             .and_then(|b| fields::int("match_num", b))?;
@@ -268,17 +382,29 @@ impl CsvAdapter for Atp {
         }
         // The source dates every match by its event's Monday; `match_num` orders the matches
         // of an event (R128 -> F), so it becomes a minute offset that keeps that order.
-        let start_ms = date.and_hms_opt(0, 0, 0).map(|t| t.and_utc().timestamp_millis()).unwrap_or(0) + num * 60_000;
+        let start_ms = date
+            .and_hms_opt(0, 0, 0)
+            .map(|t| t.and_utc().timestamp_millis())
+            .unwrap_or(0)
+            + num * 60_000;
         let w = fields::req_text("winner_id", get(rec, self.winner_id))?;
         let l = fields::req_text("loser_id", get(rec, self.loser_id))?;
         if w == l {
-            return Err(RowError::field("loser_id", format!("player {w} is on both sides of the match")).into());
+            return Err(RowError::field(
+                "loser_id",
+                format!("player {w} is on both sides of the match"),
+            )
+            .into());
         }
         let minutes = fields::opt_f64("minutes", opt_get(rec, self.minutes))?;
         if let Some(m) = minutes
             && !(0.0..=ATP_MAX_MINUTES).contains(&m)
         {
-            return Err(RowError::field("minutes", format!("{m} minutes is impossible (0 to {ATP_MAX_MINUTES})")).into());
+            return Err(RowError::field(
+                "minutes",
+                format!("{m} minutes is impossible (0 to {ATP_MAX_MINUTES})"),
+            )
+            .into());
         }
         let share = self.points_won_share(rec)?;
         let match_id: Cow<'_, str> = Cow::Owned(format!("{tid}-{num}"));
@@ -291,15 +417,14 @@ impl CsvAdapter for Atp {
             seconds_played: minutes.map(|m| m * 60.0),
             ..Default::default()
         };
-        let match_extra = extras_json(rec, &self.match_extra, None)
-            .and_then(|s| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&s).ok());
+        let match_extra = extras_json(rec, &self.match_extra, None);
         let winner = PlayerRow {
             team: wt,
             player_id: w,
             outcome: Some(Outcome::Win),
             perf: share,
             rating: fields::opt_f64("winner_rank_points", opt_get(rec, self.winner_rank_points))?,
-            extra: extras_json(rec, &self.winner_extra, match_extra.as_ref()),
+            extra: extras_json(rec, &self.winner_extra, match_extra.as_deref()),
             ..base.clone()
         };
         let loser = PlayerRow {
@@ -308,7 +433,7 @@ impl CsvAdapter for Atp {
             outcome: Some(Outcome::Loss),
             perf: share.map(|s| 1.0 - s),
             rating: fields::opt_f64("loser_rank_points", opt_get(rec, self.loser_rank_points))?,
-            extra: extras_json(rec, &self.loser_extra, match_extra.as_ref()),
+            extra: extras_json(rec, &self.loser_extra, match_extra.as_deref()),
             ..base
         };
         winner.validate()?;
@@ -350,10 +475,19 @@ impl Lichess {
             increment_code: c.opt("increment_code"),
             extra: Vec::new(),
         };
-        let used: Vec<usize> = [Some(l.id), Some(l.created_at), l.last_move_at, Some(l.winner), Some(l.white_id), Some(l.black_id), l.white_rating, l.black_rating]
-            .into_iter()
-            .flatten()
-            .collect();
+        let used: Vec<usize> = [
+            Some(l.id),
+            Some(l.created_at),
+            l.last_move_at,
+            Some(l.winner),
+            Some(l.white_id),
+            Some(l.black_id),
+            l.white_rating,
+            l.black_rating,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         l.extra = c.rest(&used);
         Ok(l)
     }
@@ -362,7 +496,10 @@ impl Lichess {
     fn ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
         let v = fields::float(field, raw)?;
         if v < fields::EPOCH_MS_THRESHOLD as f64 {
-            return Err(RowError::field(field, format!("{} is not epoch milliseconds", show(raw))));
+            return Err(RowError::field(
+                field,
+                format!("{} is not epoch milliseconds", show(raw)),
+            ));
         }
         Ok(v.round() as i64)
     }
@@ -372,7 +509,10 @@ impl Lichess {
 /// `initial seconds + 40 x increment` (lichess.org/faq#time-controls).
 pub fn chess_mode(increment_code: &str) -> &'static str {
     let mut it = increment_code.trim().split('+');
-    let (Some(Ok(m)), Some(Ok(i))) = (it.next().map(str::parse::<f64>), it.next().map(str::parse::<f64>)) else {
+    let (Some(Ok(m)), Some(Ok(i))) = (
+        it.next().map(str::parse::<f64>),
+        it.next().map(str::parse::<f64>),
+    ) else {
         return "chess";
     };
     match m * 60.0 + 40.0 * i {
@@ -389,20 +529,33 @@ impl CsvAdapter for Lichess {
         2
     }
 
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject> {
+    fn convert(
+        &self,
+        rec: &ByteRecord,
+        emit: &mut dyn FnMut(&PlayerRow<'_>),
+    ) -> Result<(), Reject> {
         let id = fields::req_text("id", get(rec, self.id))?;
         let start_ms = match present(get(rec, self.created_at)) {
             Some(b) => Self::ms("created_at", b)?,
             None => return Err(RowError::field("created_at", "missing required field").into()),
         };
-        let end_ms = present(opt_get(rec, self.last_move_at)).map(|b| Self::ms("last_move_at", b)).transpose()?;
+        let end_ms = present(opt_get(rec, self.last_move_at))
+            .map(|b| Self::ms("last_move_at", b))
+            .transpose()?;
         let white = fields::req_text("white_id", get(rec, self.white_id))?;
         let black = fields::req_text("black_id", get(rec, self.black_id))?;
         if white == black {
-            return Err(RowError::field("black_id", format!("player {white} is on both sides of the game")).into());
+            return Err(RowError::field(
+                "black_id",
+                format!("player {white} is on both sides of the game"),
+            )
+            .into());
         }
         let winner_raw = get(rec, self.winner).unwrap_or_default();
-        let (ow, ob) = match fields::text("winner", winner_raw)?.to_ascii_lowercase().as_str() {
+        let (ow, ob) = match fields::text("winner", winner_raw)?
+            .to_ascii_lowercase()
+            .as_str()
+        {
             "white" => (Outcome::Win, Outcome::Loss),
             "black" => (Outcome::Loss, Outcome::Win),
             "draw" => (Outcome::Draw, Outcome::Draw),
@@ -410,7 +563,10 @@ impl CsvAdapter for Lichess {
             _ => {
                 return Err(RowError::field(
                     "winner",
-                    format!("unknown outcome code {} (expected white, black or draw)", show(winner_raw)),
+                    format!(
+                        "unknown outcome code {} (expected white, black or draw)",
+                        show(winner_raw)
+                    ),
                 )
                 .into());
             }
@@ -419,7 +575,14 @@ impl CsvAdapter for Lichess {
             .and_then(|b| std::str::from_utf8(b).ok())
             .map_or("chess", chess_mode);
         let extra = extras_json(rec, &self.extra, None);
-        let base = PlayerRow { match_id: id, mode: Cow::Borrowed(mode), start_ms, end_ms, extra, ..Default::default() };
+        let base = PlayerRow {
+            match_id: id,
+            mode: Cow::Borrowed(mode),
+            start_ms,
+            end_ms,
+            extra,
+            ..Default::default()
+        };
         let w = PlayerRow {
             team: 0,
             player_id: white,
@@ -481,33 +644,67 @@ impl Lol {
             gamelength: c.opt("gamelength"),
             extra: Vec::new(),
         };
-        let used: Vec<usize> = [Some(l.gameid), Some(l.date), Some(l.side), Some(l.playerid), Some(l.result), l.teamname, l.teamid, l.kills, l.deaths, l.assists, l.gamelength]
-            .into_iter()
-            .flatten()
-            .collect();
+        let used: Vec<usize> = [
+            Some(l.gameid),
+            Some(l.date),
+            Some(l.side),
+            Some(l.playerid),
+            Some(l.result),
+            l.teamname,
+            l.teamid,
+            l.kills,
+            l.deaths,
+            l.assists,
+            l.gamelength,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         l.extra = c.rest(&used);
         Ok(l)
     }
 }
 
 impl CsvAdapter for Lol {
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject> {
+    fn convert(
+        &self,
+        rec: &ByteRecord,
+        emit: &mut dyn FnMut(&PlayerRow<'_>),
+    ) -> Result<(), Reject> {
         let position = get(rec, self.position).unwrap_or_default();
         if position.eq_ignore_ascii_case(b"team") {
-            return Err(Reject::Skip("team summary row (participantid 100/200), not a player"));
+            return Err(Reject::Skip(
+                "team summary row (participantid 100/200), not a player",
+            ));
         }
         let side_raw = get(rec, self.side).unwrap_or_default();
-        let team = match fields::text("side", side_raw)?.to_ascii_lowercase().as_str() {
+        let team = match fields::text("side", side_raw)?
+            .to_ascii_lowercase()
+            .as_str()
+        {
             "blue" => 0,
             "red" => 1,
-            _ => return Err(RowError::field("side", format!("{} is not Blue or Red", show(side_raw))).into()),
+            _ => {
+                return Err(RowError::field(
+                    "side",
+                    format!("{} is not Blue or Red", show(side_raw)),
+                )
+                .into());
+            }
         };
         let result_raw = get(rec, self.result).unwrap_or_default();
         let outcome = match result_raw {
             b"1" => Outcome::Win,
             b"0" => Outcome::Loss,
             _ => {
-                return Err(RowError::field("result", format!("unknown outcome code {} (expected 1 or 0)", show(result_raw))).into());
+                return Err(RowError::field(
+                    "result",
+                    format!(
+                        "unknown outcome code {} (expected 1 or 0)",
+                        show(result_raw)
+                    ),
+                )
+                .into());
             }
         };
         let start_ms = match present(get(rec, self.date)) {
@@ -568,31 +765,71 @@ impl Csgo {
             team_rounds: c.opt("team_rounds"),
             extra: Vec::new(),
         };
-        let used: Vec<usize> = [Some(s.map_id), Some(s.match_start_ms), Some(s.side), Some(s.player), Some(s.map_result), s.team, s.kills, s.deaths, s.team_rounds]
-            .into_iter()
-            .flatten()
-            .collect();
+        let used: Vec<usize> = [
+            Some(s.map_id),
+            Some(s.match_start_ms),
+            Some(s.side),
+            Some(s.player),
+            Some(s.map_result),
+            s.team,
+            s.kills,
+            s.deaths,
+            s.team_rounds,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         // The HLTV series id becomes `hltv_match_id`: our match is one map.
-        s.extra = c.rest(&used).into_iter().map(|(i, n)| (i, if n == "match_id" { "hltv_match_id".into() } else { n })).collect();
+        s.extra = c
+            .rest(&used)
+            .into_iter()
+            .map(|(i, n)| {
+                (
+                    i,
+                    if n == "match_id" {
+                        "hltv_match_id".into()
+                    } else {
+                        n
+                    },
+                )
+            })
+            .collect();
         Ok(s)
     }
 }
 
 impl CsvAdapter for Csgo {
-    fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>)) -> Result<(), Reject> {
+    fn convert(
+        &self,
+        rec: &ByteRecord,
+        emit: &mut dyn FnMut(&PlayerRow<'_>),
+    ) -> Result<(), Reject> {
         let side_raw = get(rec, self.side).unwrap_or_default();
         let team = match side_raw {
             b"team1" => 0,
             b"team2" => 1,
-            _ => return Err(RowError::field("side", format!("{} is not team1 or team2", show(side_raw))).into()),
+            _ => {
+                return Err(RowError::field(
+                    "side",
+                    format!("{} is not team1 or team2", show(side_raw)),
+                )
+                .into());
+            }
         };
         let res_raw = get(rec, self.map_result).unwrap_or_default();
         let outcome = match fields::float("map_result", res_raw) {
-            Ok(v) if v == 1.0 => Outcome::Win,
-            Ok(v) if v == 0.0 => Outcome::Loss,
-            Ok(v) if v == 0.5 => Outcome::Draw,
+            Ok(1.0) => Outcome::Win,
+            Ok(0.0) => Outcome::Loss,
+            Ok(0.5) => Outcome::Draw,
             _ => {
-                return Err(RowError::field("map_result", format!("unknown outcome code {} (expected 1, 0 or 0.5)", show(res_raw))).into());
+                return Err(RowError::field(
+                    "map_result",
+                    format!(
+                        "unknown outcome code {} (expected 1, 0 or 0.5)",
+                        show(res_raw)
+                    ),
+                )
+                .into());
             }
         };
         let start_ms = match present(get(rec, self.match_start_ms)) {
@@ -630,7 +867,9 @@ mod tests {
         let a = fmt.csv_adapter(&h, "default").unwrap();
         let rec = ByteRecord::from(line.split(',').collect::<Vec<_>>());
         let mut out: Vec<PlayerRow<'static>> = Vec::new();
-        a.convert(&rec, &mut |r: &PlayerRow<'_>| out.push(r.clone().into_owned()))?;
+        a.convert(&rec, &mut |r: &PlayerRow<'_>| {
+            out.push(r.clone().into_owned())
+        })?;
         Ok(out)
     }
 
@@ -641,7 +880,12 @@ mod tests {
         // First row of atp_matches_1991: Larsson d. Becker 6-4 3-6 7-6(2).
         // Larsson served 96 points and won 39+25 = 64; Becker served 95 and won 44+23 = 67.
         // Larsson's points: 64 + (95 - 67) = 92 of 191 = 0.48168.
-        let rows = convert(Format::Atp, ATP_H, "1991-339,19901231,1,101723,101414,6-4 3-6 7-6(2),130,96,39,25,95,44,23,Hard").unwrap();
+        let rows = convert(
+            Format::Atp,
+            ATP_H,
+            "1991-339,19901231,1,101723,101414,6-4 3-6 7-6(2),130,96,39,25,95,44,23,Hard",
+        )
+        .unwrap();
         assert_eq!(rows.len(), 2);
         let (w, l) = (&rows[0], &rows[1]);
         assert!((w.perf.unwrap() - 92.0 / 191.0).abs() < 1e-12);
@@ -659,20 +903,42 @@ mod tests {
     fn atp_walkovers_skip_and_impossible_stats_quarantine() {
         let skip = convert(Format::Atp, ATP_H, "t,20000103,1,1,2,W/O,,,,,,,,Hard").unwrap_err();
         assert!(matches!(skip, Reject::Skip(_)));
-        let bad = convert(Format::Atp, ATP_H, "t,20000103,1,1,2,6-0 6-0,50,40,30,20,30,10,5,Hard").unwrap_err();
-        assert!(matches!(bad, Reject::Bad(RowError { field: Some(ref f), .. }) if f == "w_svpt"), "{bad:?}");
-        let same = convert(Format::Atp, ATP_H, "t,20000103,1,7,7,6-0 6-0,50,,,,,,,Hard").unwrap_err();
+        let bad = convert(
+            Format::Atp,
+            ATP_H,
+            "t,20000103,1,1,2,6-0 6-0,50,40,30,20,30,10,5,Hard",
+        )
+        .unwrap_err();
+        assert!(
+            matches!(bad, Reject::Bad(RowError { field: Some(ref f), .. }) if f == "w_svpt"),
+            "{bad:?}"
+        );
+        let same =
+            convert(Format::Atp, ATP_H, "t,20000103,1,7,7,6-0 6-0,50,,,,,,,Hard").unwrap_err();
         assert!(matches!(same, Reject::Bad(_)));
     }
 
     #[test]
     fn lichess_scientific_times_modes_and_draws() {
         let h = "id,rated,created_at,last_move_at,winner,increment_code,white_id,white_rating,black_id,black_rating";
-        let rows = convert(Format::Lichess, h, "abc,TRUE,1.50421E+12,1.50421E+12,draw,10+0,ann,1500,bob,1400").unwrap();
+        let rows = convert(
+            Format::Lichess,
+            h,
+            "abc,TRUE,1.50421E+12,1.50421E+12,draw,10+0,ann,1500,bob,1400",
+        )
+        .unwrap();
         assert_eq!(rows[0].start_ms, 1_504_210_000_000);
         assert_eq!(rows[0].mode, "chess-rapid");
-        assert_eq!((rows[0].outcome, rows[1].outcome), (Some(Outcome::Draw), Some(Outcome::Draw)));
-        let e = convert(Format::Lichess, h, "abc,TRUE,1.50421E+12,1.50421E+12,aborted,10+0,ann,1500,bob,1400").unwrap_err();
+        assert_eq!(
+            (rows[0].outcome, rows[1].outcome),
+            (Some(Outcome::Draw), Some(Outcome::Draw))
+        );
+        let e = convert(
+            Format::Lichess,
+            h,
+            "abc,TRUE,1.50421E+12,1.50421E+12,aborted,10+0,ann,1500,bob,1400",
+        )
+        .unwrap_err();
         assert!(matches!(e, Reject::Bad(RowError { field: Some(ref f), .. }) if f == "winner"));
         assert_eq!(chess_mode("1+0"), "chess-bullet");
         assert_eq!(chess_mode("3+2"), "chess-blitz");
@@ -681,8 +947,25 @@ mod tests {
 
     #[test]
     fn detection_by_header() {
-        assert_eq!(Format::detect(&ATP_H.split(',').collect::<Vec<_>>()), Format::Atp);
-        assert_eq!(Format::detect(&["match_id", "player_id", "team", "start_ts", "won"]), Format::Canonical);
-        assert_eq!(Format::detect(&["gameid", "participantid", "playerid", "side", "result", "date", "position"]), Format::Lol);
+        assert_eq!(
+            Format::detect(&ATP_H.split(',').collect::<Vec<_>>()),
+            Format::Atp
+        );
+        assert_eq!(
+            Format::detect(&["match_id", "player_id", "team", "start_ts", "won"]),
+            Format::Canonical
+        );
+        assert_eq!(
+            Format::detect(&[
+                "gameid",
+                "participantid",
+                "playerid",
+                "side",
+                "result",
+                "date",
+                "position"
+            ]),
+            Format::Lol
+        );
     }
 }

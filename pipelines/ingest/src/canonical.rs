@@ -81,7 +81,10 @@ pub fn canon_column(name: &str) -> Option<C> {
 
 /// Input columns that the lake regenerates and that are therefore not carried as extras.
 fn is_provenance(name: &str) -> bool {
-    matches!(name.trim().to_ascii_lowercase().as_str(), "source_file" | "source_line")
+    matches!(
+        name.trim().to_ascii_lowercase().as_str(),
+        "source_file" | "source_line"
+    )
 }
 
 /// Where each canonical column sits in a source's header.
@@ -125,7 +128,10 @@ impl CanonMap {
                 return Err(format!("missing required column '{label}'"));
             }
         }
-        if map.get(C::Outcome).is_none() && map.get(C::Won).is_none() && map.get(C::TeamScore).is_none() {
+        if map.get(C::Outcome).is_none()
+            && map.get(C::Won).is_none()
+            && map.get(C::TeamScore).is_none()
+        {
             return Err("missing required column 'outcome' (or 'won', or 'team_score')".into());
         }
         Ok(map)
@@ -147,25 +153,37 @@ impl CanonMap {
             Some(b) => fields::time_ms("start_time", b)?,
             None => return Err(RowError::field("start_time", "missing required field")),
         };
-        let end_ms = present(f(C::EndTime)).map(|b| fields::time_ms("end_time", b)).transpose()?;
+        let end_ms = present(f(C::EndTime))
+            .map(|b| fields::time_ms("end_time", b))
+            .transpose()?;
         let team = match present(f(C::Team)) {
             Some(b) => {
                 let v = fields::int("team", b)?;
-                i32::try_from(v).map_err(|_| RowError::field("team", format!("{v} is out of range")))?
+                i32::try_from(v)
+                    .map_err(|_| RowError::field("team", format!("{v} is out of range")))?
             }
             None => return Err(RowError::field("team", "missing required field")),
         };
         let outcome = if let Some(b) = present(f(C::Outcome)) {
             let s = fields::text("outcome", b)?;
             Some(Outcome::parse(s).ok_or_else(|| {
-                RowError::field("outcome", format!("unknown outcome code {} (expected win, loss or draw)", show(b)))
+                RowError::field(
+                    "outcome",
+                    format!(
+                        "unknown outcome code {} (expected win, loss or draw)",
+                        show(b)
+                    ),
+                )
             })?)
         } else if let Some(b) = present(f(C::Won)) {
             match fields::opt_bool("won", Some(b)) {
                 Ok(Some(true)) => Some(Outcome::Win),
                 Ok(Some(false)) => Some(Outcome::Loss),
                 _ => {
-                    return Err(RowError::field("won", format!("unknown outcome code {} (expected 1 or 0)", show(b))));
+                    return Err(RowError::field(
+                        "won",
+                        format!("unknown outcome code {} (expected 1 or 0)", show(b)),
+                    ));
                 }
             }
         } else {
@@ -206,11 +224,19 @@ impl CanonMap {
 
     /// Builds the `extra` JSON object from text fields: the input's own `extra` object (if any)
     /// merged with the unknown columns. Numbers stay numbers; blanks are left out.
-    pub fn extra_from_text<'a>(&self, get: impl Fn(usize) -> Option<&'a [u8]>) -> Result<Option<String>, RowError> {
+    pub fn extra_from_text<'a>(
+        &self,
+        get: impl Fn(usize) -> Option<&'a [u8]>,
+    ) -> Result<Option<String>, RowError> {
         let mut obj = match present(self.get(C::Extra).and_then(&get)) {
             Some(b) => match serde_json::from_slice::<serde_json::Value>(b) {
                 Ok(serde_json::Value::Object(m)) => m,
-                _ => return Err(RowError::field("extra", format!("{} is not a JSON object", show(b)))),
+                _ => {
+                    return Err(RowError::field(
+                        "extra",
+                        format!("{} is not a JSON object", show(b)),
+                    ));
+                }
             },
             None => serde_json::Map::new(),
         };
@@ -224,6 +250,7 @@ impl CanonMap {
 }
 
 /// A text field as a JSON value: a number when it reads as a finite number, else a string.
+/// (`adapters::push_json_member` writes the same values straight to text.)
 pub fn text_value(b: &[u8]) -> serde_json::Value {
     let s = String::from_utf8_lossy(b);
     let t = s.trim();
@@ -256,7 +283,19 @@ mod tests {
         // The header of ../shared/peers/bench_polars.py's CSV.
         let m = map("match_id,player_id,team,party_id,start_ts,end_ts,kills,deaths,deaths_by_enemy,score,won").unwrap();
         assert!(m.extras.is_empty());
-        let rec = ["7", "1000042", "1", "5000003", "1704067260", "1704068160", "5", "6", "5", "480", "1"];
+        let rec = [
+            "7",
+            "1000042",
+            "1",
+            "5000003",
+            "1704067260",
+            "1704068160",
+            "5",
+            "6",
+            "5",
+            "480",
+            "1",
+        ];
         let r = conv(&m, &rec).unwrap();
         assert_eq!(r.outcome, Some(Outcome::Win));
         assert_eq!(r.mode, "default");
@@ -278,10 +317,21 @@ mod tests {
     #[test]
     fn bad_values_name_their_field() {
         let m = map("match_id,player_id,team,start_time,outcome,kills,mode,colour").unwrap();
-        let good = ["m", "p", "0", "2024-01-01 10:00:00", "win", "3", "tdm", "red"];
+        let good = [
+            "m",
+            "p",
+            "0",
+            "2024-01-01 10:00:00",
+            "win",
+            "3",
+            "tdm",
+            "red",
+        ];
         let r = conv(&m, &good).unwrap();
         assert_eq!(r.mode, "tdm");
-        let extra = m.extra_from_text(|i| good.get(i).map(|s| s.as_bytes())).unwrap();
+        let extra = m
+            .extra_from_text(|i| good.get(i).map(|s| s.as_bytes()))
+            .unwrap();
         assert_eq!(extra.as_deref(), Some(r#"{"colour":"red"}"#));
         for (col, val, field) in [
             (5, "-3", "kills"),

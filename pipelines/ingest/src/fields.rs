@@ -23,13 +23,17 @@ pub fn present(raw: Option<&[u8]>) -> Option<&[u8]> {
 /// Text of a string field; fails on invalid UTF-8.
 #[inline]
 pub fn text<'a>(field: &str, raw: &'a [u8]) -> Result<&'a str, RowError> {
-    std::str::from_utf8(raw).map(str::trim).map_err(|_| RowError::field(field, "is not valid UTF-8"))
+    std::str::from_utf8(raw)
+        .map(str::trim)
+        .map_err(|_| RowError::field(field, "is not valid UTF-8"))
 }
 
 /// Optional string field.
 #[inline]
 pub fn opt_text<'a>(field: &str, raw: Option<&'a [u8]>) -> Result<Option<Cow<'a, str>>, RowError> {
-    present(raw).map(|b| text(field, b).map(Cow::Borrowed)).transpose()
+    present(raw)
+        .map(|b| text(field, b).map(Cow::Borrowed))
+        .transpose()
 }
 
 /// Required string field.
@@ -48,7 +52,9 @@ pub fn int(field: &str, raw: &[u8]) -> Result<i64, RowError> {
         _ => (false, raw),
     };
     if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
-        let v = digits.iter().fold(0_i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        let v = digits
+            .iter()
+            .fold(0_i64, |acc, d| acc * 10 + i64::from(d - b'0'));
         return Ok(if neg { -v } else { v });
     }
     let s = std::str::from_utf8(raw).map(str::trim).unwrap_or("");
@@ -57,7 +63,10 @@ pub fn int(field: &str, raw: &[u8]) -> Result<i64, RowError> {
     }
     match s.parse::<f64>() {
         Ok(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9e15 => Ok(f as i64),
-        _ => Err(RowError::field(field, format!("{} is not an integer", show(raw)))),
+        _ => Err(RowError::field(
+            field,
+            format!("{} is not an integer", show(raw)),
+        )),
     }
 }
 
@@ -76,8 +85,14 @@ pub fn float(field: &str, raw: &[u8]) -> Result<f64, RowError> {
     let s = std::str::from_utf8(raw).map(str::trim).unwrap_or("");
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
-        Ok(v) => Err(RowError::field(field, format!("{v} is not a finite number"))),
-        Err(_) => Err(RowError::field(field, format!("{} is not a number", show(raw)))),
+        Ok(v) => Err(RowError::field(
+            field,
+            format!("{v} is not a finite number"),
+        )),
+        Err(_) => Err(RowError::field(
+            field,
+            format!("{} is not a number", show(raw)),
+        )),
     }
 }
 
@@ -87,7 +102,9 @@ pub fn opt_f64(field: &str, raw: Option<&[u8]>) -> Result<Option<f64>, RowError>
 }
 
 pub fn opt_bool(field: &str, raw: Option<&[u8]>) -> Result<Option<bool>, RowError> {
-    let Some(b) = present(raw) else { return Ok(None) };
+    let Some(b) = present(raw) else {
+        return Ok(None);
+    };
     let s = std::str::from_utf8(b).map(str::trim).unwrap_or("");
     const T: [&str; 5] = ["true", "t", "1", "yes", "y"];
     const F: [&str; 5] = ["false", "f", "0", "no", "n"];
@@ -96,7 +113,10 @@ pub fn opt_bool(field: &str, raw: Option<&[u8]>) -> Result<Option<bool>, RowErro
     } else if F.iter().any(|x| x.eq_ignore_ascii_case(s)) {
         Ok(Some(false))
     } else {
-        Err(RowError::field(field, format!("{} is not a boolean (true/false/1/0)", show(b))))
+        Err(RowError::field(
+            field,
+            format!("{} is not a boolean (true/false/1/0)", show(b)),
+        ))
     }
 }
 
@@ -116,7 +136,11 @@ pub fn time_ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(t.timestamp_millis());
     }
-    for fmt in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+    for fmt in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
             return Ok(t.and_utc().timestamp_millis());
         }
@@ -128,7 +152,10 @@ pub fn time_ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
     }
     Err(RowError::field(
         field,
-        format!("{} is not a time (epoch seconds or ms, RFC 3339, or YYYY-MM-DD HH:MM:SS UTC)", show(raw)),
+        format!(
+            "{} is not a time (epoch seconds or ms, RFC 3339, or YYYY-MM-DD HH:MM:SS UTC)",
+            show(raw)
+        ),
     ))
 }
 

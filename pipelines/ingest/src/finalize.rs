@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType, UInt8Type, UInt32Type};
+use arrow_array::types::{
+    Float64Type, Int32Type, Int64Type, TimestampMillisecondType, UInt8Type, UInt32Type,
+};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_select::concat::concat_batches;
 use arrow_select::take::take_record_batch;
@@ -46,7 +48,10 @@ enum Fate {
 }
 
 fn internal(e: impl std::fmt::Display) -> IngestError {
-    IngestError::Internal { path: PathBuf::from("<staging>"), reason: e.to_string() }
+    IngestError::Internal {
+        path: PathBuf::from("<staging>"),
+        reason: e.to_string(),
+    }
 }
 
 /// Players (with their team) already in the lake for each match of the day.
@@ -54,12 +59,26 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
     let mut out: HashMap<String, Vec<(String, i32)>> = HashMap::new();
     for f in files {
         for b in read_parquet_columns(f, Some(&[col::MATCH_ID, col::PLAYER_ID, col::TEAM]))? {
-            let (Some(m), Some(p), Some(t)) = (b.column_by_name(col::MATCH_ID), b.column_by_name(col::PLAYER_ID), b.column_by_name(col::TEAM)) else {
-                return Err(mm_lake::LakeError::Corrupt { path: f.clone(), reason: "lake file lacks match_id/player_id/team".into() }.into());
+            let (Some(m), Some(p), Some(t)) = (
+                b.column_by_name(col::MATCH_ID),
+                b.column_by_name(col::PLAYER_ID),
+                b.column_by_name(col::TEAM),
+            ) else {
+                return Err(mm_lake::LakeError::Corrupt {
+                    path: f.clone(),
+                    reason: "lake file lacks match_id/player_id/team".into(),
+                }
+                .into());
             };
-            let (m, p, t) = (m.as_string::<i32>(), p.as_string::<i32>(), t.as_primitive::<Int32Type>());
+            let (m, p, t) = (
+                m.as_string::<i32>(),
+                p.as_string::<i32>(),
+                t.as_primitive::<Int32Type>(),
+            );
             for i in 0..b.num_rows() {
-                out.entry_ref(m.value(i)).or_default().push((p.value(i).to_string(), t.value(i)));
+                out.entry_ref(m.value(i))
+                    .or_default()
+                    .push((p.value(i).to_string(), t.value(i)));
             }
         }
     }
@@ -69,21 +88,46 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
 /// Finalises one day's staged rows: decides every row's fate and stages a Parquet file of the
 /// accepted ones. `earlier` are files this run already staged for the day (when the memory
 /// budget made it finalise the day before the input ended): they count as part of the lake.
-pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn, earlier: &[PathBuf]) -> Result<DayResult, IngestError> {
-    let mut result = DayResult { day, written: None, per_file: HashMap::new(), quarantine: Vec::new() };
+pub fn finalize_day(
+    day: i32,
+    batches: Vec<RecordBatch>,
+    lake: &Lake,
+    txn: &Txn,
+    earlier: &[PathBuf],
+) -> Result<DayResult, IngestError> {
+    let mut result = DayResult {
+        day,
+        written: None,
+        per_file: HashMap::new(),
+        quarantine: Vec::new(),
+    };
     if batches.is_empty() {
         return Ok(result);
     }
     let batch = if batches.len() == 1 {
-        batches.into_iter().next().unwrap_or_else(|| RecordBatch::new_empty(staging_schema()))
+        batches
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| RecordBatch::new_empty(staging_schema()))
     } else {
         concat_batches(&staging_schema(), &batches).map_err(internal)?
     };
     let n = batch.num_rows();
-    let c = |name: &str| batch.column_by_name(name).cloned().ok_or_else(|| internal(format!("missing column {name}")));
-    let (match_col, player_col, outcome_col) = (c(col::MATCH_ID)?, c(col::PLAYER_ID)?, c(col::OUTCOME)?);
-    let (team_col, start_col, score_col) = (c(col::TEAM)?, c(col::START_TIME)?, c(col::TEAM_SCORE)?);
-    let (line_col, file_col, rr_col) = (c(col::SOURCE_LINE)?, c(mm_lake::rows::internal::FILE_IDX)?, c(mm_lake::rows::internal::RECORD_ROWS)?);
+    let c = |name: &str| {
+        batch
+            .column_by_name(name)
+            .cloned()
+            .ok_or_else(|| internal(format!("missing column {name}")))
+    };
+    let (match_col, player_col, outcome_col) =
+        (c(col::MATCH_ID)?, c(col::PLAYER_ID)?, c(col::OUTCOME)?);
+    let (team_col, start_col, score_col) =
+        (c(col::TEAM)?, c(col::START_TIME)?, c(col::TEAM_SCORE)?);
+    let (line_col, file_col, rr_col) = (
+        c(col::SOURCE_LINE)?,
+        c(mm_lake::rows::internal::FILE_IDX)?,
+        c(mm_lake::rows::internal::RECORD_ROWS)?,
+    );
     let match_id = match_col.as_string::<i32>();
     let player = player_col.as_string::<i32>();
     let outcome = outcome_col.as_string::<i32>();
@@ -99,15 +143,24 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
         existing_files.push(txn.staged_path(rel)?);
     }
     let existing = existing_rows(&existing_files)?;
-    let mut f = Fates { fate: vec![Fate::Accepted; n], why: HashMap::new() };
+    let mut f = Fates {
+        fate: vec![Fate::Accepted; n],
+        why: HashMap::new(),
+    };
 
     // 1. Duplicates: against the lake by key, within the run by key and content.
     let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
-    let same_content = |i: usize, j: usize| (0..lake_cols).all(|k| batch.column(k).slice(i, 1).to_data() == batch.column(k).slice(j, 1).to_data());
+    let same_content = |i: usize, j: usize| {
+        (0..lake_cols)
+            .all(|k| batch.column(k).slice(i, 1).to_data() == batch.column(k).slice(j, 1).to_data())
+    };
     let mut seen: HashMap<(&str, &str), usize> = HashMap::with_capacity(n);
     for i in 0..n {
         let (m, p) = (match_id.value(i), player.value(i));
-        if existing.get(m).is_some_and(|v| v.iter().any(|(q, _)| q == p)) {
+        if existing
+            .get(m)
+            .is_some_and(|v| v.iter().any(|(q, _)| q == p))
+        {
             f.fate[i] = Fate::Duplicate;
             continue;
         }
@@ -144,7 +197,10 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
         teams.sort_unstable();
         teams.dedup();
         if teams.len() < 2 {
-            let reason = format!("match {m} has players on only one team (team {}); a match needs two", teams[0]);
+            let reason = format!(
+                "match {m} has players on only one team (team {}); a match needs two",
+                teams[0]
+            );
             for &i in &rows {
                 f.quarantine(i, "match: one team", reason.clone());
             }
@@ -163,7 +219,9 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
     // 3. A record that became several rows (one per player) lands whole or not at all.
     let mut records: HashMap<(u32, i64), (Fate, Option<usize>)> = HashMap::new();
     for i in (0..n).filter(|&i| record_rows.value(i) > 1) {
-        let e = records.entry((file_idx.value(i), line.value(i))).or_insert((Fate::Duplicate, None));
+        let e = records
+            .entry((file_idx.value(i), line.value(i)))
+            .or_insert((Fate::Duplicate, None));
         if f.fate[i] > e.0 {
             e.0 = f.fate[i];
         }
@@ -174,7 +232,10 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
     for i in (0..n).filter(|&i| record_rows.value(i) > 1) {
         let (rec_fate, culprit) = records[&(file_idx.value(i), line.value(i))];
         if rec_fate == Fate::Quarantined && f.fate[i] != Fate::Quarantined {
-            let (cat, reason) = culprit.and_then(|j| f.why.get(&j)).cloned().unwrap_or_default();
+            let (cat, reason) = culprit
+                .and_then(|j| f.why.get(&j))
+                .cloned()
+                .unwrap_or_default();
             f.quarantine(i, &cat, reason);
         }
     }
@@ -216,7 +277,8 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
         return Ok(result);
     }
     let key = |a: &usize, b: &usize| {
-        start.value(*a)
+        start
+            .value(*a)
             .cmp(&start.value(*b))
             .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
             .then_with(|| team.value(*a).cmp(&team.value(*b)))
@@ -227,7 +289,13 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
     let mut out = batch.clone();
     if !derived.is_empty() {
         let filled: StringArray = (0..n)
-            .map(|i| if outcome.is_null(i) { derived.get(&i).map(|o| o.as_str()) } else { Some(outcome.value(i)) })
+            .map(|i| {
+                if outcome.is_null(i) {
+                    derived.get(&i).map(|o| o.as_str())
+                } else {
+                    Some(outcome.value(i))
+                }
+            })
             .collect();
         let mut cols: Vec<ArrayRef> = out.columns().to_vec();
         let k = staging_schema().index_of(col::OUTCOME).map_err(internal)?;
@@ -240,7 +308,8 @@ pub fn finalize_day(day: i32, batches: Vec<RecordBatch>, lake: &Lake, txn: &Txn,
         out = take_record_batch(&out, &idx).map_err(internal)?;
     }
     let out = to_lake_batch(&out).map_err(internal)?;
-    let rel = Lake::partition_rel(day).join(format!("part-{}-{}.parquet", txn.run_id(), earlier.len()));
+    let rel =
+        Lake::partition_rel(day).join(format!("part-{}-{}.parquet", txn.run_id(), earlier.len()));
     let path = txn.staged_path(&rel)?;
     write_parquet_file(&path, &[out])?;
     result.written = Some((rel, keep.len() as u64));
@@ -281,16 +350,27 @@ fn resolve_outcomes(
     outcome: &StringArray,
     team_score: &arrow_array::Float64Array,
 ) -> Result<Vec<(usize, Outcome)>, Rejection> {
-    let mut by_team: std::collections::BTreeMap<i32, (Option<Outcome>, Option<f64>)> = Default::default();
+    let mut by_team: std::collections::BTreeMap<i32, (Option<Outcome>, Option<f64>)> =
+        Default::default();
     let mut pending = Vec::new();
     for &i in rows {
         let t = team.value(i);
         let e = by_team.entry(t).or_default();
         if !outcome.is_null(i) {
-            let o = Outcome::parse(outcome.value(i)).ok_or(("match: inconsistent outcomes", format!("bad outcome in match {m}")))?;
+            let o = Outcome::parse(outcome.value(i)).ok_or((
+                "match: inconsistent outcomes",
+                format!("bad outcome in match {m}"),
+            ))?;
             match e.0 {
                 Some(prev) if prev != o => {
-                    return Err(("match: inconsistent outcomes", format!("match {m}: team {t} has both {} and {} rows", prev.as_str(), o.as_str())));
+                    return Err((
+                        "match: inconsistent outcomes",
+                        format!(
+                            "match {m}: team {t} has both {} and {} rows",
+                            prev.as_str(),
+                            o.as_str()
+                        ),
+                    ));
                 }
                 _ => e.0 = Some(o),
             }
@@ -301,7 +381,10 @@ fn resolve_outcomes(
             let s = team_score.value(i);
             match e.1 {
                 Some(prev) if prev != s => {
-                    return Err(("match: inconsistent team_score", format!("match {m}: team {t} has team_score {prev} and {s}")));
+                    return Err((
+                        "match: inconsistent team_score",
+                        format!("match {m}: team {t} has team_score {prev} and {s}"),
+                    ));
                 }
                 _ => e.1 = Some(s),
             }
@@ -313,10 +396,18 @@ fn resolve_outcomes(
         for (t, (_, s)) in &by_team {
             match s {
                 Some(s) => scores.push((*t, *s)),
-                None => return Err(("match: no outcome", format!("match {m}: team {t} has neither outcome nor team_score"))),
+                None => {
+                    return Err((
+                        "match: no outcome",
+                        format!("match {m}: team {t} has neither outcome nor team_score"),
+                    ));
+                }
             }
         }
-        let top = scores.iter().map(|(_, s)| *s).fold(f64::NEG_INFINITY, f64::max);
+        let top = scores
+            .iter()
+            .map(|(_, s)| *s)
+            .fold(f64::NEG_INFINITY, f64::max);
         let n_top = scores.iter().filter(|(_, s)| *s == top).count();
         for (t, s) in scores {
             let o = if s < top {
@@ -329,7 +420,14 @@ fn resolve_outcomes(
             let e = by_team.entry(t).or_default();
             match e.0 {
                 Some(prev) if prev != o => {
-                    return Err(("match: inconsistent outcomes", format!("match {m}: team {t} is marked {} but its team_score says {}", prev.as_str(), o.as_str())));
+                    return Err((
+                        "match: inconsistent outcomes",
+                        format!(
+                            "match {m}: team {t} is marked {} but its team_score says {}",
+                            prev.as_str(),
+                            o.as_str()
+                        ),
+                    ));
                 }
                 _ => e.0 = Some(o),
             }
@@ -340,11 +438,23 @@ fn resolve_outcomes(
             }
         }
     }
-    let wins = by_team.values().filter(|e| e.0 == Some(Outcome::Win)).count();
-    let draws = by_team.values().filter(|e| e.0 == Some(Outcome::Draw)).count();
+    let wins = by_team
+        .values()
+        .filter(|e| e.0 == Some(Outcome::Win))
+        .count();
+    let draws = by_team
+        .values()
+        .filter(|e| e.0 == Some(Outcome::Draw))
+        .count();
     if wins > 1 || (wins == 1 && draws > 0) {
-        let list: Vec<String> = by_team.iter().map(|(t, e)| format!("team {t} {}", e.0.map_or("?", Outcome::as_str))).collect();
-        return Err(("match: inconsistent outcomes", format!("match {m}: {}", list.join(", "))));
+        let list: Vec<String> = by_team
+            .iter()
+            .map(|(t, e)| format!("team {t} {}", e.0.map_or("?", Outcome::as_str)))
+            .collect();
+        return Err((
+            "match: inconsistent outcomes",
+            format!("match {m}: {}", list.join(", ")),
+        ));
     }
     Ok(derived)
 }

@@ -12,7 +12,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Binomial, Distribution, Exp, Poisson, Zipf};
 
 /// The peer's header.
-pub const HEADER: &str = "match_id,player_id,team,party_id,start_ts,end_ts,kills,deaths,deaths_by_enemy,score,won";
+pub const HEADER: &str =
+    "match_id,player_id,team,party_id,start_ts,end_ts,kills,deaths,deaths_by_enemy,score,won";
 
 /// Writes `rows` player-match rows (rounded down to whole 10-player matches) to `path`.
 /// Returns the number of rows written.
@@ -51,12 +52,27 @@ pub fn write_peer_shaped_csv(path: &Path, rows: u64, seed: u64) -> std::io::Resu
                 party += 1;
             }
             let won = u8::from(team == winner);
-            let kills = Poisson::new(5.0 + 2.0 * f64::from(won)).map_err(std::io::Error::other)?.sample(&mut rng) as i64;
-            let deaths = Poisson::new(6.0 - 2.0 * f64::from(won)).map_err(std::io::Error::other)?.sample(&mut rng) as i64;
-            let dbe = if deaths > 0 { Binomial::new(deaths as u64, 0.9).map_err(std::io::Error::other)?.sample(&mut rng) as i64 } else { 0 };
-            let score = 100 * kills - 50 * deaths + rng.random_range(0..500_i64) + 300 * i64::from(won);
+            let kills = Poisson::new(5.0 + 2.0 * f64::from(won))
+                .map_err(std::io::Error::other)?
+                .sample(&mut rng) as i64;
+            let deaths = Poisson::new(6.0 - 2.0 * f64::from(won))
+                .map_err(std::io::Error::other)?
+                .sample(&mut rng) as i64;
+            let dbe = if deaths > 0 {
+                Binomial::new(deaths as u64, 0.9)
+                    .map_err(std::io::Error::other)?
+                    .sample(&mut rng) as i64
+            } else {
+                0
+            };
+            let score =
+                100 * kills - 50 * deaths + rng.random_range(0..500_i64) + 300 * i64::from(won);
             line.clear();
-            writeln!(line, "{m},{id},{team},{party},{t},{},{kills},{deaths},{dbe},{score},{won}", t + dur)?;
+            writeln!(
+                line,
+                "{m},{id},{team},{party},{t},{},{kills},{deaths},{dbe},{score},{won}",
+                t + dur
+            )?;
             w.write_all(&line)?;
         }
     }

@@ -80,7 +80,10 @@ pub enum IngestError {
 
 impl IngestError {
     pub fn input(path: &Path, reason: impl Into<String>) -> IngestError {
-        IngestError::Input { path: path.to_path_buf(), reason: reason.into() }
+        IngestError::Input {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -115,16 +118,28 @@ impl IngestConfig {
 
     fn validate(&self) -> Result<(), IngestError> {
         if self.inputs.is_empty() {
-            return Err(IngestError::Config { field: "inputs", reason: "no input files given".into() });
+            return Err(IngestError::Config {
+                field: "inputs",
+                reason: "no input files given".into(),
+            });
         }
         if self.default_mode.trim().is_empty() {
-            return Err(IngestError::Config { field: "default_mode", reason: "must not be empty".into() });
+            return Err(IngestError::Config {
+                field: "default_mode",
+                reason: "must not be empty".into(),
+            });
         }
         if self.spill_rows < 1000 {
-            return Err(IngestError::Config { field: "spill_rows", reason: format!("{} is below the minimum of 1000", self.spill_rows) });
+            return Err(IngestError::Config {
+                field: "spill_rows",
+                reason: format!("{} is below the minimum of 1000", self.spill_rows),
+            });
         }
         if self.chunk_bytes < 4096 {
-            return Err(IngestError::Config { field: "chunk_bytes", reason: format!("{} is below the minimum of 4096", self.chunk_bytes) });
+            return Err(IngestError::Config {
+                field: "chunk_bytes",
+                reason: format!("{} is below the minimum of 4096", self.chunk_bytes),
+            });
         }
         Ok(())
     }
@@ -148,7 +163,12 @@ impl Progress for NoProgress {}
 /// A run id that sorts by time: `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>`.
 pub fn new_run_id() -> String {
     let now = chrono::Utc::now();
-    format!("{}-{:05x}{:05x}", now.format("%Y%m%dT%H%M%S%3fZ"), std::process::id() & 0xfffff, now.timestamp_subsec_nanos() & 0xfffff)
+    format!(
+        "{}-{:05x}{:05x}",
+        now.format("%Y%m%dT%H%M%S%3fZ"),
+        std::process::id() & 0xfffff,
+        now.timestamp_subsec_nanos() & 0xfffff
+    )
 }
 
 /// Runs pass 1 of one file and hands each chunk's result to `sink`.
@@ -162,17 +182,31 @@ struct FileRun<'a> {
 
 impl FileRun<'_> {
     /// Reads a CSV or JSON-lines file; returns (sha256, bytes, format).
-    fn text(&self, container: Container, gz: bool, sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>) -> Result<(String, u64, Format), IngestError> {
+    fn text(
+        &self,
+        container: Container,
+        gz: bool,
+        sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
+    ) -> Result<(String, u64, Format), IngestError> {
         let (tx, rx) = sync_channel::<Chunk>(4);
         let advance = |n: u64| self.progress.advance(n);
         std::thread::scope(|s| {
             let reader = s.spawn(move || {
                 let tx = tx;
-                source::read_chunks(self.path, gz, container == Container::Csv, self.cfg.chunk_bytes, &tx, &advance)
+                source::read_chunks(
+                    self.path,
+                    gz,
+                    container == Container::Csv,
+                    self.cfg.chunk_bytes,
+                    &tx,
+                    &advance,
+                )
             });
             let parsed = self.parse_stream(container, &rx, sink);
             drop(rx); // lets the reader stop if parsing failed
-            let read = reader.join().map_err(|_| IngestError::input(self.path, "reader thread panicked"))?;
+            let read = reader
+                .join()
+                .map_err(|_| IngestError::input(self.path, "reader thread panicked"))?;
             // A read error explains a parse error that follows from it, so it wins.
             let (sha, bytes) = read?;
             let format = parsed?;
@@ -180,39 +214,71 @@ impl FileRun<'_> {
         })
     }
 
-    fn parse_stream(&self, container: Container, rx: &std::sync::mpsc::Receiver<Chunk>, sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>) -> Result<Format, IngestError> {
+    fn parse_stream(
+        &self,
+        container: Container,
+        rx: &std::sync::mpsc::Receiver<Chunk>,
+        sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
+    ) -> Result<Format, IngestError> {
         let Ok(mut first) = rx.recv() else {
             return Ok(self.cfg.format.unwrap_or(Format::Canonical)); // the reader failed; it says why
         };
         let (format, adapter, header_len) = match container {
             Container::Csv => {
-                let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(first.data());
+                let mut rdr = csv::ReaderBuilder::new()
+                    .has_headers(false)
+                    .flexible(true)
+                    .from_reader(first.data());
                 let mut rec = csv::ByteRecord::new();
-                let has = rdr.read_byte_record(&mut rec).map_err(|e| IngestError::input(self.path, format!("CSV header: {e}")))?;
+                let has = rdr
+                    .read_byte_record(&mut rec)
+                    .map_err(|e| IngestError::input(self.path, format!("CSV header: {e}")))?;
                 if !has {
-                    return Err(IngestError::input(self.path, "file is empty: no header line"));
+                    return Err(IngestError::input(
+                        self.path,
+                        "file is empty: no header line",
+                    ));
                 }
                 let header: Vec<String> = rec
                     .iter()
-                    .map(|f| String::from_utf8_lossy(f).trim_start_matches('\u{feff}').trim().to_string())
+                    .map(|f| {
+                        String::from_utf8_lossy(f)
+                            .trim_start_matches('\u{feff}')
+                            .trim()
+                            .to_string()
+                    })
                     .collect();
-                let consumed = usize::try_from(rdr.position().byte()).unwrap_or(0).min(first.data().len());
-                first.first_line += memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
+                let consumed = usize::try_from(rdr.position().byte())
+                    .unwrap_or(0)
+                    .min(first.data().len());
+                first.first_line +=
+                    memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
                 first.start += consumed;
                 let format = self.cfg.format.unwrap_or_else(|| Format::detect(&header));
                 let adapter = format
                     .csv_adapter(&header, &self.cfg.default_mode)
-                    .map_err(|e| IngestError::input(self.path, format!("{} header: {e}", format.name())))?;
+                    .map_err(|e| {
+                        IngestError::input(self.path, format!("{} header: {e}", format.name()))
+                    })?;
                 (format, Some(adapter), header.len())
             }
             _ => {
                 if matches!(self.cfg.format, Some(f) if f != Format::Canonical) {
-                    return Err(IngestError::input(self.path, "only the canonical format is read from JSON lines"));
+                    return Err(IngestError::input(
+                        self.path,
+                        "only the canonical format is read from JSON lines",
+                    ));
                 }
                 (Format::Canonical, None, 0)
             }
         };
-        let ctx = FileCtx { file_idx: self.idx, name: self.name, header_len, adapter: adapter.as_deref(), default_mode: &self.cfg.default_mode };
+        let ctx = FileCtx {
+            file_idx: self.idx,
+            name: self.name,
+            header_len,
+            adapter: adapter.as_deref(),
+            default_mode: &self.cfg.default_mode,
+        };
         let window = 2 * rayon::current_num_threads().max(1);
         let mut pending = vec![first];
         loop {
@@ -235,7 +301,11 @@ impl FileRun<'_> {
                         _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
                     };
                     if std::env::var_os("MM_DEBUG_TIMING").is_some() {
-                        eprintln!("chunk {} bytes {:.3}s", c.bytes.len(), t.elapsed().as_secs_f64());
+                        eprintln!(
+                            "chunk {} bytes {:.3}s",
+                            c.bytes.len(),
+                            t.elapsed().as_secs_f64()
+                        );
                     }
                     r
                 })
@@ -257,24 +327,42 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     cfg.validate()?;
     let files = source::expand_inputs(&cfg.inputs)?;
     if files.is_empty() {
-        return Err(IngestError::Config { field: "inputs", reason: "no readable files (.csv, .jsonl, .parquet, optionally .gz) found".into() });
+        return Err(IngestError::Config {
+            field: "inputs",
+            reason: "no readable files (.csv, .jsonl, .parquet, optionally .gz) found".into(),
+        });
     }
     let lake = Lake::open(&cfg.lake)?;
     let lock = lake.lock()?;
     let recovery = lake.recover(&lock)?;
     let run_id = new_run_id();
     let mut txn = lake.begin(&lock, &run_id)?;
-    let mut stager = Stager { lake: &lake, txn: &txn, budget_rows: cfg.spill_rows, mem: BTreeMap::new(), mem_rows: 0, parts: BTreeMap::new(), results: Vec::new() };
+    let mut stager = Stager {
+        lake: &lake,
+        txn: &txn,
+        budget_rows: cfg.spill_rows,
+        mem: BTreeMap::new(),
+        mem_rows: 0,
+        parts: BTreeMap::new(),
+        results: Vec::new(),
+    };
     let mut reports: Vec<FileReport> = Vec::new();
     let mut qentries: Vec<QEntry> = Vec::new();
 
     for (idx, path) in files.iter().enumerate() {
         let name = path.display().to_string();
-        let (container, gz) = source::container_of(path).ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
+        let (container, gz) = source::container_of(path)
+            .ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         progress.file(path, size);
-        let idx = u32::try_from(idx).map_err(|_| IngestError::Config { field: "inputs", reason: "too many files".into() })?;
-        let mut fr = FileReport { path: name.clone(), ..Default::default() };
+        let idx = u32::try_from(idx).map_err(|_| IngestError::Config {
+            field: "inputs",
+            reason: "too many files".into(),
+        })?;
+        let mut fr = FileReport {
+            path: name.clone(),
+            ..Default::default()
+        };
         let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
         {
             let mut sink = |p: Parsed| -> Result<(), IngestError> {
@@ -290,13 +378,28 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
                 qentries.extend(p.quarantine);
                 Ok(())
             };
-            let run = FileRun { cfg, idx, path, name: &name, progress };
+            let run = FileRun {
+                cfg,
+                idx,
+                path,
+                name: &name,
+                progress,
+            };
             match container {
                 Container::Parquet => {
                     if matches!(cfg.format, Some(f) if f != Format::Canonical) {
-                        return Err(IngestError::input(path, "only the canonical format is read from Parquet"));
+                        return Err(IngestError::input(
+                            path,
+                            "only the canonical format is read from Parquet",
+                        ));
                     }
-                    let ctx = FileCtx { file_idx: idx, name: &name, header_len: 0, adapter: None, default_mode: &cfg.default_mode };
+                    let ctx = FileCtx {
+                        file_idx: idx,
+                        name: &name,
+                        header_len: 0,
+                        adapter: None,
+                        default_mode: &cfg.default_mode,
+                    };
                     parse::parse_parquet(&ctx, path, &mut sink, &|b| progress.advance(b))?;
                     fr.sha256 = source::sha256_file(path)?;
                     fr.bytes = size;
@@ -310,7 +413,10 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
                 }
             }
         }
-        fr.skipped_by_reason = skipped.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        fr.skipped_by_reason = skipped
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         reports.push(fr);
     }
 
@@ -339,12 +445,15 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         }
         qentries.extend(r.quarantine);
     }
-    qentries.sort_by(|a, b| (a.file_idx, a.line).cmp(&(b.file_idx, b.line)));
+    qentries.sort_by_key(|q| (q.file_idx, q.line));
     for q in &qentries {
         let fr = &mut reports[q.file_idx as usize];
         *fr.quarantine_by_reason.entry(q.category()).or_default() += 1;
         if fr.quarantine_examples.len() < 5 {
-            fr.quarantine_examples.push(report::Example { line: q.line, reason: q.reason.clone() });
+            fr.quarantine_examples.push(report::Example {
+                line: q.line,
+                reason: q.reason.clone(),
+            });
         }
     }
     let quarantine_written = write_quarantine(&lake, &mut txn, &reports, &qentries)?;
@@ -354,7 +463,10 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         if !fr.counts.balanced() {
             return Err(IngestError::Internal {
                 path: PathBuf::from(&fr.path),
-                reason: format!("accounting does not balance, refusing to commit: {:?}", fr.counts),
+                reason: format!(
+                    "accounting does not balance, refusing to commit: {:?}",
+                    fr.counts
+                ),
             });
         }
         totals.add(&fr.counts);
@@ -373,12 +485,22 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         stage_seconds,
         records_per_second: totals.read as f64 / seconds.max(1e-9),
         peak_rss_bytes: None,
-        recovered: recovery.rolled_forward.iter().chain(&recovery.rolled_back).cloned().collect(),
+        recovered: recovery
+            .rolled_forward
+            .iter()
+            .chain(&recovery.rolled_back)
+            .cloned()
+            .collect(),
     };
-    let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal { path: cfg.lake.clone(), reason: e.to_string() })?;
+    let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal {
+        path: cfg.lake.clone(),
+        reason: e.to_string(),
+    })?;
     let t2 = Instant::now();
     txn.commit(&record)?;
-    report.stage_seconds.insert("commit".to_string(), t2.elapsed().as_secs_f64());
+    report
+        .stage_seconds
+        .insert("commit".to_string(), t2.elapsed().as_secs_f64());
     report.seconds = t0.elapsed().as_secs_f64();
     report.records_per_second = totals.read as f64 / report.seconds.max(1e-9);
     report.peak_rss_bytes = report::peak_rss_bytes();
@@ -413,7 +535,8 @@ impl Stager<'_> {
     /// Finalises every staged day (`all`), or all but the newest, which is likely still filling.
     fn flush(&mut self, all: bool) -> Result<(), IngestError> {
         let mut days = std::mem::take(&mut self.mem);
-        if !all && days.len() > 1
+        if !all
+            && days.len() > 1
             && let Some((d, b)) = days.pop_last()
         {
             self.mem.insert(d, b);
@@ -442,11 +565,21 @@ const MAX_RAW: usize = 4000;
 
 /// Stages the run's new quarantine entries: a record already quarantined by an earlier run
 /// (same file content, same line) is not stored again.
-fn write_quarantine(lake: &Lake, txn: &mut Txn, files: &[FileReport], entries: &[QEntry]) -> Result<u64, IngestError> {
+fn write_quarantine(
+    lake: &Lake,
+    txn: &mut Txn,
+    files: &[FileReport],
+    entries: &[QEntry],
+) -> Result<u64, IngestError> {
     let mut known: HashSet<(String, i64)> = HashSet::new();
     for f in lake.quarantine_files()? {
         for b in read_parquet_columns(&f, Some(&[qcol::SOURCE_SHA256, qcol::LINE]))? {
-            let (Some(s), Some(l)) = (b.column_by_name(qcol::SOURCE_SHA256), b.column_by_name(qcol::LINE)) else { continue };
+            let (Some(s), Some(l)) = (
+                b.column_by_name(qcol::SOURCE_SHA256),
+                b.column_by_name(qcol::LINE),
+            ) else {
+                continue;
+            };
             let (s, l) = (s.as_string::<i32>(), l.as_primitive::<Int64Type>());
             for i in 0..b.num_rows() {
                 known.insert((s.value(i).to_string(), l.value(i)));
@@ -455,17 +588,29 @@ fn write_quarantine(lake: &Lake, txn: &mut Txn, files: &[FileReport], entries: &
     }
     let fresh: Vec<&QEntry> = entries
         .iter()
-        .filter(|q| known.insert((files[q.file_idx as usize].sha256.clone(), i64::try_from(q.line).unwrap_or(i64::MAX))))
+        .filter(|q| {
+            known.insert((
+                files[q.file_idx as usize].sha256.clone(),
+                i64::try_from(q.line).unwrap_or(i64::MAX),
+            ))
+        })
         .collect();
     if fresh.is_empty() {
         return Ok(0);
     }
-    let text = |f: &dyn Fn(&QEntry) -> Option<String>| -> ArrayRef { Arc::new(fresh.iter().map(|q| f(q)).collect::<StringArray>()) };
+    let text = |f: &dyn Fn(&QEntry) -> Option<String>| -> ArrayRef {
+        Arc::new(fresh.iter().map(|q| f(q)).collect::<StringArray>())
+    };
     let cols: Vec<ArrayRef> = vec![
         text(&|_| Some(txn.run_id().to_string())),
         text(&|q| Some(files[q.file_idx as usize].path.clone())),
         text(&|q| Some(files[q.file_idx as usize].sha256.clone())),
-        Arc::new(fresh.iter().map(|q| i64::try_from(q.line).unwrap_or(i64::MAX)).collect::<Int64Array>()),
+        Arc::new(
+            fresh
+                .iter()
+                .map(|q| i64::try_from(q.line).unwrap_or(i64::MAX))
+                .collect::<Int64Array>(),
+        ),
         text(&|q| Some(q.stage.to_string())),
         text(&|q| q.field.clone()),
         text(&|q| Some(q.reason.clone())),
@@ -473,8 +618,13 @@ fn write_quarantine(lake: &Lake, txn: &mut Txn, files: &[FileReport], entries: &
         text(&|q| q.player_id.clone()),
         text(&|q| q.raw.as_ref().map(|r| r.chars().take(MAX_RAW).collect())),
     ];
-    let batch = RecordBatch::try_new(quarantine_schema(), cols).map_err(|e| IngestError::Internal { path: lake.root().to_path_buf(), reason: e.to_string() })?;
-    let rel = Path::new(mm_lake::store::QUARANTINE_DIR).join(format!("part-{}.parquet", txn.run_id()));
+    let batch =
+        RecordBatch::try_new(quarantine_schema(), cols).map_err(|e| IngestError::Internal {
+            path: lake.root().to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let rel =
+        Path::new(mm_lake::store::QUARANTINE_DIR).join(format!("part-{}.parquet", txn.run_id()));
     txn.write_parquet(&rel, &[batch])?;
     Ok(fresh.len() as u64)
 }

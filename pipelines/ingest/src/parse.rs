@@ -8,8 +8,8 @@ use std::path::Path;
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMillisecondType;
 use arrow_array::{Array, RecordBatch, StringArray, UInt32Array};
-use arrow_select::take::take_record_batch;
 use arrow_schema::DataType;
+use arrow_select::take::take_record_batch;
 use csv::ByteRecord;
 use mm_lake::schema::day_of;
 use mm_lake::{PlayerRow, RowError, RowsBuilder};
@@ -38,7 +38,12 @@ impl QEntry {
     pub fn category(&self) -> String {
         match (&self.field, self.stage) {
             (Some(f), "row") => format!("bad {f}"),
-            (None, "row") => self.reason.split(':').next().unwrap_or_default().to_string(),
+            (None, "row") => self
+                .reason
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
             _ => self.field.clone().unwrap_or_else(|| "match".into()),
         }
     }
@@ -72,11 +77,14 @@ struct ChunkRows {
 impl ChunkRows {
     /// Room for `records` records of `per_record` rows and `bytes` bytes of input.
     fn new(records: usize, per_record: usize, bytes: usize) -> ChunkRows {
-        ChunkRows { rows: RowsBuilder::with_capacities(records * per_record + 1, bytes * per_record + 64) }
+        ChunkRows {
+            rows: RowsBuilder::with_capacities(records * per_record + 1, bytes * per_record + 64),
+        }
     }
 
     fn push(&mut self, row: &PlayerRow<'_>, ctx: &FileCtx<'_>, line: u64, rows_in_record: u8) {
-        self.rows.push(row, ctx.name, line, ctx.file_idx, rows_in_record);
+        self.rows
+            .push(row, ctx.name, line, ctx.file_idx, rows_in_record);
     }
 
     /// The rows by day: zero-copy slices when each day's rows are contiguous (time-ordered
@@ -90,7 +98,10 @@ impl ChunkRows {
         let start = batch
             .column_by_name(mm_lake::schema::col::START_TIME)
             .map(|c| c.as_primitive::<TimestampMillisecondType>().clone())
-            .ok_or_else(|| IngestError::Internal { path: "<chunk>".into(), reason: "no start_time column".into() })?;
+            .ok_or_else(|| IngestError::Internal {
+                path: "<chunk>".into(),
+                reason: "no start_time column".into(),
+            })?;
         let days: Vec<i32> = (0..n).map(|i| day_of(start.value(i))).collect();
         let mut runs: Vec<(i32, usize, usize)> = Vec::new();
         for (i, d) in days.iter().enumerate() {
@@ -103,13 +114,18 @@ impl ChunkRows {
         distinct.sort_unstable();
         distinct.dedup();
         if distinct.len() == runs.len() {
-            return Ok(runs.into_iter().map(|(d, off, len)| (d, batch.slice(off, len))).collect());
+            return Ok(runs
+                .into_iter()
+                .map(|(d, off, len)| (d, batch.slice(off, len)))
+                .collect());
         }
         let mut out = Vec::with_capacity(distinct.len());
         for d in distinct {
             let idx: UInt32Array = (0..n).filter(|&i| days[i] == d).map(|i| i as u32).collect();
-            let part = take_record_batch(&batch, &idx)
-                .map_err(|e| IngestError::Internal { path: "<chunk>".into(), reason: e.to_string() })?;
+            let part = take_record_batch(&batch, &idx).map_err(|e| IngestError::Internal {
+                path: "<chunk>".into(),
+                reason: e.to_string(),
+            })?;
             out.push((d, part));
         }
         Ok(out)
@@ -117,33 +133,56 @@ impl ChunkRows {
 }
 
 fn render_record(rec: &ByteRecord) -> String {
-    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
     let _ = w.write_byte_record(rec);
     let bytes = w.into_inner().unwrap_or_default();
     String::from_utf8_lossy(bytes.strip_suffix(b"\n").unwrap_or(&bytes)).into_owned()
 }
 
 fn row_q(ctx: &FileCtx<'_>, line: u64, e: RowError, raw: String) -> QEntry {
-    QEntry { file_idx: ctx.file_idx, line, stage: "row", field: e.field, reason: e.reason, match_id: None, player_id: None, raw: Some(raw) }
+    QEntry {
+        file_idx: ctx.file_idx,
+        line,
+        stage: "row",
+        field: e.field,
+        reason: e.reason,
+        match_id: None,
+        player_id: None,
+        raw: Some(raw),
+    }
 }
 
 /// Parses one CSV chunk with the file's adapter.
-pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
-    let adapter = ctx.adapter.ok_or_else(|| IngestError::input(path, "internal: CSV chunk without an adapter"))?;
+pub fn parse_csv_chunk(
+    ctx: &FileCtx<'_>,
+    chunk: &Chunk,
+    path: &Path,
+) -> Result<Parsed, IngestError> {
+    let adapter = ctx
+        .adapter
+        .ok_or_else(|| IngestError::input(path, "internal: CSV chunk without an adapter"))?;
     let data = chunk.data();
     let per_record = adapter.rows_per_record();
     let lines = memchr::memchr_iter(b'\n', data).count() + 1;
     let mut out = Parsed::default();
     let mut days = ChunkRows::new(lines, usize::from(per_record), data.len());
-    let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data);
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(data);
     let mut rec = ByteRecord::new();
     // A record with the wrong number of fields, held back one step: if it is the file's last
     // record and the file does not end in a newline, the file is truncated.
     let mut held: Option<QEntry> = None;
     loop {
-        let more = rdr
-            .read_byte_record(&mut rec)
-            .map_err(|e| IngestError::input(path, format!("CSV error near line {}: {e}", chunk.first_line)))?;
+        let more = rdr.read_byte_record(&mut rec).map_err(|e| {
+            IngestError::input(
+                path,
+                format!("CSV error near line {}: {e}", chunk.first_line),
+            )
+        })?;
         if !more {
             break;
         }
@@ -153,7 +192,11 @@ pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<
         let line = chunk.first_line + rec.position().map_or(1, csv::Position::line) - 1;
         out.read += 1;
         if rec.len() != ctx.header_len {
-            let e = RowError::record(format!("wrong number of fields: expected {}, found {}", ctx.header_len, rec.len()));
+            let e = RowError::record(format!(
+                "wrong number of fields: expected {}, found {}",
+                ctx.header_len,
+                rec.len()
+            ));
             held = Some(row_q(ctx, line, e, render_record(&rec)));
             continue;
         }
@@ -164,7 +207,9 @@ pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<
         });
         match res {
             Ok(()) => debug_assert_eq!(emitted, per_record),
-            Err(Reject::Bad(e)) => out.quarantine.push(row_q(ctx, line, e, render_record(&rec))),
+            Err(Reject::Bad(e)) => out
+                .quarantine
+                .push(row_q(ctx, line, e, render_record(&rec))),
             Err(Reject::Skip(why)) => *out.skipped.entry(why).or_default() += 1,
         }
     }
@@ -172,7 +217,10 @@ pub fn parse_csv_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<
         if chunk.unterminated() {
             return Err(IngestError::input(
                 path,
-                format!("file is truncated: the last record (line {}) is cut off: {}", q.line, q.reason),
+                format!(
+                    "file is truncated: the last record (line {}) is cut off: {}",
+                    q.line, q.reason
+                ),
             ));
         }
         out.quarantine.push(q);
@@ -191,7 +239,11 @@ fn json_text(v: &serde_json::Value) -> Option<Cow<'_, str>> {
 }
 
 /// Parses one chunk of canonical JSON lines (one object per line).
-pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Result<Parsed, IngestError> {
+pub fn parse_jsonl_chunk(
+    ctx: &FileCtx<'_>,
+    chunk: &Chunk,
+    path: &Path,
+) -> Result<Parsed, IngestError> {
     let data = chunk.data();
     let lines = memchr::memchr_iter(b'\n', data).count() + 1;
     let mut out = Parsed::default();
@@ -210,18 +262,33 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
         let obj = match serde_json::from_slice::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(m)) => m,
             Ok(_) => {
-                out.quarantine.push(row_q(ctx, line, RowError::record("not a JSON object"), raw()));
+                out.quarantine.push(row_q(
+                    ctx,
+                    line,
+                    RowError::record("not a JSON object"),
+                    raw(),
+                ));
                 continue;
             }
             Err(e) => {
                 if i + 1 == n && chunk.unterminated() {
-                    return Err(IngestError::input(path, format!("file is truncated: the last line ({line}) is cut off: {e}")));
+                    return Err(IngestError::input(
+                        path,
+                        format!("file is truncated: the last line ({line}) is cut off: {e}"),
+                    ));
                 }
-                out.quarantine.push(row_q(ctx, line, RowError::record(format!("invalid JSON: {e}")), raw()));
+                out.quarantine.push(row_q(
+                    ctx,
+                    line,
+                    RowError::record(format!("invalid JSON: {e}")),
+                    raw(),
+                ));
                 continue;
             }
         };
-        let keys_match = cache.as_ref().is_some_and(|(k, _)| k.len() == obj.len() && k.iter().zip(obj.keys()).all(|(a, b)| a == b));
+        let keys_match = cache.as_ref().is_some_and(|(k, _)| {
+            k.len() == obj.len() && k.iter().zip(obj.keys()).all(|(a, b)| a == b)
+        });
         if !keys_match {
             let keys: Vec<String> = obj.keys().cloned().collect();
             let map = CanonMap::from_header(&keys);
@@ -231,12 +298,16 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
         let map = match map {
             Ok(m) => m,
             Err(msg) => {
-                out.quarantine.push(row_q(ctx, line, RowError::record(msg.clone()), raw()));
+                out.quarantine
+                    .push(row_q(ctx, line, RowError::record(msg.clone()), raw()));
                 continue;
             }
         };
         let vals: Vec<Option<Cow<'_, str>>> = obj.values().map(json_text).collect();
-        let mut row = match map.row(|k| vals.get(k).and_then(|v| v.as_deref()).map(str::as_bytes), ctx.default_mode) {
+        let mut row = match map.row(
+            |k| vals.get(k).and_then(|v| v.as_deref()).map(str::as_bytes),
+            ctx.default_mode,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 out.quarantine.push(row_q(ctx, line, e, raw()));
@@ -248,7 +319,12 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
             Some(serde_json::Value::Object(m)) => m.clone(),
             Some(serde_json::Value::Null) | None => serde_json::Map::new(),
             Some(_) => {
-                out.quarantine.push(row_q(ctx, line, RowError::field("extra", "is not a JSON object"), raw()));
+                out.quarantine.push(row_q(
+                    ctx,
+                    line,
+                    RowError::field("extra", "is not a JSON object"),
+                    raw(),
+                ));
                 continue;
             }
         };
@@ -268,7 +344,10 @@ pub fn parse_jsonl_chunk(ctx: &FileCtx<'_>, chunk: &Chunk, path: &Path) -> Resul
 
 /// Timestamps as RFC 3339 text in UTC, whatever their unit or time zone (the instant is stored
 /// in UTC either way), without needing a time-zone database.
-fn timestamps_as_text(c: &arrow_array::ArrayRef, unit: arrow_schema::TimeUnit) -> Result<StringArray, arrow_schema::ArrowError> {
+fn timestamps_as_text(
+    c: &arrow_array::ArrayRef,
+    unit: arrow_schema::TimeUnit,
+) -> Result<StringArray, arrow_schema::ArrowError> {
     use arrow_schema::TimeUnit;
     let raw = arrow_cast::cast(c, &DataType::Int64)?;
     let raw = raw.as_primitive::<arrow_array::types::Int64Type>();
@@ -294,10 +373,20 @@ pub fn parse_parquet(
     sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
     progress: &dyn Fn(u64),
 ) -> Result<(), IngestError> {
-    let file = File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| IngestError::input(path, format!("not a readable Parquet file (truncated or corrupt?): {e}")))?;
-    let names: Vec<String> = builder.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let file =
+        File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        IngestError::input(
+            path,
+            format!("not a readable Parquet file (truncated or corrupt?): {e}"),
+        )
+    })?;
+    let names: Vec<String> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     let map = CanonMap::from_header(&names).map_err(|e| IngestError::input(path, e))?;
     let total_rows = builder.metadata().file_metadata().num_rows().max(1) as u64;
     let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -307,20 +396,30 @@ pub fn parse_parquet(
         .map_err(|e| IngestError::input(path, format!("cannot read Parquet: {e}")))?;
     let mut row0 = 0_u64;
     for batch in reader {
-        let batch = batch.map_err(|e| IngestError::input(path, format!("corrupt or truncated Parquet data: {e}")))?;
+        let batch = batch.map_err(|e| {
+            IngestError::input(path, format!("corrupt or truncated Parquet data: {e}"))
+        })?;
         let mut cols: Vec<StringArray> = Vec::with_capacity(batch.num_columns());
         for (k, c) in batch.columns().iter().enumerate() {
             if let DataType::Timestamp(unit, _) = c.data_type() {
-                cols.push(timestamps_as_text(c, *unit).map_err(|e| IngestError::input(path, format!("column '{}': {e}", names[k])))?);
+                cols.push(timestamps_as_text(c, *unit).map_err(|e| {
+                    IngestError::input(path, format!("column '{}': {e}", names[k]))
+                })?);
                 continue;
             }
-            let s = arrow_cast::cast(c, &DataType::Utf8)
-                .map_err(|e| IngestError::input(path, format!("column '{}' cannot be read as text: {e}", names[k])))?;
+            let s = arrow_cast::cast(c, &DataType::Utf8).map_err(|e| {
+                IngestError::input(
+                    path,
+                    format!("column '{}' cannot be read as text: {e}", names[k]),
+                )
+            })?;
             let s = s
                 .as_any()
                 .downcast_ref::<StringArray>()
                 .cloned()
-                .ok_or_else(|| IngestError::input(path, format!("column '{}' did not cast to text", names[k])))?;
+                .ok_or_else(|| {
+                    IngestError::input(path, format!("column '{}' did not cast to text", names[k]))
+                })?;
             cols.push(s);
         }
         let mut out = Parsed::default();
@@ -340,7 +439,13 @@ pub fn parse_parquet(
                 Ok(row) => days.push(&row, ctx, line, 1),
                 Err(e) => {
                     let raw = (0..cols.len())
-                        .map(|k| format!("{}={}", names[k], get(k).map(String::from_utf8_lossy).unwrap_or_default()))
+                        .map(|k| {
+                            format!(
+                                "{}={}",
+                                names[k],
+                                get(k).map(String::from_utf8_lossy).unwrap_or_default()
+                            )
+                        })
                         .collect::<Vec<_>>()
                         .join(",");
                     out.quarantine.push(row_q(ctx, line, e, raw));

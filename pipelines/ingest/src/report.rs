@@ -107,7 +107,11 @@ impl RunReport {
         let _ = writeln!(
             s,
             "read = accepted + quarantined + duplicates + skipped: {}",
-            if self.totals.balanced() { "ok" } else { "MISMATCH" }
+            if self.totals.balanced() {
+                "ok"
+            } else {
+                "MISMATCH"
+            }
         );
         let _ = writeln!(
             s,
@@ -117,7 +121,9 @@ impl RunReport {
             self.quarantine_entries_written,
             self.seconds,
             self.records_per_second,
-            self.peak_rss_bytes.map(|b| format!(", peak RSS {:.0} MiB", b as f64 / 1048576.0)).unwrap_or_default()
+            self.peak_rss_bytes
+                .map(|b| format!(", peak RSS {:.0} MiB", b as f64 / 1048576.0))
+                .unwrap_or_default()
         );
         s
     }

@@ -43,7 +43,8 @@ pub fn container_of(path: &Path) -> Option<(Container, bool)> {
 pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
     let mut out = Vec::new();
     for p in inputs {
-        let meta = std::fs::metadata(p).map_err(|e| IngestError::input(p, format!("cannot read: {e}")))?;
+        let meta =
+            std::fs::metadata(p).map_err(|e| IngestError::input(p, format!("cannot read: {e}")))?;
         if meta.is_dir() {
             let mut found = Vec::new();
             walk(p, &mut found)?;
@@ -62,9 +63,12 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| IngestError::input(dir, format!("cannot read directory: {e}")))?;
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| IngestError::input(dir, format!("cannot read directory: {e}")))?;
     for entry in rd {
-        let path = entry.map_err(|e| IngestError::input(dir, e.to_string()))?.path();
+        let path = entry
+            .map_err(|e| IngestError::input(dir, e.to_string()))?
+            .path();
         if path.is_dir() {
             walk(&path, out)?;
         } else if container_of(&path).is_some() {
@@ -76,11 +80,14 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
 
 /// The SHA-256 of a file's bytes, as lowercase hex.
 pub fn sha256_file(path: &Path) -> Result<String, IngestError> {
-    let mut f = File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
+    let mut f =
+        File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
     let mut h = Sha256::new();
     let mut buf = vec![0_u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(|e| IngestError::input(path, format!("read failed: {e}")))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| IngestError::input(path, format!("read failed: {e}")))?;
         if n == 0 {
             break;
         }
@@ -162,11 +169,20 @@ pub fn read_chunks(
     tx: &SyncSender<Chunk>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(String, u64), IngestError> {
-    let file = File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
-    let mut hashing = Hashing { inner: file, hasher: Sha256::new(), bytes: 0, progress };
+    let file =
+        File::open(path).map_err(|e| IngestError::input(path, format!("cannot open: {e}")))?;
+    let mut hashing = Hashing {
+        inner: file,
+        hasher: Sha256::new(),
+        bytes: 0,
+        progress,
+    };
     {
         let mut reader: Box<dyn Read + '_> = if gz {
-            Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, &mut hashing)))
+            Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
+                1 << 20,
+                &mut hashing,
+            )))
         } else {
             Box::new(&mut hashing)
         };
@@ -183,7 +199,11 @@ pub fn read_chunks(
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
                     Err(e) => {
-                        let what = if gz { "gzip stream is corrupt or truncated" } else { "read failed" };
+                        let what = if gz {
+                            "gzip stream is corrupt or truncated"
+                        } else {
+                            "read failed"
+                        };
                         return Err(IngestError::input(path, format!("{what}: {e}")));
                     }
                 };
@@ -194,7 +214,15 @@ pub fn read_chunks(
                 }
             }
             if eof {
-                if tx.send(Chunk { bytes: buf, start: 0, first_line: line, last: true }).is_err() {
+                if tx
+                    .send(Chunk {
+                        bytes: buf,
+                        start: 0,
+                        first_line: line,
+                        last: true,
+                    })
+                    .is_err()
+                {
                     return Ok((String::new(), 0));
                 }
                 break;
@@ -203,7 +231,15 @@ pub fn read_chunks(
                 Some(cut) => {
                     carry = buf.split_off(cut);
                     let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
-                    if tx.send(Chunk { bytes: buf, start: 0, first_line: line, last: false }).is_err() {
+                    if tx
+                        .send(Chunk {
+                            bytes: buf,
+                            start: 0,
+                            first_line: line,
+                            last: false,
+                        })
+                        .is_err()
+                    {
                         return Ok((String::new(), 0));
                     }
                     line += lines;

@@ -5,9 +5,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::{
-    ArrayBuilder,
-    BooleanBuilder, Int32Builder, Int64Builder, PrimitiveBuilder, StringBuilder, UInt8Builder,
-    UInt32Builder,
+    ArrayBuilder, BooleanBuilder, Int32Builder, Int64Builder, PrimitiveBuilder, StringBuilder,
+    UInt8Builder, UInt32Builder,
 };
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{ArrayRef, ArrowPrimitiveType, RecordBatch, new_null_array};
@@ -61,10 +60,16 @@ pub struct RowError {
 
 impl RowError {
     pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        RowError { field: Some(field.into()), reason: reason.into() }
+        RowError {
+            field: Some(field.into()),
+            reason: reason.into(),
+        }
     }
     pub fn record(reason: impl Into<String>) -> Self {
-        RowError { field: None, reason: reason.into() }
+        RowError {
+            field: None,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -137,10 +142,16 @@ impl PlayerRow<'_> {
             ));
         }
         if self.team < 0 {
-            return Err(RowError::field("team", format!("{} is negative", self.team)));
+            return Err(RowError::field(
+                "team",
+                format!("{} is negative", self.team),
+            ));
         }
         if self.outcome.is_none() && self.team_score.is_none() {
-            return Err(RowError::field("outcome", "missing required field (no outcome and no team_score)"));
+            return Err(RowError::field(
+                "outcome",
+                "missing required field (no outcome and no team_score)",
+            ));
         }
         for (name, v) in [
             ("kills", self.kills),
@@ -166,14 +177,20 @@ impl PlayerRow<'_> {
         if let (Some(sk), Some(d)) = (self.self_kills, self.deaths)
             && sk > d
         {
-            return Err(RowError::field("self_kills", format!("{sk} exceeds deaths ({d})")));
+            return Err(RowError::field(
+                "self_kills",
+                format!("{sk} exceeds deaths ({d})"),
+            ));
         }
         if let Some(end) = self.end_ms
             && end < self.start_ms
         {
             return Err(RowError::field(
                 "end_time",
-                format!("ends {} s before it starts", (self.start_ms - end) as f64 / 1000.0),
+                format!(
+                    "ends {} s before it starts",
+                    (self.start_ms - end) as f64 / 1000.0
+                ),
             ));
         }
         for (name, v) in [
@@ -195,7 +212,10 @@ impl PlayerRow<'_> {
         if let Some(s) = self.seconds_played
             && s < 0.0
         {
-            return Err(RowError::field("seconds_played", format!("{s} is negative")));
+            return Err(RowError::field(
+                "seconds_played",
+                format!("{s} is negative"),
+            ));
         }
         if let Some(p) = self.ping_ms
             && p < 0.0
@@ -205,12 +225,18 @@ impl PlayerRow<'_> {
         if let Some(lat) = self.lat
             && !(-90.0..=90.0).contains(&lat)
         {
-            return Err(RowError::field("lat", format!("{lat} is outside [-90, 90]")));
+            return Err(RowError::field(
+                "lat",
+                format!("{lat} is outside [-90, 90]"),
+            ));
         }
         if let Some(lon) = self.lon
             && !(-180.0..=180.0).contains(&lon)
         {
-            return Err(RowError::field("lon", format!("{lon} is outside [-180, 180]")));
+            return Err(RowError::field(
+                "lon",
+                format!("{lon} is outside [-180, 180]"),
+            ));
         }
         Ok(())
     }
@@ -301,7 +327,8 @@ impl OptStr {
             (Some(b), v) => b.append_option(v),
             (None, None) => {}
             (None, Some(v)) => {
-                let mut b = StringBuilder::with_capacity(self.cap.max(row + 1), self.cap.max(row + 1) * 8);
+                let mut b =
+                    StringBuilder::with_capacity(self.cap.max(row + 1), self.cap.max(row + 1) * 8);
                 b.append_nulls(row);
                 b.append_value(v);
                 self.b = Some(b);
@@ -463,7 +490,8 @@ impl RowsBuilder {
             Some((name, n)) if name == source_file => *n += 1,
             _ => self.source_file.push((source_file.to_string(), 1)),
         }
-        self.source_line.append_value(i64::try_from(source_line).unwrap_or(i64::MAX));
+        self.source_line
+            .append_value(i64::try_from(source_line).unwrap_or(i64::MAX));
         self.file_idx.append_value(file_idx);
         self.record_rows.append_value(record_rows);
         self.len += 1;
@@ -525,7 +553,8 @@ impl RowsBuilder {
         self.len = 0;
         // The builders above are typed to match `staging_schema` column for column, so this
         // cannot fail short of a programming error, which the unit tests would catch.
-        RecordBatch::try_new(staging_schema(), cols).expect("RowsBuilder columns match staging_schema")
+        RecordBatch::try_new(staging_schema(), cols)
+            .expect("RowsBuilder columns match staging_schema")
     }
 }
 
@@ -554,16 +583,47 @@ mod tests {
     fn builder_output_matches_staging_and_projects_to_lake_schema() {
         let mut b = RowsBuilder::with_capacity(4);
         b.push(&row(), "a.csv", 2, 0, 1);
-        b.push(&PlayerRow { player_id: "p2".into(), lat: Some(10.0), ..row() }, "b.csv", 3, 0, 1);
-        b.push(&PlayerRow { player_id: "p3".into(), ..row() }, "b.csv", 4, 0, 1);
+        b.push(
+            &PlayerRow {
+                player_id: "p2".into(),
+                lat: Some(10.0),
+                ..row()
+            },
+            "b.csv",
+            3,
+            0,
+            1,
+        );
+        b.push(
+            &PlayerRow {
+                player_id: "p3".into(),
+                ..row()
+            },
+            "b.csv",
+            4,
+            0,
+            1,
+        );
         let batch = b.finish();
         assert_eq!(batch.num_rows(), 3);
         // a lazily created optional column keeps its nulls in the right places
-        let lat = batch.column_by_name("lat").unwrap().as_primitive::<Float64Type>();
-        assert_eq!((lat.is_null(0), lat.value(1), lat.is_null(2)), (true, 10.0, true));
+        let lat = batch
+            .column_by_name("lat")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        assert_eq!(
+            (lat.is_null(0), lat.value(1), lat.is_null(2)),
+            (true, 10.0, true)
+        );
         assert_eq!(batch.column_by_name("assists").unwrap().null_count(), 3);
-        let files = batch.column_by_name("source_file").unwrap().as_string::<i32>();
-        assert_eq!((files.value(0), files.value(1), files.value(2)), ("a.csv", "b.csv", "b.csv"));
+        let files = batch
+            .column_by_name("source_file")
+            .unwrap()
+            .as_string::<i32>();
+        assert_eq!(
+            (files.value(0), files.value(1), files.value(2)),
+            ("a.csv", "b.csv", "b.csv")
+        );
         assert_eq!(batch.schema(), staging_schema());
         let lake = to_lake_batch(&batch).unwrap();
         assert_eq!(lake.schema(), matches_schema());
@@ -573,22 +633,80 @@ mod tests {
     #[test]
     fn lake_projection_refuses_a_pending_outcome() {
         let mut b = RowsBuilder::with_capacity(1);
-        b.push(&PlayerRow { outcome: None, team_score: Some(3.0), ..row() }, "a.csv", 2, 0, 1);
+        b.push(
+            &PlayerRow {
+                outcome: None,
+                team_score: Some(3.0),
+                ..row()
+            },
+            "a.csv",
+            2,
+            0,
+            1,
+        );
         assert!(to_lake_batch(&b.finish()).is_err());
     }
 
     #[test]
     fn validation_names_the_field() {
         let cases: Vec<(PlayerRow<'static>, &str)> = vec![
-            (PlayerRow { kills: Some(-1), ..row() }, "kills"),
-            (PlayerRow { deaths_by_enemy: Some(5), ..row() }, "deaths_by_enemy"),
-            (PlayerRow { end_ms: Some(row().start_ms - 1000), ..row() }, "end_time"),
-            (PlayerRow { player_id: "".into(), ..row() }, "player_id"),
-            (PlayerRow { outcome: None, ..row() }, "outcome"),
-            (PlayerRow { lat: Some(91.0), ..row() }, "lat"),
-            (PlayerRow { score: Some(f64::NAN), ..row() }, "score"),
+            (
+                PlayerRow {
+                    kills: Some(-1),
+                    ..row()
+                },
+                "kills",
+            ),
+            (
+                PlayerRow {
+                    deaths_by_enemy: Some(5),
+                    ..row()
+                },
+                "deaths_by_enemy",
+            ),
+            (
+                PlayerRow {
+                    end_ms: Some(row().start_ms - 1000),
+                    ..row()
+                },
+                "end_time",
+            ),
+            (
+                PlayerRow {
+                    player_id: "".into(),
+                    ..row()
+                },
+                "player_id",
+            ),
+            (
+                PlayerRow {
+                    outcome: None,
+                    ..row()
+                },
+                "outcome",
+            ),
+            (
+                PlayerRow {
+                    lat: Some(91.0),
+                    ..row()
+                },
+                "lat",
+            ),
+            (
+                PlayerRow {
+                    score: Some(f64::NAN),
+                    ..row()
+                },
+                "score",
+            ),
             (PlayerRow { team: -2, ..row() }, "team"),
-            (PlayerRow { start_ms: -5, ..row() }, "start_time"),
+            (
+                PlayerRow {
+                    start_ms: -5,
+                    ..row()
+                },
+                "start_time",
+            ),
         ];
         for (r, field) in cases {
             let e = r.validate().unwrap_err();

@@ -21,7 +21,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -42,11 +42,20 @@ const COMMIT_FILE: &str = "COMMIT.json";
 #[derive(Debug, thiserror::Error)]
 pub enum LakeError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: Parquet error: {source}")]
-    Parquet { path: PathBuf, source: parquet::errors::ParquetError },
+    Parquet {
+        path: PathBuf,
+        source: parquet::errors::ParquetError,
+    },
     #[error("{path}: Arrow error: {source}")]
-    Arrow { path: PathBuf, source: arrow_schema::ArrowError },
+    Arrow {
+        path: PathBuf,
+        source: arrow_schema::ArrowError,
+    },
     #[error("{path}: another run holds the lake lock; wait for it to finish")]
     Locked { path: PathBuf },
     #[error("{path}: {reason}")]
@@ -56,7 +65,10 @@ pub enum LakeError {
 pub type Result<T, E = LakeError> = std::result::Result<T, E>;
 
 pub fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
-    move |source| LakeError::Io { path: path.to_path_buf(), source }
+    move |source| LakeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// The zstd level of every Parquet file the lake writes (the same as the polars peer's).
@@ -64,35 +76,85 @@ pub const ZSTD_LEVEL: i32 = 3;
 
 /// Low-cardinality text columns, dictionary-encoded. Every other column is written plain:
 /// dictionary building costs more time than it saves bytes once zstd has done its work.
-const DICTIONARY: [&str; 9] = ["mode", "outcome", "team_name", "input_device", "platform", "region", "source_file", "stage", "field"];
+const DICTIONARY: [&str; 9] = [
+    "mode",
+    "outcome",
+    "team_name",
+    "input_device",
+    "platform",
+    "region",
+    "source_file",
+    "stage",
+    "field",
+];
 
 /// Writer properties of every lake file: zstd, statistics, our name as the writer.
 pub fn writer_properties() -> WriterProperties {
+    properties_builder().build()
+}
+
+/// Properties for one file's batches: like [`writer_properties`], but columns that are null in
+/// every row are left uncompressed. They encode to a few bytes either way, and a compressed
+/// column costs a zstd context per file, which dominates when a lake has many small partitions.
+fn properties_for(batches: &[RecordBatch]) -> WriterProperties {
+    let mut b = properties_builder();
+    if let Some(first) = batches.first() {
+        for (k, field) in first.schema().fields().iter().enumerate() {
+            if batches
+                .iter()
+                .all(|x| x.column(k).null_count() == x.num_rows())
+            {
+                b = b.set_column_compression(
+                    field.name().as_str().into(),
+                    Compression::UNCOMPRESSED,
+                );
+            }
+        }
+    }
+    b.build()
+}
+
+fn properties_builder() -> parquet::file::properties::WriterPropertiesBuilder {
     let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default()))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default(),
+        ))
         .set_dictionary_enabled(false)
         .set_created_by(concat!("mm ", env!("CARGO_PKG_VERSION")).to_string());
     for c in DICTIONARY {
         b = b.set_column_dictionary_enabled(c.into(), true);
     }
-    b.build()
+    b
 }
 
 /// Writes `batches` to a new Parquet file at `path` and fsyncs it. Returns the size in bytes.
 pub fn write_parquet_file(path: &Path, batches: &[RecordBatch]) -> Result<u64> {
-    let schema = batches.first().map(RecordBatch::schema).ok_or_else(|| LakeError::Corrupt {
-        path: path.to_path_buf(),
-        reason: "refusing to write a Parquet file with no batches".into(),
-    })?;
+    let schema = batches
+        .first()
+        .map(RecordBatch::schema)
+        .ok_or_else(|| LakeError::Corrupt {
+            path: path.to_path_buf(),
+            reason: "refusing to write a Parquet file with no batches".into(),
+        })?;
     let file = File::create_new(path).map_err(io_err(path))?;
-    let pq = |source| LakeError::Parquet { path: path.to_path_buf(), source };
-    let mut w = ArrowWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema, Some(writer_properties()))
-        .map_err(pq)?;
+    let pq = |source| LakeError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = ArrowWriter::try_new(
+        BufWriter::with_capacity(1 << 20, file),
+        schema,
+        Some(properties_for(batches)),
+    )
+    .map_err(pq)?;
     for b in batches {
         w.write(b).map_err(pq)?;
     }
     let buf = w.into_inner().map_err(pq)?;
-    let file = buf.into_inner().map_err(|e| LakeError::Io { path: path.to_path_buf(), source: e.into_error() })?;
+    let file = buf.into_inner().map_err(|e| LakeError::Io {
+        path: path.to_path_buf(),
+        source: e.into_error(),
+    })?;
     file.sync_all().map_err(io_err(path))?;
     Ok(file.metadata().map_err(io_err(path))?.len())
 }
@@ -100,7 +162,10 @@ pub fn write_parquet_file(path: &Path, batches: &[RecordBatch]) -> Result<u64> {
 /// Reads the named columns of a Parquet file (all of them when `columns` is `None`).
 pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec<RecordBatch>> {
     let file = File::open(path).map_err(io_err(path))?;
-    let pq = |source| LakeError::Parquet { path: path.to_path_buf(), source };
+    let pq = |source| LakeError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
     if let Some(cols) = columns {
         let mask = ProjectionMask::columns(builder.parquet_schema(), cols.iter().copied());
@@ -109,11 +174,16 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
     let reader = builder.with_batch_size(64 * 1024).build().map_err(pq)?;
     reader
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| LakeError::Arrow { path: path.to_path_buf(), source })
+        .map_err(|source| LakeError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path).and_then(|d| d.sync_all()).map_err(io_err(path))
+    File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(path))
 }
 
 /// Writes `bytes` to `path` atomically: a temporary sibling, fsync, rename, fsync of the directory.
@@ -202,7 +272,11 @@ impl Lake {
             .collect();
         dirs.sort();
         for dir in dirs {
-            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let name = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_string();
             if dir.join(COMMIT_FILE).exists() {
                 self.roll_forward(&dir)?;
                 report.rolled_forward.push(name);
@@ -220,7 +294,13 @@ impl Lake {
         fs::create_dir(&dir).map_err(io_err(&dir))?;
         let data = dir.join("data");
         fs::create_dir(&data).map_err(io_err(&data))?;
-        Ok(Txn { lake: self.clone(), dir, run_id: run_id.to_string(), files: Vec::new(), done: false })
+        Ok(Txn {
+            lake: self.clone(),
+            dir,
+            run_id: run_id.to_string(),
+            files: Vec::new(),
+            done: false,
+        })
     }
 
     /// The partition directory of a day, relative to the root.
@@ -272,8 +352,10 @@ impl Lake {
             .iter()
             .map(|p| {
                 let text = fs::read_to_string(p).map_err(io_err(p))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| LakeError::Corrupt { path: p.clone(), reason: e.to_string() })
+                serde_json::from_str(&text).map_err(|e| LakeError::Corrupt {
+                    path: p.clone(),
+                    reason: e.to_string(),
+                })
             })
             .collect()
     }
@@ -281,8 +363,10 @@ impl Lake {
     fn roll_forward(&self, dir: &Path) -> Result<()> {
         let commit_path = dir.join(COMMIT_FILE);
         let text = fs::read_to_string(&commit_path).map_err(io_err(&commit_path))?;
-        let rec: CommitRecord = serde_json::from_str(&text)
-            .map_err(|e| LakeError::Corrupt { path: commit_path.clone(), reason: e.to_string() })?;
+        let rec: CommitRecord = serde_json::from_str(&text).map_err(|e| LakeError::Corrupt {
+            path: commit_path.clone(),
+            reason: e.to_string(),
+        })?;
         let mut touched: Vec<PathBuf> = Vec::new();
         for rel in &rec.files {
             let src = dir.join("data").join(rel);
@@ -313,9 +397,14 @@ impl Lake {
             sync_dir(d)?;
         }
         sync_dir(&self.root.join(MATCHES_DIR))?;
-        let run_path = self.root.join(RUNS_DIR).join(format!("{}.json", rec.run_id));
-        let body = serde_json::to_vec_pretty(&rec.run)
-            .map_err(|e| LakeError::Corrupt { path: run_path.clone(), reason: e.to_string() })?;
+        let run_path = self
+            .root
+            .join(RUNS_DIR)
+            .join(format!("{}.json", rec.run_id));
+        let body = serde_json::to_vec_pretty(&rec.run).map_err(|e| LakeError::Corrupt {
+            path: run_path.clone(),
+            reason: e.to_string(),
+        })?;
         write_atomic(&run_path, &body)?;
         fs::remove_dir_all(dir).map_err(io_err(dir))?;
         sync_dir(&self.root.join(TXN_DIR))
@@ -419,10 +508,16 @@ impl Txn {
             self.done = true; // a dead process cleans nothing up
             return Ok(());
         }
-        let rec = CommitRecord { run_id: self.run_id.clone(), files: self.files.clone(), run: run.clone() };
+        let rec = CommitRecord {
+            run_id: self.run_id.clone(),
+            files: self.files.clone(),
+            run: run.clone(),
+        };
         let commit_path = self.dir.join(COMMIT_FILE);
-        let body = serde_json::to_vec_pretty(&rec)
-            .map_err(|e| LakeError::Corrupt { path: commit_path.clone(), reason: e.to_string() })?;
+        let body = serde_json::to_vec_pretty(&rec).map_err(|e| LakeError::Corrupt {
+            path: commit_path.clone(),
+            reason: e.to_string(),
+        })?;
         write_atomic(&commit_path, &body)?;
         self.done = true;
         match crash {

@@ -27,7 +27,10 @@ pub struct LakeSummary {
 fn rows_and_bytes(path: &Path) -> Result<(u64, u64)> {
     let file = File::open(path).map_err(crate::store::io_err(path))?;
     let bytes = file.metadata().map_err(crate::store::io_err(path))?.len();
-    let reader = SerializedFileReader::new(file).map_err(|source| LakeError::Parquet { path: path.to_path_buf(), source })?;
+    let reader = SerializedFileReader::new(file).map_err(|source| LakeError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let rows = u64::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
     Ok((rows, bytes))
 }
@@ -35,7 +38,10 @@ fn rows_and_bytes(path: &Path) -> Result<(u64, u64)> {
 /// Summarises the lake at `root` (which must exist).
 pub fn summarize(root: &Path) -> Result<LakeSummary> {
     if !root.is_dir() {
-        return Err(LakeError::Corrupt { path: root.to_path_buf(), reason: "no lake here (not a directory)".into() });
+        return Err(LakeError::Corrupt {
+            path: root.to_path_buf(),
+            reason: "no lake here (not a directory)".into(),
+        });
     }
     let lake = Lake::open(root)?;
     let days = lake.days()?;
