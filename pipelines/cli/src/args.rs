@@ -64,8 +64,8 @@ pub struct IngestArgs {
     /// Mode (playlist) of canonical rows without a `mode` column.
     #[arg(long, default_value = "default")]
     pub mode: String,
-    /// Rows staged in memory before spilling to disk (about 100 bytes each).
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Rows staged in memory; past it, every day but the newest is finalised early (about 200 bytes a row).
+    #[arg(long, default_value_t = 1_000_000)]
     pub spill_rows: usize,
     /// Size in MiB of the chunks parsed in parallel.
     #[arg(long, default_value_t = 8)]

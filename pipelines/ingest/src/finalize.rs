@@ -341,6 +341,52 @@ fn bump(c: &mut DayCounts, f: Fate) {
 
 type Rejection = (&'static str, String);
 
+/// What the rows of one team say about the match.
+#[derive(Debug, Clone, Copy)]
+struct TeamState {
+    team: i32,
+    outcome: Option<Outcome>,
+    score: Option<f64>,
+}
+
+/// The state of team `t`, added in team order if new (a match has a handful of teams, so a
+/// sorted vector beats a map).
+fn slot(teams: &mut Vec<TeamState>, t: i32) -> &mut TeamState {
+    let k = match teams.binary_search_by_key(&t, |e| e.team) {
+        Ok(k) => k,
+        Err(k) => {
+            teams.insert(
+                k,
+                TeamState {
+                    team: t,
+                    outcome: None,
+                    score: None,
+                },
+            );
+            k
+        }
+    };
+    &mut teams[k]
+}
+
+fn agree(m: &str, e: &mut TeamState, o: Outcome, what: &str) -> Result<(), Rejection> {
+    match e.outcome {
+        Some(prev) if prev != o => Err((
+            "match: inconsistent outcomes",
+            format!(
+                "match {m}: team {} {what} {} and {}",
+                e.team,
+                prev.as_str(),
+                o.as_str()
+            ),
+        )),
+        _ => {
+            e.outcome = Some(o);
+            Ok(())
+        }
+    }
+}
+
 /// Checks that teammates agree and that at most one team won, deriving missing outcomes from
 /// team scores (highest score wins; a tie at the top is a draw for the tied teams).
 fn resolve_outcomes(
@@ -350,106 +396,74 @@ fn resolve_outcomes(
     outcome: &StringArray,
     team_score: &arrow_array::Float64Array,
 ) -> Result<Vec<(usize, Outcome)>, Rejection> {
-    let mut by_team: std::collections::BTreeMap<i32, (Option<Outcome>, Option<f64>)> =
-        Default::default();
+    let mut teams: Vec<TeamState> = Vec::with_capacity(2);
     let mut pending = Vec::new();
     for &i in rows {
-        let t = team.value(i);
-        let e = by_team.entry(t).or_default();
-        if !outcome.is_null(i) {
+        let e = slot(&mut teams, team.value(i));
+        if outcome.is_null(i) {
+            pending.push(i);
+        } else {
             let o = Outcome::parse(outcome.value(i)).ok_or((
                 "match: inconsistent outcomes",
                 format!("bad outcome in match {m}"),
             ))?;
-            match e.0 {
-                Some(prev) if prev != o => {
-                    return Err((
-                        "match: inconsistent outcomes",
-                        format!(
-                            "match {m}: team {t} has both {} and {} rows",
-                            prev.as_str(),
-                            o.as_str()
-                        ),
-                    ));
-                }
-                _ => e.0 = Some(o),
-            }
-        } else {
-            pending.push(i);
+            agree(m, e, o, "has both")?;
         }
         if !team_score.is_null(i) {
             let s = team_score.value(i);
-            match e.1 {
+            match e.score {
                 Some(prev) if prev != s => {
                     return Err((
                         "match: inconsistent team_score",
-                        format!("match {m}: team {t} has team_score {prev} and {s}"),
+                        format!("match {m}: team {} has team_score {prev} and {s}", e.team),
                     ));
                 }
-                _ => e.1 = Some(s),
+                _ => e.score = Some(s),
             }
         }
     }
     let mut derived = Vec::new();
     if !pending.is_empty() {
-        let mut scores = Vec::new();
-        for (t, (_, s)) in &by_team {
-            match s {
-                Some(s) => scores.push((*t, *s)),
-                None => {
-                    return Err((
-                        "match: no outcome",
-                        format!("match {m}: team {t} has neither outcome nor team_score"),
-                    ));
-                }
-            }
+        if let Some(e) = teams.iter().find(|e| e.score.is_none()) {
+            return Err((
+                "match: no outcome",
+                format!(
+                    "match {m}: team {} has neither outcome nor team_score",
+                    e.team
+                ),
+            ));
         }
-        let top = scores
+        let top = teams
             .iter()
-            .map(|(_, s)| *s)
+            .filter_map(|e| e.score)
             .fold(f64::NEG_INFINITY, f64::max);
-        let n_top = scores.iter().filter(|(_, s)| *s == top).count();
-        for (t, s) in scores {
-            let o = if s < top {
-                Outcome::Loss
-            } else if n_top == 1 {
-                Outcome::Win
-            } else {
-                Outcome::Draw
+        let n_top = teams.iter().filter(|e| e.score == Some(top)).count();
+        for e in &mut teams {
+            let o = match e.score {
+                Some(s) if s < top => Outcome::Loss,
+                _ if n_top == 1 => Outcome::Win,
+                _ => Outcome::Draw,
             };
-            let e = by_team.entry(t).or_default();
-            match e.0 {
-                Some(prev) if prev != o => {
-                    return Err((
-                        "match: inconsistent outcomes",
-                        format!(
-                            "match {m}: team {t} is marked {} but its team_score says {}",
-                            prev.as_str(),
-                            o.as_str()
-                        ),
-                    ));
-                }
-                _ => e.0 = Some(o),
-            }
+            agree(m, e, o, "is marked")?;
         }
         for i in pending {
-            if let Some(o) = by_team.get(&team.value(i)).and_then(|e| e.0) {
+            if let Some(o) = slot(&mut teams, team.value(i)).outcome {
                 derived.push((i, o));
             }
         }
     }
-    let wins = by_team
-        .values()
-        .filter(|e| e.0 == Some(Outcome::Win))
+    let wins = teams
+        .iter()
+        .filter(|e| e.outcome == Some(Outcome::Win))
         .count();
-    let draws = by_team
-        .values()
-        .filter(|e| e.0 == Some(Outcome::Draw))
+    let draws = teams
+        .iter()
+        .filter(|e| e.outcome == Some(Outcome::Draw))
         .count();
     if wins > 1 || (wins == 1 && draws > 0) {
-        let list: Vec<String> = by_team
+        let list: Vec<String> = teams
             .iter()
-            .map(|(t, e)| format!("team {t} {}", e.0.map_or("?", Outcome::as_str)))
+            .map(|e| format!("team {} {}", e.team, e.outcome.map_or("?", Outcome::as_str)))
             .collect();
         return Err((
             "match: inconsistent outcomes",

@@ -104,14 +104,14 @@ pub struct IngestConfig {
 }
 
 impl IngestConfig {
-    /// Defaults: auto-detected format, mode `default`, 2M staged rows, 8 MiB chunks.
+    /// Defaults: auto-detected format, mode `default`, 1M staged rows, 8 MiB chunks.
     pub fn new(lake: impl Into<PathBuf>, inputs: Vec<PathBuf>) -> IngestConfig {
         IngestConfig {
             lake: lake.into(),
             inputs,
             format: None,
             default_mode: "default".into(),
-            spill_rows: 2_000_000,
+            spill_rows: 1_000_000,
             chunk_bytes: 8 << 20,
         }
     }
@@ -189,6 +189,7 @@ impl FileRun<'_> {
         sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
     ) -> Result<(String, u64, Format), IngestError> {
         let (tx, rx) = sync_channel::<Chunk>(4);
+        let (recycle_tx, recycle_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let advance = |n: u64| self.progress.advance(n);
         std::thread::scope(|s| {
             let reader = s.spawn(move || {
@@ -199,11 +200,12 @@ impl FileRun<'_> {
                     container == Container::Csv,
                     self.cfg.chunk_bytes,
                     &tx,
+                    &recycle_rx,
                     &advance,
                 )
             });
-            let parsed = self.parse_stream(container, &rx, sink);
-            drop(rx); // lets the reader stop if parsing failed
+            // parse_stream owns the receiver: when it returns (even on an error) the reader stops.
+            let parsed = self.parse_stream(container, rx, &recycle_tx, sink);
             let read = reader
                 .join()
                 .map_err(|_| IngestError::input(self.path, "reader thread panicked"))?;
@@ -217,7 +219,8 @@ impl FileRun<'_> {
     fn parse_stream(
         &self,
         container: Container,
-        rx: &std::sync::mpsc::Receiver<Chunk>,
+        rx: std::sync::mpsc::Receiver<Chunk>,
+        recycle: &std::sync::mpsc::Sender<Vec<u8>>,
         sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
     ) -> Result<Format, IngestError> {
         let Ok(mut first) = rx.recv() else {
@@ -279,45 +282,58 @@ impl FileRun<'_> {
             adapter: adapter.as_deref(),
             default_mode: &self.cfg.default_mode,
         };
-        let window = 2 * rayon::current_num_threads().max(1);
-        let mut pending = vec![first];
-        loop {
-            let mut done = pending.last().is_some_and(|c| c.last);
-            while !done && pending.len() < window {
-                match rx.recv() {
-                    Ok(c) => {
-                        done = c.last;
-                        pending.push(c);
+        let parse = |c: &Chunk| match container {
+            Container::Csv => parse::parse_csv_chunk(&ctx, c, self.path),
+            _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
+        };
+        // The first chunk (with the header) inline; the rest on parallel workers that pull
+        // chunks as the reader produces them. Results come back in any order and are handed
+        // to `sink` in file order.
+        sink(parse(&first)?)?;
+        if first.last {
+            return Ok(format);
+        }
+        let _ = recycle.send(first.bytes);
+        let workers = rayon::current_num_threads().max(1);
+        let rx = std::sync::Mutex::new(rx);
+        std::thread::scope(|s| {
+            let (res_tx, res_rx) =
+                sync_channel::<(u64, bool, Result<Parsed, IngestError>)>(2 * workers);
+            for _ in 0..workers {
+                let res_tx = res_tx.clone();
+                let (rx, parse) = (&rx, &parse);
+                s.spawn(move || {
+                    loop {
+                        let next = match rx.lock() {
+                            Ok(guard) => guard.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(chunk) = next else { return };
+                        let result = parse(&chunk);
+                        let (seq, last) = (chunk.seq, chunk.last);
+                        let _ = recycle.send(chunk.bytes);
+                        if res_tx.send((seq, last, result)).is_err() {
+                            return;
+                        }
                     }
-                    Err(_) => done = true,
+                });
+            }
+            drop(res_tx);
+            let mut waiting: BTreeMap<u64, (bool, Result<Parsed, IngestError>)> = BTreeMap::new();
+            let mut expected = first.seq + 1;
+            for (seq, last, result) in res_rx.iter() {
+                waiting.insert(seq, (last, result));
+                while let Some((last, result)) = waiting.remove(&expected) {
+                    expected += 1;
+                    sink(result?)?;
+                    if last {
+                        return Ok(format);
+                    }
                 }
             }
-            let results: Vec<Result<Parsed, IngestError>> = pending
-                .par_iter()
-                .map(|c| {
-                    let t = Instant::now();
-                    let r = match container {
-                        Container::Csv => parse::parse_csv_chunk(&ctx, c, self.path),
-                        _ => parse::parse_jsonl_chunk(&ctx, c, self.path),
-                    };
-                    if std::env::var_os("MM_DEBUG_TIMING").is_some() {
-                        eprintln!(
-                            "chunk {} bytes {:.3}s",
-                            c.bytes.len(),
-                            t.elapsed().as_secs_f64()
-                        );
-                    }
-                    r
-                })
-                .collect();
-            for r in results {
-                sink(r?)?;
-            }
-            if done {
-                return Ok(format);
-            }
-            pending = Vec::with_capacity(window);
-        }
+            // The reader stopped early; it reports why.
+            Ok(format)
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 use sha2::{Digest, Sha256};
 
@@ -121,22 +121,26 @@ impl<R: Read> Read for Hashing<'_, R> {
 /// One piece of a text file that starts and ends at record boundaries.
 #[derive(Debug)]
 pub struct Chunk {
+    /// A reusable buffer: `bytes[..len]` holds the data, the rest is spare.
     pub bytes: Vec<u8>,
+    pub len: usize,
     /// Where the records start in `bytes` (after the header, in the first chunk).
     pub start: usize,
     /// Physical line number (1-based) of the line at `bytes[start]`.
     pub first_line: u64,
     /// The file's last chunk.
     pub last: bool,
+    /// Position of the chunk in the file: 0, 1, 2, ...
+    pub seq: u64,
 }
 
 impl Chunk {
     pub fn data(&self) -> &[u8] {
-        &self.bytes[self.start..]
+        &self.bytes[self.start..self.len]
     }
     /// The file's last byte was not a newline (so its last record may be cut off).
     pub fn unterminated(&self) -> bool {
-        self.last && self.bytes.last().is_some_and(|b| *b != b'\n')
+        self.last && self.len > 0 && self.bytes[self.len - 1] != b'\n'
     }
 }
 
@@ -160,13 +164,15 @@ fn split_point(buf: &[u8], quotes: bool) -> Option<usize> {
 }
 
 /// Streams a text file as [`Chunk`]s of about `chunk_bytes` into `tx`, hashing the raw bytes.
-/// Returns the SHA-256 and size of the file. Stops quietly if the receiver hangs up.
+/// Buffers sent back on `recycle` are reused, so that steady-state reading touches no new
+/// memory. Returns the SHA-256 and size of the file. Stops quietly if the receiver hangs up.
 pub fn read_chunks(
     path: &Path,
     gz: bool,
     csv_quotes: bool,
     chunk_bytes: usize,
     tx: &SyncSender<Chunk>,
+    recycle: &Receiver<Vec<u8>>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(String, u64), IngestError> {
     let file =
@@ -186,18 +192,21 @@ pub fn read_chunks(
         } else {
             Box::new(&mut hashing)
         };
-        let mut carry: Vec<u8> = Vec::new();
+        let fresh = || vec![0_u8; chunk_bytes];
+        let mut buf = fresh();
+        let mut filled = 0_usize;
         let mut line = 1_u64;
+        let mut seq = 0_u64;
         loop {
-            let mut buf = carry;
             let mut eof = false;
-            let want = buf.len().max(chunk_bytes);
-            while buf.len() < want {
-                let old = buf.len();
-                buf.resize(want, 0);
-                let n = match reader.read(&mut buf[old..]) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+            while filled < buf.len() {
+                match reader.read(&mut buf[filled..]) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => {
                         let what = if gz {
                             "gzip stream is corrupt or truncated"
@@ -206,49 +215,48 @@ pub fn read_chunks(
                         };
                         return Err(IngestError::input(path, format!("{what}: {e}")));
                     }
-                };
-                buf.truncate(old + n);
-                if n == 0 {
-                    eof = true;
-                    break;
                 }
             }
             if eof {
-                if tx
-                    .send(Chunk {
-                        bytes: buf,
-                        start: 0,
-                        first_line: line,
-                        last: true,
-                    })
-                    .is_err()
-                {
+                let chunk = Chunk {
+                    bytes: buf,
+                    len: filled,
+                    start: 0,
+                    first_line: line,
+                    last: true,
+                    seq,
+                };
+                if tx.send(chunk).is_err() {
                     return Ok((String::new(), 0));
                 }
                 break;
             }
-            match split_point(&buf, csv_quotes) {
+            match split_point(&buf[..filled], csv_quotes) {
                 Some(cut) => {
-                    carry = buf.split_off(cut);
-                    let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
-                    if tx
-                        .send(Chunk {
-                            bytes: buf,
-                            start: 0,
-                            first_line: line,
-                            last: false,
-                        })
-                        .is_err()
-                    {
+                    let mut next = recycle.try_recv().unwrap_or_else(|_| fresh());
+                    if next.len() < chunk_bytes.max(filled - cut) {
+                        next.resize(chunk_bytes.max(2 * (filled - cut)), 0);
+                    }
+                    next[..filled - cut].copy_from_slice(&buf[cut..filled]);
+                    let lines = memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
+                    let chunk = Chunk {
+                        bytes: buf,
+                        len: cut,
+                        start: 0,
+                        first_line: line,
+                        last: false,
+                        seq,
+                    };
+                    if tx.send(chunk).is_err() {
                         return Ok((String::new(), 0));
                     }
+                    seq += 1;
                     line += lines;
+                    filled -= cut;
+                    buf = next;
                 }
-                // One record longer than a chunk: read on until it ends.
-                None => carry = buf,
-            }
-            if carry.capacity() < chunk_bytes {
-                carry.reserve(chunk_bytes - carry.len());
+                // One record longer than the buffer: grow it and read on.
+                None => buf.resize(buf.len() * 2, 0),
             }
         }
         drop(reader);
@@ -282,20 +290,21 @@ mod tests {
         }
         std::fs::write(&p, &text).unwrap();
         let (tx, rx) = std::sync::mpsc::sync_channel(1000);
-        let (sha, bytes) = read_chunks(&p, false, true, 64, &tx, &|_| {}).unwrap();
+        let (_keep, recycle) = std::sync::mpsc::channel();
+        let (sha, bytes) = read_chunks(&p, false, true, 64, &tx, &recycle, &|_| {}).unwrap();
         drop(tx);
         let chunks: Vec<Chunk> = rx.into_iter().collect();
         assert!(chunks.len() > 10);
         assert_eq!(bytes, text.len() as u64);
         assert_eq!(sha, sha256_file(&p).unwrap());
-        let joined: Vec<u8> = chunks.iter().flat_map(|c| c.bytes.clone()).collect();
+        let joined: Vec<u8> = chunks.iter().flat_map(|c| c.data().to_vec()).collect();
         assert_eq!(joined, text.as_bytes());
         let mut line = 1;
         for c in &chunks {
             assert_eq!(c.first_line, line);
-            line += memchr::memchr_iter(b'\n', &c.bytes).count() as u64;
+            line += memchr::memchr_iter(b'\n', c.data()).count() as u64;
             // every chunk but the last ends at a record boundary
-            assert!(c.last || c.bytes.ends_with(b"\"\n") || c.bytes.ends_with(b"h2\n"));
+            assert!(c.last || c.data().ends_with(b"\"\n") || c.data().ends_with(b"h2\n"));
         }
     }
 }

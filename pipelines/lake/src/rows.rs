@@ -378,6 +378,8 @@ pub struct RowsBuilder {
     extra: OptStr,
     /// Source file names as runs of (name, rows): consecutive rows almost always share one.
     source_file: Vec<(String, usize)>,
+    /// Address and length of the last `source_file` argument.
+    last_source: (usize, usize),
     source_line: Int64Builder,
     file_idx: UInt32Builder,
     record_rows: UInt8Builder,
@@ -424,6 +426,7 @@ impl RowsBuilder {
             rating: OptPrim::new(cap),
             extra: OptStr::new(cap),
             source_file: Vec::new(),
+            last_source: (0, 0),
             source_line: Int64Builder::with_capacity(cap),
             file_idx: UInt32Builder::with_capacity(cap),
             record_rows: UInt8Builder::with_capacity(cap),
@@ -486,10 +489,13 @@ impl RowsBuilder {
         self.ping_ms.push(row.ping_ms, i);
         self.rating.push(row.rating, i);
         self.extra.push(row.extra.as_deref(), i);
+        // Callers pass the same `&str` row after row: compare addresses before bytes.
+        let key = (source_file.as_ptr() as usize, source_file.len());
         match self.source_file.last_mut() {
-            Some((name, n)) if name == source_file => *n += 1,
+            Some((name, n)) if self.last_source == key || name == source_file => *n += 1,
             _ => self.source_file.push((source_file.to_string(), 1)),
         }
+        self.last_source = key;
         self.source_line
             .append_value(i64::try_from(source_line).unwrap_or(i64::MAX));
         self.file_idx.append_value(file_idx);
@@ -512,6 +518,7 @@ impl RowsBuilder {
         };
         let bytes: usize = self.source_file.iter().map(|(s, k)| s.len() * k).sum();
         let mut files = StringBuilder::with_capacity(n, bytes);
+        self.last_source = (0, 0);
         for (name, k) in self.source_file.drain(..) {
             for _ in 0..k {
                 files.append_value(&name);

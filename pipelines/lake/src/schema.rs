@@ -144,6 +144,12 @@ impl Outcome {
     /// `win`/`w`/`won`/`victory`/`1`, `loss`/`l`/`lose`/`lost`/`defeat`/`0`, `draw`/`d`/`tie`/`0.5`.
     #[must_use]
     pub fn parse(code: &str) -> Option<Outcome> {
+        match code {
+            "win" => return Some(Outcome::Win),
+            "loss" => return Some(Outcome::Loss),
+            "draw" => return Some(Outcome::Draw),
+            _ => {}
+        }
         let c = code.trim();
         const WIN: [&str; 5] = ["win", "w", "won", "victory", "1"];
         const LOSS: [&str; 6] = ["loss", "l", "lose", "lost", "defeat", "0"];
