@@ -65,7 +65,7 @@ pub struct IngestArgs {
     #[arg(long, default_value = "default")]
     pub mode: String,
     /// Rows staged in memory; past it, every day but the newest is finalised early (about 200 bytes a row).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 500_000)]
     pub spill_rows: usize,
     /// Size in MiB of the chunks parsed in parallel.
     #[arg(long, default_value_t = 8)]

@@ -104,14 +104,14 @@ pub struct IngestConfig {
 }
 
 impl IngestConfig {
-    /// Defaults: auto-detected format, mode `default`, 1M staged rows, 8 MiB chunks.
+    /// Defaults: auto-detected format, mode `default`, 500k staged rows, 8 MiB chunks.
     pub fn new(lake: impl Into<PathBuf>, inputs: Vec<PathBuf>) -> IngestConfig {
         IngestConfig {
             lake: lake.into(),
             inputs,
             format: None,
             default_mode: "default".into(),
-            spill_rows: 1_000_000,
+            spill_rows: 500_000,
             chunk_bytes: 8 << 20,
         }
     }
@@ -188,7 +188,7 @@ impl FileRun<'_> {
         gz: bool,
         sink: &mut dyn FnMut(Parsed) -> Result<(), IngestError>,
     ) -> Result<(String, u64, Format), IngestError> {
-        let (tx, rx) = sync_channel::<Chunk>(4);
+        let (tx, rx) = sync_channel::<Chunk>(1);
         let (recycle_tx, recycle_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let advance = |n: u64| self.progress.advance(n);
         std::thread::scope(|s| {
@@ -298,7 +298,7 @@ impl FileRun<'_> {
         let rx = std::sync::Mutex::new(rx);
         std::thread::scope(|s| {
             let (res_tx, res_rx) =
-                sync_channel::<(u64, bool, Result<Parsed, IngestError>)>(2 * workers);
+                sync_channel::<(u64, bool, Result<Parsed, IngestError>)>(workers);
             for _ in 0..workers {
                 let res_tx = res_tx.clone();
                 let (rx, parse) = (&rx, &parse);

@@ -76,9 +76,13 @@ struct ChunkRows {
 
 impl ChunkRows {
     /// Room for `records` records of `per_record` rows and `bytes` bytes of input.
+    /// Room for `records` records of `per_record` rows from `bytes` bytes of input. Ids are
+    /// short: 24 bytes a row covers them with room to spare (a longer id grows the buffer once),
+    /// and a tight reservation keeps the heap, and so the resident memory, small.
     fn new(records: usize, per_record: usize, bytes: usize) -> ChunkRows {
+        let rows = records * per_record + 1;
         ChunkRows {
-            rows: RowsBuilder::with_capacities(records * per_record + 1, bytes * per_record + 64),
+            rows: RowsBuilder::with_capacities(rows, (rows * 24).min(bytes * per_record + 64)),
         }
     }
 

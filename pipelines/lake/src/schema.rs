@@ -121,51 +121,8 @@ pub fn quarantine_schema() -> SchemaRef {
     QUARANTINE.clone()
 }
 
-/// The outcome of a match for the player's team.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Outcome {
-    Win,
-    Loss,
-    Draw,
-}
-
-impl Outcome {
-    /// The value stored in the lake's `outcome` column.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Win => "win",
-            Outcome::Loss => "loss",
-            Outcome::Draw => "draw",
-        }
-    }
-
-    /// Parses the codes the lake and the canonical inputs accept, case-insensitively:
-    /// `win`/`w`/`won`/`victory`/`1`, `loss`/`l`/`lose`/`lost`/`defeat`/`0`, `draw`/`d`/`tie`/`0.5`.
-    #[must_use]
-    pub fn parse(code: &str) -> Option<Outcome> {
-        match code {
-            "win" => return Some(Outcome::Win),
-            "loss" => return Some(Outcome::Loss),
-            "draw" => return Some(Outcome::Draw),
-            _ => {}
-        }
-        let c = code.trim();
-        const WIN: [&str; 5] = ["win", "w", "won", "victory", "1"];
-        const LOSS: [&str; 6] = ["loss", "l", "lose", "lost", "defeat", "0"];
-        const DRAW: [&str; 4] = ["draw", "d", "tie", "0.5"];
-        let is = |set: &[&str]| set.iter().any(|s| s.eq_ignore_ascii_case(c));
-        if is(&WIN) {
-            Some(Outcome::Win)
-        } else if is(&LOSS) {
-            Some(Outcome::Loss)
-        } else if is(&DRAW) {
-            Some(Outcome::Draw)
-        } else {
-            None
-        }
-    }
-}
+/// The outcome of a match for the player's team (one definition, shared with the artifacts).
+pub use mm_artifact::Outcome;
 
 /// Partition key of a start time: the UTC day, as days since 1970-01-01.
 #[must_use]
@@ -194,18 +151,6 @@ pub fn parse_day_dir_name(name: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn outcome_codes_round_trip_and_reject_unknown() {
-        for o in [Outcome::Win, Outcome::Loss, Outcome::Draw] {
-            assert_eq!(Outcome::parse(o.as_str()), Some(o));
-            assert_eq!(Outcome::parse(&o.as_str().to_uppercase()), Some(o));
-        }
-        assert_eq!(Outcome::parse("1"), Some(Outcome::Win));
-        assert_eq!(Outcome::parse(" Tie "), Some(Outcome::Draw));
-        assert_eq!(Outcome::parse("2"), None);
-        assert_eq!(Outcome::parse("forfeit"), None);
-    }
 
     #[test]
     fn day_partition_names_round_trip_including_before_1970() {

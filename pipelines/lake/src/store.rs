@@ -458,13 +458,6 @@ impl Txn {
         &self.run_id
     }
 
-    /// A scratch directory inside the transaction for spill files; never committed.
-    pub fn scratch_dir(&self) -> Result<PathBuf> {
-        let p = self.dir.join("scratch");
-        fs::create_dir_all(&p).map_err(io_err(&p))?;
-        Ok(p)
-    }
-
     /// Files added so far, relative to the lake root.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
@@ -507,10 +500,6 @@ impl Txn {
     }
 
     fn commit_inner(mut self, run: &serde_json::Value, crash: Option<CrashPoint>) -> Result<()> {
-        let scratch = self.dir.join("scratch");
-        if scratch.exists() {
-            fs::remove_dir_all(&scratch).map_err(io_err(&scratch))?;
-        }
         if crash == Some(CrashPoint::BeforeCommitRecord) {
             self.done = true; // a dead process cleans nothing up
             return Ok(());
