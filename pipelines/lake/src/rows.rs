@@ -9,7 +9,10 @@ use arrow_array::builder::{
     UInt8Builder, UInt32Builder,
 };
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
-use arrow_array::{ArrayRef, ArrowPrimitiveType, RecordBatch, new_null_array};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, DictionaryArray, Int32Array, RecordBatch, StringArray,
+    new_null_array,
+};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::schema::{Outcome, matches_schema};
@@ -516,14 +519,27 @@ impl RowsBuilder {
             }
             None => new_null_array(&DataType::Boolean, n),
         };
-        let bytes: usize = self.source_file.iter().map(|(s, k)| s.len() * k).sum();
-        let mut files = StringBuilder::with_capacity(n, bytes);
+        // One dictionary value per distinct file, and a key per row.
         self.last_source = (0, 0);
+        let mut names: Vec<String> = Vec::new();
+        let mut keys: Vec<i32> = Vec::with_capacity(n);
         for (name, k) in self.source_file.drain(..) {
-            for _ in 0..k {
-                files.append_value(&name);
-            }
+            let key = match names.iter().position(|x| *x == name) {
+                Some(p) => p,
+                None => {
+                    names.push(name);
+                    names.len() - 1
+                }
+            };
+            keys.extend(std::iter::repeat_n(
+                i32::try_from(key).unwrap_or(i32::MAX),
+                k,
+            ));
         }
+        let files = DictionaryArray::<Int32Type>::new(
+            Int32Array::from(keys),
+            Arc::new(StringArray::from(names)),
+        );
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.match_id.finish()),
             Arc::new(self.mode.finish()),
@@ -552,7 +568,7 @@ impl RowsBuilder {
             self.ping_ms.finish(n, &f64t),
             self.rating.finish(n, &f64t),
             self.extra.finish(n),
-            Arc::new(files.finish()),
+            Arc::new(files),
             Arc::new(self.source_line.finish()),
             Arc::new(self.file_idx.finish()),
             Arc::new(self.record_rows.finish()),

@@ -76,10 +76,15 @@ static MATCHES: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(PING_MS, DataType::Float64, true),
         Field::new(RATING, DataType::Float64, true),
         Field::new(EXTRA, DataType::Utf8, true),
-        Field::new(SOURCE_FILE, DataType::Utf8, false),
+        Field::new(SOURCE_FILE, source_file_type(), false),
         Field::new(SOURCE_LINE, DataType::Int64, false),
     ]))
 });
+
+/// The type of `source_file`: dictionary-encoded text (one value per input file).
+pub fn source_file_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
 
 /// The schema of the `matches` table.
 pub fn matches_schema() -> SchemaRef {

@@ -375,6 +375,21 @@ impl Lake {
             reason: e.to_string(),
         })?;
         let mut touched: Vec<PathBuf> = Vec::new();
+        // A staged directory the lake does not have yet (a new day) moves in one rename.
+        let mut parents: Vec<&Path> = rec.files.iter().filter_map(|r| r.parent()).collect();
+        parents.sort();
+        parents.dedup();
+        for rel_dir in parents {
+            let (src, dst) = (dir.join("data").join(rel_dir), self.root.join(rel_dir));
+            if src.is_dir() && !dst.exists() {
+                let up = dst.parent().unwrap_or(&self.root).to_path_buf();
+                fs::create_dir_all(&up).map_err(io_err(&up))?;
+                fs::rename(&src, &dst).map_err(io_err(&dst))?;
+                if !touched.contains(&up) {
+                    touched.push(up);
+                }
+            }
+        }
         for rel in &rec.files {
             let src = dir.join("data").join(rel);
             let dst = self.root.join(rel);
