@@ -43,6 +43,7 @@ pub mod generate;
 pub mod parse;
 pub mod report;
 pub mod source;
+pub mod starts;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -364,6 +365,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     };
     let mut reports: Vec<FileReport> = Vec::new();
     let mut qentries: Vec<QEntry> = Vec::new();
+    let mut match_starts = starts::MatchStarts::default();
 
     for (idx, path) in files.iter().enumerate() {
         let name = path.display().to_string();
@@ -380,6 +382,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
             ..Default::default()
         };
         let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let file_name: std::sync::Arc<str> = std::sync::Arc::from(name.as_str());
         {
             let mut sink = |p: Parsed| -> Result<(), IngestError> {
                 fr.counts.read += p.read;
@@ -389,6 +392,9 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
                     *skipped.entry(why).or_default() += n;
                 }
                 for (day, batch) in p.days {
+                    let (batch, rejected) = match_starts.check(batch, &file_name)?;
+                    fr.counts.quarantined += rejected.len() as u64;
+                    qentries.extend(rejected);
                     stager.add(day, batch)?;
                 }
                 qentries.extend(p.quarantine);
