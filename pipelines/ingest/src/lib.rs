@@ -382,7 +382,6 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
             ..Default::default()
         };
         let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
-        let file_name: std::sync::Arc<str> = std::sync::Arc::from(name.as_str());
         {
             let mut sink = |p: Parsed| -> Result<(), IngestError> {
                 fr.counts.read += p.read;
@@ -392,7 +391,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
                     *skipped.entry(why).or_default() += n;
                 }
                 for (day, batch) in p.days {
-                    let (batch, rejected) = match_starts.check(batch, &file_name)?;
+                    let (batch, rejected) = match_starts.check(batch)?;
                     fr.counts.quarantined += rejected.len() as u64;
                     qentries.extend(rejected);
                     stager.add(day, batch)?;

@@ -3,8 +3,6 @@
 //! This check runs on the stream, in input order: the first row of a match fixes its start, and
 //! a later row that disagrees is quarantined (with its whole source record).
 
-use std::sync::Arc;
-
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMillisecondType, UInt8Type, UInt32Type};
 use arrow_array::{BooleanArray, RecordBatch};
@@ -12,14 +10,17 @@ use arrow_select::filter::filter_record_batch;
 use hashbrown::{HashMap, HashSet};
 use mm_lake::rows::internal;
 use mm_lake::schema::col;
+use xxhash_rust::xxh3::xxh3_128;
 
 use crate::IngestError;
 use crate::parse::QEntry;
 
-/// The start time of every match seen so far in the run, with where it was first seen.
+/// The start time of every match seen so far in the run, keyed by a 128-bit hash of the match
+/// id: 24 bytes a match, and a collision (which would wrongly quarantine a row, naming both
+/// times) has odds of about 1e-26 among a million matches.
 #[derive(Debug, Default)]
 pub struct MatchStarts {
-    first: HashMap<String, (i64, Arc<str>, i64)>,
+    first: HashMap<u128, i64>,
 }
 
 fn internal_err(e: impl std::fmt::Display) -> IngestError {
@@ -38,12 +39,8 @@ fn show_ms(ms: i64) -> String {
 
 impl MatchStarts {
     /// Returns `batch` without the rows whose match started at another time in an earlier row,
-    /// and one quarantine entry per rejected source record. `file` names the batch's file.
-    pub fn check(
-        &mut self,
-        batch: RecordBatch,
-        file: &Arc<str>,
-    ) -> Result<(RecordBatch, Vec<QEntry>), IngestError> {
+    /// and one quarantine entry per rejected source record.
+    pub fn check(&mut self, batch: RecordBatch) -> Result<(RecordBatch, Vec<QEntry>), IngestError> {
         let c = |name: &str| {
             batch
                 .column_by_name(name)
@@ -73,17 +70,14 @@ impl MatchStarts {
             if last == Some((m, s)) {
                 continue; // the common case: the next player of the same match
             }
-            let (first_s, first_file, first_line) = self
-                .first
-                .entry_ref(m)
-                .or_insert_with(|| (s, file.clone(), line.value(i)));
-            if *first_s == s {
+            let first_s = *self.first.entry(xxh3_128(m.as_bytes())).or_insert(s);
+            if first_s == s {
                 last = Some((m, s));
             } else {
                 let reason = format!(
-                    "match {m} starts at {} here but at {} at line {first_line} of {first_file}; all rows of a match share its start",
+                    "match {m} starts at {} here but at {} in an earlier row; all rows of a match share its start",
                     show_ms(s),
-                    show_ms(*first_s)
+                    show_ms(first_s)
                 );
                 bad.push((i, reason));
             }
