@@ -88,13 +88,8 @@ const DICTIONARY: [&str; 9] = [
     "field",
 ];
 
-/// Writer properties of every lake file: zstd, statistics, our name as the writer.
-pub fn writer_properties() -> WriterProperties {
-    properties_builder().build()
-}
-
-/// Properties for one file's batches: like [`writer_properties`], but columns that are null in
-/// every row are left uncompressed. They encode to a few bytes either way, and a compressed
+/// Writer properties of one lake file: zstd, statistics, our name as the writer; columns that
+/// are null in every row are left uncompressed. They encode to a few bytes either way, and a compressed
 /// column costs a zstd context per file, which dominates when a lake has many small partitions.
 fn properties_for(batches: &[RecordBatch]) -> WriterProperties {
     let mut b = properties_builder();
@@ -471,11 +466,6 @@ pub struct Txn {
 impl Txn {
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-
-    /// Files added so far, relative to the lake root.
-    pub fn files(&self) -> &[PathBuf] {
-        &self.files
     }
 
     /// Stages a Parquet file that the commit will place at `rel` (relative to the lake root).
