@@ -1,8 +1,8 @@
 //! Pass 2, one day at a time: deduplication against the run and the lake, the match-level rules,
 //! outcome derivation from team scores, sorting, and the day's Parquet file.
 //!
-//! Every row of a match has the match's start time, so a match never spans two days and these
-//! rules can look at one day's partition alone.
+//! Every row of a match has the match's start time (pass 1 enforces it, see [`crate::starts`]),
+//! so a match never spans two days and these rules can look at one day's partition alone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -148,50 +148,70 @@ pub fn finalize_day(
         why: HashMap::new(),
     };
 
-    // 1. Duplicates: against the lake by key, within the run by key and content.
+    // Rows in lake order: (start, match, team), input order within a team. Pass 1 gives every
+    // match a single start time, so each match is one contiguous run of this order, and the
+    // rules below walk runs instead of hashing every row.
+    let key = |a: &usize, b: &usize| {
+        start
+            .value(*a)
+            .cmp(&start.value(*b))
+            .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
+            .then_with(|| team.value(*a).cmp(&team.value(*b)))
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    if !order.windows(2).all(|w| key(&w[0], &w[1]).is_le()) {
+        order.sort_by(key); // stable: input order within a team
+    }
     let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
     let same_content = |i: usize, j: usize| {
         (0..lake_cols)
             .all(|k| batch.column(k).slice(i, 1).to_data() == batch.column(k).slice(j, 1).to_data())
     };
-    let mut seen: HashMap<(&str, &str), usize> = HashMap::with_capacity(n);
-    for i in 0..n {
-        let (m, p) = (match_id.value(i), player.value(i));
-        if existing
-            .get(m)
-            .is_some_and(|v| v.iter().any(|(q, _)| q == p))
-        {
-            f.fate[i] = Fate::Duplicate;
+    let mut derived: HashMap<usize, Outcome> = HashMap::new();
+    let mut by_player: Vec<usize> = Vec::new();
+    for group in order.chunk_by(|a, b| match_id.value(*a) == match_id.value(*b)) {
+        let m = match_id.value(group[0]);
+        let stored = existing.get(m);
+
+        // 1. Duplicates: of the lake by key; within the run by key and content (first wins).
+        by_player.clear();
+        for &i in group {
+            if stored.is_some_and(|v| v.iter().any(|(q, _)| q == player.value(i))) {
+                f.fate[i] = Fate::Duplicate;
+            } else {
+                by_player.push(i);
+            }
+        }
+        by_player.sort_by(|a, b| player.value(*a).cmp(player.value(*b)).then(a.cmp(b)));
+        for same in by_player.chunk_by(|a, b| player.value(*a) == player.value(*b)) {
+            let first = same[0];
+            for &j in &same[1..] {
+                if same_content(j, first) {
+                    f.fate[j] = Fate::Duplicate;
+                } else {
+                    let reason = format!(
+                        "player {} appears twice in match {m} with different values (lines {} and {})",
+                        player.value(j),
+                        line.value(first),
+                        line.value(j)
+                    );
+                    f.quarantine(first, "match: player twice", reason.clone());
+                    f.quarantine(j, "match: player twice", reason);
+                }
+            }
+        }
+
+        // 2. Match-level rules over the rows still accepted.
+        let rows: Vec<usize> = group
+            .iter()
+            .copied()
+            .filter(|&i| f.fate[i] == Fate::Accepted)
+            .collect();
+        if rows.is_empty() {
             continue;
         }
-        match seen.get(&(m, p)) {
-            None => {
-                seen.insert((m, p), i);
-            }
-            Some(&j) if same_content(i, j) => f.fate[i] = Fate::Duplicate,
-            Some(&j) => {
-                let reason = format!(
-                    "player {p} appears twice in match {m} with different values (lines {} and {})",
-                    line.value(j),
-                    line.value(i)
-                );
-                f.quarantine(j, "match: player twice", reason.clone());
-                f.quarantine(i, "match: player twice", reason);
-            }
-        }
-    }
-
-    // 2. Match-level rules over the rows still accepted.
-    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-    for i in (0..n).filter(|&i| f.fate[i] == Fate::Accepted) {
-        groups.entry(match_id.value(i)).or_default().push(i);
-    }
-    let mut derived: HashMap<usize, Outcome> = HashMap::new();
-    let mut group_list: Vec<(&str, Vec<usize>)> = groups.into_iter().collect();
-    group_list.sort_unstable_by_key(|(_, rows)| rows[0]);
-    for (m, rows) in group_list {
         let mut teams: Vec<i32> = rows.iter().map(|&i| team.value(i)).collect();
-        if let Some(v) = existing.get(m) {
+        if let Some(v) = stored {
             teams.extend(v.iter().map(|(_, t)| *t));
         }
         teams.sort_unstable();
@@ -271,20 +291,13 @@ pub fn finalize_day(
         }
     }
 
-    // 5. The accepted rows in lake order: (start, match, team), input order within a team.
-    let mut keep: Vec<usize> = (0..n).filter(|&i| f.fate[i] == Fate::Accepted).collect();
+    // 5. The accepted rows, in lake order, with derived outcomes.
+    let keep: Vec<usize> = order
+        .into_iter()
+        .filter(|&i| f.fate[i] == Fate::Accepted)
+        .collect();
     if keep.is_empty() {
         return Ok(result);
-    }
-    let key = |a: &usize, b: &usize| {
-        start
-            .value(*a)
-            .cmp(&start.value(*b))
-            .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
-            .then_with(|| team.value(*a).cmp(&team.value(*b)))
-    };
-    if !keep.windows(2).all(|w| key(&w[0], &w[1]).is_le()) {
-        keep.sort_by(key); // stable
     }
     let mut out = batch.clone();
     if !derived.is_empty() {
