@@ -104,6 +104,44 @@ fn every_rule_quarantines_the_hand_computed_lines_with_reasons() {
     assert_eq!(util::data_snapshot(&lake), before);
 }
 
+/// Regression: a CRLF header used to shift every line number of the first chunk by one.
+#[test]
+fn line_numbers_are_physical_lines_with_crlf_bom_and_quoted_newlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("crlf.csv");
+    let text = "\u{feff}match_id,player_id,team,start_time,outcome,note\r\n\
+                m1,a,0,2024-01-01,win,\"multi\r\nline\"\r\n\
+                m1,b,1,2024-01-01,loss,ok\r\n\
+                m1,c,1,2024-01-01,loss,-\r\n\
+                m2,d,0,2024-01-01,oops,x\r\n";
+    std::fs::write(&csv, text).unwrap();
+    let lake = dir.path().join("lake");
+    let r = ingest_ok(&lake, &[&csv]);
+    assert_eq!(counts(&r), [4, 3, 1, 0, 0]);
+    let mut lines = BTreeMap::new();
+    for b in util::read_tree(&lake.join("matches")) {
+        let p = b.column_by_name("player_id").unwrap().as_string::<i32>();
+        let l = b
+            .column_by_name("source_line")
+            .unwrap()
+            .as_primitive::<arrow_array::types::Int64Type>();
+        for i in 0..b.num_rows() {
+            lines.insert(p.value(i).to_string(), l.value(i));
+        }
+    }
+    // the header is line 1; a's record spans lines 2-3
+    assert_eq!(lines["a"], 2);
+    assert_eq!(lines["b"], 4);
+    assert_eq!(lines["c"], 5);
+    assert_eq!(
+        quarantine_by_line(&lake)
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![6]
+    );
+}
+
 #[test]
 fn outcomes_are_derived_from_team_scores() {
     let dir = tempfile::tempdir().unwrap();

@@ -252,9 +252,14 @@ impl FileRun<'_> {
                             .to_string()
                     })
                     .collect();
-                let consumed = usize::try_from(rdr.position().byte())
+                let mut consumed = usize::try_from(rdr.position().byte())
                     .unwrap_or(0)
                     .min(first.data().len());
+                // After a CRLF header the reader stops between '\r' and '\n': step over the '\n'
+                // so that line numbers count from the first data line.
+                if first.data().get(consumed) == Some(&b'\n') {
+                    consumed += 1;
+                }
                 first.first_line +=
                     memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
                 first.start += consumed;

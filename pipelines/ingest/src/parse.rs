@@ -180,6 +180,9 @@ pub fn parse_csv_chunk(
     // A record with the wrong number of fields, held back one step: if it is the file's last
     // record and the file does not end in a newline, the file is truncated.
     let mut held: Option<QEntry> = None;
+    // Physical line of the current record: newlines counted up to its first byte (the csv
+    // crate's own line count skips newlines inside quoted fields).
+    let (mut at_byte, mut at_line) = (0_usize, chunk.first_line);
     loop {
         let more = rdr.read_byte_record(&mut rec).map_err(|e| {
             IngestError::input(
@@ -193,7 +196,17 @@ pub fn parse_csv_chunk(
         if let Some(q) = held.take() {
             out.quarantine.push(q);
         }
-        let line = chunk.first_line + rec.position().map_or(1, csv::Position::line) - 1;
+        let mut begin = rec
+            .position()
+            .map_or(at_byte, |p| usize::try_from(p.byte()).unwrap_or(at_byte))
+            .clamp(at_byte, data.len());
+        // After a CRLF the reported start sits before the '\n'; no record starts with a line break.
+        while matches!(data.get(begin), Some(b'\r' | b'\n')) {
+            begin += 1;
+        }
+        at_line += memchr::memchr_iter(b'\n', &data[at_byte..begin]).count() as u64;
+        at_byte = begin;
+        let line = at_line;
         out.read += 1;
         if rec.len() != ctx.header_len {
             let e = RowError::record(format!(
