@@ -198,7 +198,7 @@ fn overlapping_inputs_are_deduplicated_on_match_and_player() {
     assert_eq!(rows(&lake2.join("matches")), 2000);
     // a small memory budget finalises days early and still deduplicates across the parts
     let lake3 = dir.path().join("small-budget");
-    let (code, r3, err) = ingest(&lake3, &[&a, &b], &["--spill-rows", "1000"]);
+    let (code, r3, err) = ingest(&lake3, &[&a, &b], &["--stage-rows", "1000"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(counts(&r3), [2400, 2000, 0, 400, 0]);
     assert_eq!(rows(&lake3.join("matches")), 2000);

@@ -66,7 +66,7 @@ pub struct IngestArgs {
     pub mode: String,
     /// Rows staged in memory; past it, every day but the newest is finalised early (about 200 bytes a row).
     #[arg(long, default_value_t = 500_000)]
-    pub spill_rows: usize,
+    pub stage_rows: usize,
     /// Size in MiB of the chunks parsed in parallel.
     #[arg(long, default_value_t = 8)]
     pub chunk_mib: usize,
@@ -95,7 +95,7 @@ impl IngestArgs {
         Ok(IngestConfig {
             format,
             default_mode: self.mode.clone(),
-            spill_rows: self.spill_rows,
+            stage_rows: self.stage_rows,
             chunk_bytes,
             ..IngestConfig::new(self.lake.clone(), self.inputs.clone())
         })

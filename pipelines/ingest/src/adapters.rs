@@ -10,7 +10,7 @@ use mm_lake::schema::Outcome;
 use mm_lake::{PlayerRow, RowError};
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::CanonMap;
+use crate::canonical::{CanonMap, text_value};
 use crate::fields::{self, present, show};
 
 /// Why a source record produced no lake rows.
@@ -186,25 +186,11 @@ fn extras_json(rec: &ByteRecord, cols: &[(usize, String)], base: Option<&str>) -
     (out.len() > 2).then_some(out)
 }
 
-/// Appends `"key":value`, with the value as [`text_value`] would make it.
+/// Appends `"key":value`, with the value as [`text_value`] makes it.
 fn push_json_member(out: &mut String, key: &str, raw: &[u8]) {
     use std::fmt::Write as _;
-    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    let text = String::from_utf8_lossy(raw);
-    let t = text.trim();
-    let _ = write!(out, "{}:", quote(key));
-    if let Ok(i) = t.parse::<i64>() {
-        let _ = write!(out, "{i}");
-    } else if let Some(n) = t
-        .parse::<f64>()
-        .ok()
-        .filter(|f| f.is_finite())
-        .and_then(serde_json::Number::from_f64)
-    {
-        let _ = write!(out, "{n}");
-    } else {
-        out.push_str(&quote(t));
-    }
+    let key = serde_json::Value::from(key);
+    let _ = write!(out, "{key}:{}", text_value(raw));
 }
 
 #[derive(Debug)]

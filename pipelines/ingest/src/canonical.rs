@@ -250,7 +250,6 @@ impl CanonMap {
 }
 
 /// A text field as a JSON value: a number when it reads as a finite number, else a string.
-/// (`adapters::push_json_member` writes the same values straight to text.)
 pub fn text_value(b: &[u8]) -> serde_json::Value {
     let s = String::from_utf8_lossy(b);
     let t = s.trim();

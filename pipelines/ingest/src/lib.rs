@@ -99,7 +99,7 @@ pub struct IngestConfig {
     /// The `mode` of canonical rows that have no `mode` column or value.
     pub default_mode: String,
     /// Rows staged in memory before older days are finalised (roughly 150 bytes per row).
-    pub spill_rows: usize,
+    pub stage_rows: usize,
     /// Size of the chunks that are parsed in parallel.
     pub chunk_bytes: usize,
 }
@@ -112,7 +112,7 @@ impl IngestConfig {
             inputs,
             format: None,
             default_mode: "default".into(),
-            spill_rows: 500_000,
+            stage_rows: 500_000,
             chunk_bytes: 8 << 20,
         }
     }
@@ -130,10 +130,10 @@ impl IngestConfig {
                 reason: "must not be empty".into(),
             });
         }
-        if self.spill_rows < 1000 {
+        if self.stage_rows < 1000 {
             return Err(IngestError::Config {
-                field: "spill_rows",
-                reason: format!("{} is below the minimum of 1000", self.spill_rows),
+                field: "stage_rows",
+                reason: format!("{} is below the minimum of 1000", self.stage_rows),
             });
         }
         if self.chunk_bytes < 4096 {
@@ -362,7 +362,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     let mut stager = Stager {
         lake: &lake,
         txn: &txn,
-        budget_rows: cfg.spill_rows,
+        budget_rows: cfg.stage_rows,
         mem: BTreeMap::new(),
         mem_rows: 0,
         parts: BTreeMap::new(),
