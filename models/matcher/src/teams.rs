@@ -34,6 +34,8 @@ pub enum TeamError {
         teams: usize,
         team_size: usize,
     },
+    #[error("no split of these parties fits two teams of {team_size}")]
+    Unbalanceable { team_size: usize },
     #[error("exhaustive split supports up to {max} parties, got {got}")]
     TooManyParties { max: usize, got: usize },
     #[error("party {index} has a non-finite skill")]
@@ -220,6 +222,9 @@ pub fn best_split(parties: &[Party], team_size: usize) -> Result<Split, TeamErro
             }
         }
     }
+    if best_size_diff == usize::MAX {
+        return Err(TeamError::Unbalanceable { team_size });
+    }
     // Right subsets grouped by size, each group sorted by skill.
     let mut by_size: Vec<Vec<(f64, u32)>> = vec![Vec::new(); total + 1];
     for (m, &(s, k)) in right.iter().enumerate() {
@@ -269,7 +274,9 @@ pub fn best_split(parties: &[Party], team_size: usize) -> Result<Split, TeamErro
 /// player skill of the two teams is evened out: while the averages differ by at least the
 /// threshold, the best party of the stronger team is swapped with the worst party of the same
 /// size on the weaker team (moving inward through both sorted lists until a swap that does not
-/// flip the imbalance is found). Team sizes are never changed by a swap.
+/// flip the imbalance is found). Team sizes are never changed by a swap. When the deal would
+/// overfill a team although some split fits (e.g. {3},{3},{2},{2},{2} in teams of 6), the
+/// deal is replaced by the exhaustive split, and smoothing proceeds from there.
 pub fn abba_split(
     parties: &[Party],
     team_size: usize,
@@ -306,6 +313,13 @@ pub fn abba_split(
         }
         sizes[t] += s;
         on_a[i] = t == 0;
+    }
+    if sizes[0] > team_size || sizes[1] > team_size {
+        let split = best_split(parties, team_size)?;
+        on_a.fill(false);
+        for &i in &split.teams[0] {
+            on_a[i] = true;
+        }
     }
     if let Some(threshold) = smoothing {
         smooth(parties, &mut on_a, threshold);

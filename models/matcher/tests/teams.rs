@@ -1,0 +1,136 @@
+//! Team balance invariants over many random lobbies, and the exhaustive split against a plain
+//! brute force over every assignment of parties to teams.
+
+use mm_matcher::teams::{
+    Party, Split, TeamError, abba_split, balanceable, best_split, kk_partition,
+};
+use proptest::prelude::*;
+
+/// Random lobbies for a mode with teams of `team_size`: parties of 1..=team_size players whose
+/// total fits two teams, with skill sums (per player in [-1, 1], as raw skill).
+fn lobby(team_size: usize) -> impl Strategy<Value = Vec<Party>> {
+    prop::collection::vec((1..=team_size, -1.0f64..1.0), 1..=2 * team_size).prop_map(move |v| {
+        let mut total = 0;
+        v.into_iter()
+            .take_while(|&(s, _)| {
+                total += s;
+                total <= 2 * team_size
+            })
+            .map(|(size, k)| Party {
+                size,
+                skill: k * size as f64,
+            })
+            .collect()
+    })
+}
+
+/// Every assignment, the best by (size difference, skill difference).
+fn brute_force(parties: &[Party], team_size: usize) -> (usize, f64) {
+    let total: usize = parties.iter().map(|p| p.size).sum();
+    let skill: f64 = parties.iter().map(|p| p.skill).sum();
+    let mut best = (usize::MAX, f64::INFINITY);
+    for mask in 0u64..1 << parties.len() {
+        let (mut a, mut k) = (0, 0.0);
+        for (i, p) in parties.iter().enumerate() {
+            if mask >> i & 1 == 1 {
+                a += p.size;
+                k += p.skill;
+            }
+        }
+        if a > team_size || total - a > team_size {
+            continue;
+        }
+        let cand = ((2 * a).abs_diff(total), (2.0 * k - skill).abs());
+        if cand.0 < best.0 || (cand.0 == best.0 && cand.1 < best.1) {
+            best = cand;
+        }
+    }
+    best
+}
+
+fn check_intact(parties: &[Party], s: &Split, team_size: usize) -> Result<(), TestCaseError> {
+    let mut seen = vec![0; parties.len()];
+    for (t, team) in s.teams.iter().enumerate() {
+        let size: usize = team.iter().map(|&i| parties[i].size).sum();
+        prop_assert_eq!(size, s.sizes[t]);
+        prop_assert!(size <= team_size, "team {} has {} > {}", t, size, team_size);
+        for &i in team {
+            seen[i] += 1;
+        }
+    }
+    prop_assert!(
+        seen.iter().all(|&k| k == 1),
+        "every party on exactly one team"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    #[test]
+    fn exhaustive_split_equals_brute_force(
+        (team_size, parties) in (1usize..=7).prop_flat_map(|t| (Just(t), lobby(t)))
+    ) {
+        let (size_diff, skill_diff) = brute_force(&parties, team_size);
+        if size_diff == usize::MAX {
+            // No assignment fits (e.g. {4},{4},{3} in teams of 6): a named error, like ABBA's.
+            let unbalanceable = Err(TeamError::Unbalanceable { team_size });
+            prop_assert_eq!(best_split(&parties, team_size), unbalanceable.clone());
+            prop_assert_eq!(abba_split(&parties, team_size, None), unbalanceable);
+            return Ok(());
+        }
+        let s = best_split(&parties, team_size).unwrap();
+        check_intact(&parties, &s, team_size)?;
+        let abba = abba_split(&parties, team_size, Some(0.1)).unwrap();
+        check_intact(&parties, &abba, team_size)?;
+        prop_assert_eq!(s.size_diff(), size_diff);
+        prop_assert!((s.skill_diff() - skill_diff).abs() < 1e-9, "{} vs {}", s.skill_diff(), skill_diff);
+    }
+
+    #[test]
+    fn abba_keeps_parties_and_smoothing_never_hurts(parties in lobby(6), threshold in 0.0f64..0.5) {
+        let Ok(plain) = abba_split(&parties, 6, None) else {
+            prop_assert!(brute_force(&parties, 6).0 == usize::MAX, "ABBA refused a lobby that fits");
+            return Ok(());
+        };
+        check_intact(&parties, &plain, 6)?;
+        let smooth = abba_split(&parties, 6, Some(threshold)).unwrap();
+        check_intact(&parties, &smooth, 6)?;
+        prop_assert_eq!(smooth.sizes, plain.sizes);
+        let gap = |s: &mm_matcher::teams::Split| {
+            let avg = |t: usize| if s.sizes[t] == 0 { 0.0 } else { s.skill[t] / s.sizes[t] as f64 };
+            (avg(0) - avg(1)).abs()
+        };
+        prop_assert!(gap(&smooth) <= gap(&plain) + 1e-12);
+    }
+
+    #[test]
+    fn kk_partition_places_every_party_once(sizes in prop::collection::vec(1usize..=6, 0..30), k in 1usize..=4) {
+        let teams = kk_partition(&sizes, k);
+        prop_assert_eq!(teams.len(), k);
+        let mut all: Vec<usize> = teams.iter().flatten().copied().collect();
+        all.sort_unstable();
+        prop_assert_eq!(all, (0..sizes.len()).collect::<Vec<_>>());
+        if let Some(totals) = balanceable(&sizes, 6, k, false) {
+            prop_assert!(totals.iter().all(|&t| t <= 6));
+            prop_assert_eq!(totals.iter().sum::<usize>(), sizes.iter().sum::<usize>());
+        }
+    }
+}
+
+/// 12v12 of 24 solo players: the split is exhaustive (checked against the obvious optimum of
+/// pairing consecutive integers), balanced in size, and parties intact.
+#[test]
+fn twelve_v_twelve_solos() {
+    let parties: Vec<Party> = (0..24)
+        .map(|k| Party {
+            size: 1,
+            skill: f64::from(k),
+        })
+        .collect();
+    let s = best_split(&parties, 12).unwrap();
+    assert_eq!(s.sizes, [12, 12]);
+    // Sum 0..23 = 276, so 138 each is achievable.
+    assert_eq!(s.skill_diff(), 0.0);
+}
