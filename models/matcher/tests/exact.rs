@@ -5,6 +5,7 @@
 //! - networkx `max_weight_matching` on every pool in ../shared/peers/results/pools (and the
 //!   HiGHS-certified optimum for P = 2000);
 //! - the LP dual certificate of every solve, checked by `Certificate::verify`.
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

@@ -1,5 +1,6 @@
 //! Team balance invariants over many random lobbies, and the exhaustive split against a plain
 //! brute force over every assignment of parties to teams.
+#![allow(clippy::unwrap_used)]
 
 use mm_matcher::teams::{
     Party, Split, TeamError, abba_split, balanceable, best_split, kk_partition,
