@@ -8,3 +8,4 @@ mod util;
 mod ingest_canonical;
 mod ingest_real;
 mod lake_crash;
+mod pair;

@@ -1,1 +1,92 @@
-fn main() {}
+//! Criterion benchmarks of the matcher's hot paths, with fixed inputs built outside the timed
+//! loop and the size in each benchmark id:
+//! - EOMM pairing (exact dense blossom) on the peers' pools (P = 100, 500, 1000, 2000), read from
+//!   ../shared/peers/results/pools when present, else on pools of the same model generated here;
+//! - the exhaustive two-team split of 6v6 and 12v12 lobbies (solo players, the hardest case).
+//!
+//! `cargo bench -p mm-matcher`. The ratio to networkx comes from `mm bench pair`, which runs the
+//! peer beside our solver in one run.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mm_matcher::blossom::DenseBlossom;
+use mm_matcher::pairing::{PairPolicy, pair_i64};
+use mm_matcher::scoring::{EloDraw, TabularChurn, eomm_matrix};
+use mm_matcher::teams::{Party, best_split};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn pool(p: usize) -> Vec<i64> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../../../shared/peers/results/pools/pool_P{p}_s20240601_wq.i32"
+    ));
+    if let Ok(bytes) = std::fs::read(&path) {
+        return bytes
+            .chunks_exact(4)
+            .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect();
+    }
+    // The peer pool model (gen_pool.py), with our own RNG.
+    let mut rng = ChaCha8Rng::seed_from_u64(20240601 + p as u64);
+    let skills: Vec<f64> = (0..p)
+        .map(|_| 1500.0 + 300.0 * (rng.random::<f64>() * 2.0 - 1.0) * 1.7)
+        .collect();
+    let by_outcome = (0..p)
+        .map(|_| {
+            let base = rng.random_range(0.2..0.6);
+            let c = |e: f64| f64::clamp(base + e, 0.01, 0.99);
+            let (win, lose, draw) = (
+                rng.random_range(-0.15..0.05),
+                rng.random_range(0.0..0.25),
+                rng.random_range(-0.05..0.10),
+            );
+            [c(win), c(draw), c(lose)]
+        })
+        .collect();
+    let win = EloDraw {
+        skills,
+        p_draw: 0.2,
+        scale: 400.0,
+    };
+    eomm_matrix(p, &win, &TabularChurn { by_outcome })
+        .iter()
+        .map(|w| (w * 1e6).round() as i64)
+        .collect()
+}
+
+fn eomm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("eomm_pairing");
+    g.sample_size(10);
+    for p in [100usize, 500, 1000, 2000] {
+        let w = pool(p);
+        let mut solver = DenseBlossom::new();
+        g.bench_with_input(BenchmarkId::from_parameter(p), &w, |b, w| {
+            b.iter(|| pair_i64(PairPolicy::Eomm, p, black_box(w), None, &mut solver))
+        });
+    }
+    g.finish();
+}
+
+fn split(c: &mut Criterion) {
+    let mut g = c.benchmark_group("exhaustive_split");
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for team in [6usize, 12] {
+        let parties: Vec<Party> = (0..2 * team)
+            .map(|_| Party {
+                size: 1,
+                skill: rng.random_range(-1.0..1.0),
+            })
+            .collect();
+        g.bench_with_input(
+            BenchmarkId::new("solo", format!("{team}v{team}")),
+            &parties,
+            |b, p| b.iter(|| best_split(black_box(p), team)),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, eomm, split);
+criterion_main!(benches);

@@ -229,7 +229,7 @@ impl DenseBlossom {
         self.load(n, cost);
         self.warm_start();
         self.run();
-        let mate: Vec<usize> = (1..=n).map(|u| self.mate[u] as usize - 1).collect();
+        let mate = self.last_mate();
         let total = (0..n)
             .filter(|&i| mate[i] > i)
             .map(|i| cost[i * n + mate[i]])
@@ -827,6 +827,12 @@ impl DenseBlossom {
                 b += 1;
             }
         }
+    }
+
+    /// The matching of the last solve (`mate[i]`, 0-based).
+    #[must_use]
+    pub fn last_mate(&self) -> Vec<usize> {
+        (1..=self.n).map(|u| self.mate[u] as usize - 1).collect()
     }
 
     /// The optimal dual solution of the last solve: the proof that its matching is optimal.

@@ -146,8 +146,10 @@ fn check_shape(n: usize, len: usize) -> Result<(), PairingError> {
     Ok(())
 }
 
-/// Integer weights `round(w * 2^k)` with the largest `|w|` scaled into `[2^39, 2^40]`.
-fn quantise(n: usize, w: &[f64]) -> Vec<i64> {
+/// Integer weights `round(w * 2^k)` with the largest `|w|` scaled into `[2^39, 2^40]`: the
+/// problem EOMM and WorstMM solve exactly for float weights.
+#[must_use]
+pub fn quantise(n: usize, w: &[f64]) -> Vec<i64> {
     let max = w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     let scale = if max > 0.0 {
         let k = 39 - max.log2().ceil() as i32;
@@ -186,20 +188,11 @@ fn with_objective<T: Weight>(
     }
 }
 
-/// Exact minimum (or maximum) weight perfect matching; an odd pool gets a dummy vertex at cost 0.
-fn exact(
-    n: usize,
-    w: &[i64],
-    maximise: bool,
-    solver: &mut DenseBlossom,
-) -> Result<Pairing<i64>, PairingError> {
-    if n < 2 {
-        return Ok(Pairing {
-            pairs: vec![],
-            waiting: (n == 1).then_some(0),
-            objective: 0,
-        });
-    }
+/// The perfect-matching problem an exact policy solves for a pool: costs (negated to maximise)
+/// with a dummy vertex at cost 0 for an odd pool. Returns its size and row-major costs, so that
+/// a caller can check [`DenseBlossom::certificate`] against exactly what was solved.
+#[must_use]
+pub fn exact_problem(n: usize, w: &[i64], maximise: bool) -> (usize, Vec<i64>) {
     let m = n + n % 2;
     let mut cost = vec![0i64; m * m];
     for i in 0..n {
@@ -214,6 +207,24 @@ fn exact(
             };
         }
     }
+    (m, cost)
+}
+
+/// Exact minimum (or maximum) weight perfect matching; an odd pool gets a dummy vertex at cost 0.
+fn exact(
+    n: usize,
+    w: &[i64],
+    maximise: bool,
+    solver: &mut DenseBlossom,
+) -> Result<Pairing<i64>, PairingError> {
+    if n < 2 {
+        return Ok(Pairing {
+            pairs: vec![],
+            waiting: (n == 1).then_some(0),
+            objective: 0,
+        });
+    }
+    let (m, cost) = exact_problem(n, w, maximise);
     let sol = solver.solve(m, &cost)?;
     let mut pairs = Vec::with_capacity(n / 2);
     let mut waiting = None;

@@ -23,9 +23,58 @@ pub enum Cmd {
     /// Inspect the lake.
     #[command(subcommand)]
     Lake(LakeCmd),
+    /// Pair a 1v1 pool (EOMM or a baseline policy) and print the pairs, objective and solve time.
+    Pair(PairArgs),
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// Exact minimum expected churn (engagement-optimised matchmaking).
+    Eomm,
+    /// Exact maximum expected churn (the worst case).
+    Worst,
+    /// Sort by skill, pair neighbours (needs skills: a --players pool).
+    Skill,
+    /// Neighbours of a seeded random permutation.
+    Random,
+    /// Cheapest edge first.
+    Greedy,
+    /// Every policy on the same pool.
+    All,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["costs", "players"])))]
+pub struct PairArgs {
+    /// A P x P row-major little-endian int32 cost matrix (the peers' pools/*.i32 format).
+    #[arg(long)]
+    pub costs: Option<PathBuf>,
+    /// Players with states, CSV `id,skill,c_win,c_lose,c_draw` (the peers' pool CSV): churn per
+    /// outcome and an Elo skill, scored with the Elo-with-draws win model.
+    #[arg(long)]
+    pub players: Option<PathBuf>,
+    /// Draw probability of the win model (with --players).
+    #[arg(long, default_value_t = 0.2)]
+    pub p_draw: f64,
+    /// Elo scale of the win model (with --players).
+    #[arg(long, default_value_t = 400.0)]
+    pub elo_scale: f64,
+    #[arg(long, value_enum, default_value = "eomm")]
+    pub policy: PolicyArg,
+    /// Seed of the random policy.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Check the exact policies' optimality certificate (LP duality) and report it.
+    #[arg(long)]
+    pub verify: bool,
+    /// Print only the summary, not the pairs.
+    #[arg(long)]
+    pub summary: bool,
+    #[command(flatten)]
+    pub out: Output,
 }
 
 /// Output flags every job shares.
@@ -121,6 +170,36 @@ pub enum BenchCmd {
     /// Canonical CSV to the lake: rows per second and peak memory at each size, beside Python
     /// polars' CSV-to-Parquet on the same file when the peers' venv is installed.
     Ingest(BenchIngestArgs),
+    /// EOMM pairing (exact blossom) on the peers' pools, beside networkx max_weight_matching run
+    /// by the peers' own script on the same pools in the same run.
+    Pair(BenchPairArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchPairArgs {
+    /// Pool sizes (the shipped pools of ../shared/peers/results/pools, seed 20240601).
+    #[arg(long, value_delimiter = ',', default_value = "100,200,500,1000,2000")]
+    pub sizes: Vec<usize>,
+    /// Repetitions of our solve per size; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// The peers' folder (pools, reference optima and bench_mwpm.py).
+    #[arg(long, default_value = "../shared/peers")]
+    pub peers: PathBuf,
+    /// Run networkx up to this pool size (it takes ~7 s at 200, ~100 s at 500, ~15 min at 1000).
+    #[arg(long, default_value_t = 200)]
+    pub nx_max: usize,
+    /// networkx repetitions (median).
+    #[arg(long, default_value_t = 3)]
+    pub nx_reps: usize,
+    /// Python with networkx (default: $PEERS_VENV/bin/python, else ~/.venvs/peers/bin/python).
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
+    /// Scratch directory for the peer's outputs.
+    #[arg(long, default_value = "/tmp/mm-bench-pair")]
+    pub work: PathBuf,
+    #[command(flatten)]
+    pub out: Output,
 }
 
 #[derive(Debug, Args)]

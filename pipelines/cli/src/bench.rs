@@ -48,25 +48,22 @@ struct SizeResult {
     ratio_to_polars: Option<f64>,
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn peer_python(a: &BenchIngestArgs) -> Option<PathBuf> {
-    if a.no_peer {
-        return None;
-    }
-    let candidates = a
-        .peer_python
-        .clone()
+/// The peers' Python (explicit, `$PEERS_VENV`, or `~/.venvs/peers`) if it can import `module`.
+pub(crate) fn peer_python(explicit: Option<&Path>, module: &str) -> Option<PathBuf> {
+    let candidates = explicit
+        .map(Path::to_path_buf)
         .into_iter()
         .chain(std::env::var_os("PEERS_VENV").map(|v| PathBuf::from(v).join("bin/python")))
         .chain(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peers/bin/python")));
     candidates.into_iter().find(|p| {
         p.exists()
             && Command::new(p)
-                .args(["-c", "import polars"])
+                .args(["-c", &format!("import {module}")])
                 .output()
                 .is_ok_and(|o| o.status.success())
     })
@@ -116,7 +113,11 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&a.work).with_context(|| format!("{}", a.work.display()))?;
     let exe = std::env::current_exe()?;
-    let python = peer_python(a);
+    let python = if a.no_peer {
+        None
+    } else {
+        peer_python(a.peer_python.as_deref(), "polars")
+    };
     if python.is_none() && !a.no_peer {
         eprintln!(
             "mm bench: the polars peer is not installed (see ../shared/peers/README.md); measuring mm alone"

@@ -7,6 +7,8 @@
 
 mod args;
 mod bench;
+mod bench_pair;
+mod pair;
 mod progress;
 
 use std::process::ExitCode;
@@ -29,6 +31,9 @@ fn main() -> ExitCode {
 }
 
 fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<pair::InputError>().is_some() {
+        return 2;
+    }
     match e.downcast_ref::<IngestError>() {
         Some(IngestError::Input { .. } | IngestError::Config { .. }) => 2,
         _ => 1,
@@ -59,6 +64,8 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Pair(a) => pair::run(&a),
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
+        Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
     }
 }
