@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mm_matcher::blossom::DenseBlossom;
-use mm_matcher::pairing::{PairPolicy, pair_i64};
+use mm_matcher::pairing::{PairPolicy, costs_from_le_i32, pair_i64};
 use mm_matcher::scoring::{EloDraw, TabularChurn, eomm_matrix};
 use mm_matcher::teams::{Party, best_split};
 use rand::{Rng, SeedableRng};
@@ -22,11 +22,11 @@ fn pool(p: usize) -> Vec<i64> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
         "../../../shared/peers/results/pools/pool_P{p}_s20240601_wq.i32"
     ));
-    if let Ok(bytes) = std::fs::read(&path) {
-        return bytes
-            .chunks_exact(4)
-            .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-            .collect();
+    if let Some((_, w)) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| costs_from_le_i32(&b).ok())
+    {
+        return w;
     }
     // The peer pool model (gen_pool.py), with our own RNG.
     let mut rng = ChaCha8Rng::seed_from_u64(20240601 + p as u64);

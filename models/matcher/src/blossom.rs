@@ -401,7 +401,6 @@ impl DenseBlossom {
         }
     }
 
-    #[inline(never)]
     fn set_slack(&mut self, x: u32) {
         let xi = x as usize;
         self.slack_u[xi] = NIL;
@@ -511,7 +510,6 @@ impl DenseBlossom {
         NIL
     }
 
-    #[inline(never)]
     fn add_blossom(&mut self, u: u32, lca: u32, v: u32) {
         self.stats.blossoms += 1;
         let n = self.n;
@@ -584,7 +582,6 @@ impl DenseBlossom {
         self.set_slack(bu);
     }
 
-    #[inline(never)]
     fn expand_blossom(&mut self, b: u32) {
         self.stats.expansions += 1;
         let bi = b as usize;
@@ -657,7 +654,6 @@ impl DenseBlossom {
     }
 
     /// Scans outer vertex u: tight edges are followed, the others offered as slack edges.
-    #[inline(never)]
     fn scan(&mut self, u: u32) {
         let ui = u as usize;
         let su = self.st[ui];
@@ -687,7 +683,6 @@ impl DenseBlossom {
     /// forest (all now matched) and get fresh slack edges from the remaining outer vertices;
     /// every other tree, and all duals, stay as they are. Slack edges elsewhere that came from
     /// the dissolved trees are repaired lazily (see `repair_slack`).
-    #[inline(never)]
     fn dissolve(&mut self, r1: u32, r2: u32) {
         self.free_roots -= 2;
         let mut nodes = std::mem::take(&mut self.scratch);

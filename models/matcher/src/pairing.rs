@@ -139,6 +139,29 @@ pub fn pair_f64(
     }
 }
 
+/// Reads a square row-major little-endian int32 cost matrix (the peers' `pools/*.i32`
+/// format); returns its side and entries. The error says what is wrong with the bytes.
+pub fn costs_from_le_i32(bytes: &[u8]) -> Result<(usize, Vec<i64>), String> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(format!(
+            "{} bytes is not a whole number of int32 values",
+            bytes.len()
+        ));
+    }
+    let w: Vec<i64> = bytes
+        .chunks_exact(4)
+        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .collect();
+    let n = w.len().isqrt();
+    if n * n != w.len() {
+        return Err(format!(
+            "{} int32 values do not form a square matrix",
+            w.len()
+        ));
+    }
+    Ok((n, w))
+}
+
 fn check_shape(n: usize, len: usize) -> Result<(), PairingError> {
     if len != n * n {
         return Err(PairingError::Shape { n, len });

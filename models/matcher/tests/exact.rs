@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use mm_matcher::blossom::{DenseBlossom, MatchingError, min_cost_perfect_matching};
-use mm_matcher::pairing::{PairPolicy, pair_f64, pair_i64};
+use mm_matcher::pairing::{PairPolicy, costs_from_le_i32, pair_f64, pair_i64};
 use mm_matcher::scoring::{EloDraw, TabularChurn, eomm_matrix};
 use proptest::prelude::*;
 
@@ -204,11 +204,7 @@ fn peers() -> Option<PathBuf> {
 }
 
 fn read_i32(path: &std::path::Path) -> Vec<i64> {
-    std::fs::read(path)
-        .unwrap()
-        .chunks_exact(4)
-        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect()
+    costs_from_le_i32(&std::fs::read(path).unwrap()).unwrap().1
 }
 
 /// Matches networkx max_weight_matching (and the HiGHS certificate at P = 2000) on every

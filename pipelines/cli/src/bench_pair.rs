@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use mm_matcher::blossom::DenseBlossom;
-use mm_matcher::pairing::{PairPolicy, pair_i64};
+use mm_matcher::pairing::{PairPolicy, costs_from_le_i32, pair_i64};
 use serde::Serialize;
 
 use crate::args::BenchPairArgs;
@@ -32,11 +32,9 @@ fn read_pool(peers: &Path, p: usize) -> Result<(Vec<i64>, i64)> {
     let results = peers.join("results");
     let wq = results.join(format!("pools/pool_P{p}_s20240601_wq.i32"));
     let bytes = std::fs::read(&wq).with_context(|| format!("reading {}", wq.display()))?;
-    let w: Vec<i64> = bytes
-        .chunks_exact(4)
-        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect();
-    if w.len() != p * p {
+    let (side, w) =
+        costs_from_le_i32(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", wq.display()))?;
+    if side != p {
         bail!("{}: expected {p}x{p} int32 values", wq.display());
     }
     let json = results.join(format!("mwpm_P{p}.json"));

@@ -42,26 +42,7 @@ enum Pool {
 
 fn read_costs(path: &Path) -> Result<Pool> {
     let bytes = std::fs::read(path).map_err(|e| input_error(path, e.to_string()))?;
-    if bytes.len() % 4 != 0 {
-        return Err(input_error(
-            path,
-            format!(
-                "{} bytes is not a whole number of int32 values",
-                bytes.len()
-            ),
-        ));
-    }
-    let w: Vec<i64> = bytes
-        .chunks_exact(4)
-        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect();
-    let n = w.len().isqrt();
-    if n * n != w.len() {
-        return Err(input_error(
-            path,
-            format!("{} int32 values do not form a square matrix", w.len()),
-        ));
-    }
+    let (n, w) = pairing::costs_from_le_i32(&bytes).map_err(|e| input_error(path, e))?;
     Ok(Pool::Int {
         ids: (0..n).map(|i| i.to_string()).collect(),
         w,
