@@ -23,11 +23,51 @@ pub enum Cmd {
     /// Inspect the lake.
     #[command(subcommand)]
     Lake(LakeCmd),
+    /// Simulate a seeded player population into a new lake, with its ground truth.
+    Simulate(SimulateArgs),
     /// Pair a 1v1 pool (EOMM or a baseline policy) and print the pairs, objective and solve time.
     Pair(PairArgs),
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The lake to write (created if missing; it must hold no matches yet).
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    #[arg(long, default_value_t = 20_240_601)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 20_000)]
+    pub players: usize,
+    #[arg(long, default_value_t = 14)]
+    pub days: u32,
+    /// Share of friend groups playing the 1v1 mode (the rest play 6v6 team deathmatch).
+    #[arg(long, default_value_t = 0.3)]
+    pub duel_share: f64,
+    /// First simulated day (UTC), YYYY-MM-DD.
+    #[arg(long, default_value = "2024-01-01")]
+    pub start: chrono::NaiveDate,
+    /// Matchmaker tick in seconds.
+    #[arg(long, default_value_t = 15)]
+    pub tick_s: i64,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+impl SimulateArgs {
+    pub fn to_config(&self) -> mm_sim::SimConfig {
+        mm_sim::SimConfig {
+            lake: self.lake.clone(),
+            seed: self.seed,
+            players: self.players,
+            days: self.days,
+            duel_share: self.duel_share,
+            start: self.start,
+            tick_s: self.tick_s,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

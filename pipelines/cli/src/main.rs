@@ -34,6 +34,11 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<pair::InputError>().is_some() {
         return 2;
     }
+    if let Some(mm_sim::SimError::Config { .. } | mm_sim::SimError::LakeNotEmpty(_)) =
+        e.downcast_ref()
+    {
+        return 2;
+    }
     match e.downcast_ref::<IngestError>() {
         Some(IngestError::Input { .. } | IngestError::Config { .. }) => 2,
         _ => 1,
@@ -61,6 +66,29 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 print!("{summary}");
+            }
+            Ok(())
+        }
+        Cmd::Simulate(a) => {
+            let report = mm_sim::simulate(&a.to_config())?;
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "simulated {} players over {} days into {}: {} 6v6 and {} 1v1 matches, {} rows in {:.1} s ({:.0} rows/s{})",
+                    report.config.players,
+                    report.config.days,
+                    report.config.lake.display(),
+                    report.matches_tdm,
+                    report.matches_duel,
+                    report.rows,
+                    report.seconds,
+                    report.rows_per_s,
+                    report
+                        .peak_rss_bytes
+                        .map(|b| format!(", peak RSS {:.0} MiB", b as f64 / 1048576.0))
+                        .unwrap_or_default()
+                );
             }
             Ok(())
         }

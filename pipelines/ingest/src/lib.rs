@@ -529,7 +529,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         .insert("commit".to_string(), t2.elapsed().as_secs_f64());
     report.seconds = t0.elapsed().as_secs_f64();
     report.records_per_second = totals.read as f64 / report.seconds.max(1e-9);
-    report.peak_rss_bytes = report::peak_rss_bytes();
+    report.peak_rss_bytes = mm_lake::peak_rss_bytes();
     Ok(report)
 }
 

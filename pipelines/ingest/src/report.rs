@@ -128,11 +128,3 @@ impl RunReport {
         s
     }
 }
-
-/// Peak resident memory of this process (Linux `VmHWM`), if the platform tells.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}

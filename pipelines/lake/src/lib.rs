@@ -45,4 +45,14 @@ pub mod store;
 pub mod summary;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
+
+/// The peak resident memory of this process so far (Linux `VmHWM`), for run reports; `None`
+/// where `/proc` is not available.
+#[must_use]
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
 pub use store::{Lake, LakeError, LakeLock, Recovery, Txn};
