@@ -9,3 +9,4 @@ mod ingest_canonical;
 mod ingest_real;
 mod lake_crash;
 mod pair;
+mod simulate;

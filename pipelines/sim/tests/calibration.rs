@@ -201,6 +201,7 @@ fn eomm_section5_one_in_five_1v1_matches_is_a_draw() {
     let w = world();
     let duel: Vec<&Row> = w.rows.iter().filter(|r| r.duel).collect();
     let draws = duel.iter().filter(|r| r.outcome == 1).count() as f64 / duel.len() as f64;
+    eprintln!("EOMM 5.2 draws: {draws:.4}");
     assert!(
         (draws - 0.20).abs() < 0.01,
         "EOMM 5.2: 20% draws; simulated {draws:.4}"
@@ -211,6 +212,7 @@ fn eomm_section5_one_in_five_1v1_matches_is_a_draw() {
 fn eomm_section5_about_48_percent_of_1v1_players_stop_for_eight_hours() {
     let w = world();
     let (rate, n) = churn(w, 8.0, |i| w.rows[i].duel);
+    eprintln!("EOMM 5 8-hour stop after a 1v1 match: {rate:.4} over {n}");
     assert!(n > 50_000, "{n} duel matches");
     assert!(
         (rate - 0.48).abs() < 0.03,
@@ -234,6 +236,7 @@ fn truth_churn_probability_matches_the_data() {
         // 3 standard errors of a proportion over n matches, plus 1 point for the simulation
         // ending (a stop decided just before the end is seen as a return beyond it).
         let tol = 3.0 * (emp * (1.0 - emp) / n as f64).sqrt() + 0.01;
+        eprintln!("duel={duel}: 8-hour churn empirical {emp:.4}, truth {truth:.4} (n {n})");
         assert!(
             (emp - truth).abs() < tol,
             "duel={duel}: empirical {emp:.4} vs truth {truth:.4} (n {n})"
@@ -286,6 +289,7 @@ fn eomm_table1_seven_day_churn_by_last_three_outcomes() {
         100.0 * wwl,
         100.0 * lll
     );
+    eprintln!("{msg}");
     assert!((0.020..=0.034).contains(&mixed), "{msg}");
     assert!((0.042..=0.062).contains(&lll), "{msg}");
     let ratio = lll / mixed;
@@ -328,6 +332,7 @@ fn cod_figure2_a_tenth_of_raw_skill_wins_about_seventy_percent() {
         }
     }
     let rate = better_won as f64 / n as f64;
+    eprintln!("CoD Figure 2: better team (+0.075..0.125 raw) wins {rate:.4} of {n}");
     assert!(n > 5_000, "{n} matches");
     assert!(
         (0.67..=0.77).contains(&rate),
@@ -358,6 +363,7 @@ fn cod_five_even_games_about_three_percent_lose_all() {
     let rate = all_lost as f64 / n as f64;
     let p = 1.0 / 32.0;
     let tol = 3.5 * (p * (1.0 - p) / n as f64).sqrt();
+    eprintln!("CoD five even games, all lost: {rate:.4} over {n} windows");
     assert!(n > 300, "{n} windows");
     assert!(
         (rate - p).abs() < tol,
@@ -395,6 +401,7 @@ fn dota2_parties_beat_solo_players_more_with_wider_spread() {
     let msg = format!(
         "team win rate: all-solo {solo:.3}, party (narrow spread) {narrow:.3}, party (wide spread) {wide:.3}"
     );
+    eprintln!("Dota 2 parties: {msg}");
     assert!(solo < narrow && narrow < wide, "{msg}");
     assert!(wide - solo > 0.05, "{msg}");
 }

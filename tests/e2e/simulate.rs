@@ -1,0 +1,64 @@
+//! `mm simulate`: a small world through the binary, read back by `mm lake show`; a second run
+//! into the same lake is refused with exit code 2 and changes nothing.
+
+use assert_cmd::Command;
+
+use crate::util::snapshot;
+
+fn mm(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mm"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let lake_s = lake.to_str().unwrap();
+    let args = [
+        "simulate",
+        "--lake",
+        lake_s,
+        "--players",
+        "800",
+        "--days",
+        "2",
+        "--json",
+    ];
+    let (code, out, err) = mm(&args);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = report["rows"].as_u64().unwrap();
+    assert!(
+        rows > 0 && report["matches_tdm"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+
+    let (code, out, err) = mm(&["lake", "show", "--lake", lake_s, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let show: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(show["match_rows"].as_u64().unwrap(), rows, "{show}");
+
+    let before = snapshot(&lake);
+    let (code, _, err) = mm(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already holds matches"), "{err}");
+    assert_eq!(snapshot(&lake), before);
+
+    let (code, _, err) = mm(&[
+        "simulate",
+        "--lake",
+        dir.path().join("x").to_str().unwrap(),
+        "--players",
+        "3",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--players"), "{err}");
+}
