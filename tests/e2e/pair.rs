@@ -2,19 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use crate::util::mm;
 
 fn mm_pair(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mm"))
-        .arg("pair")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    mm(&[&["pair"], args].concat())
 }
 
 fn pools() -> Option<PathBuf> {

@@ -1,21 +1,7 @@
 //! `mm simulate`: a small world through the binary, read back by `mm lake show`; a second run
 //! into the same lake is refused with exit code 2 and changes nothing.
 
-use assert_cmd::Command;
-
-use crate::util::snapshot;
-
-fn mm(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mm"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::util::{mm, snapshot};
 
 #[test]
 fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {

@@ -144,3 +144,16 @@ pub fn read_lines(path: &Path) -> Vec<String> {
     }
     text.lines().map(str::to_string).collect()
 }
+
+/// Runs `mm` with `args`: (exit code, stdout, stderr).
+pub fn mm(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mm"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -534,23 +534,9 @@ impl DenseBlossom {
         let mut f = std::mem::take(&mut self.flower[b]);
         f.clear();
         f.push(lca);
-        let mut x = u;
-        while x != lca {
-            f.push(x);
-            let y = self.st[self.mate[x as usize] as usize];
-            f.push(y);
-            self.q_push(y);
-            x = self.st[self.pa[y as usize] as usize];
-        }
+        self.push_tree_path(&mut f, u, lca);
         f[1..].reverse();
-        let mut x = v;
-        while x != lca {
-            f.push(x);
-            let y = self.st[self.mate[x as usize] as usize];
-            f.push(y);
-            self.q_push(y);
-            x = self.st[self.pa[y as usize] as usize];
-        }
+        self.push_tree_path(&mut f, v, lca);
         for &c in &f {
             self.parent[c as usize] = bu;
         }
@@ -580,6 +566,18 @@ impl DenseBlossom {
             }
         }
         self.set_slack(bu);
+    }
+
+    /// Appends the tree path from outer node x up to lca (exclusive), and queues the inner
+    /// nodes on it, which become outer inside the new blossom.
+    fn push_tree_path(&mut self, f: &mut Vec<u32>, mut x: u32, lca: u32) {
+        while x != lca {
+            f.push(x);
+            let y = self.st[self.mate[x as usize] as usize];
+            f.push(y);
+            self.q_push(y);
+            x = self.st[self.pa[y as usize] as usize];
+        }
     }
 
     fn expand_blossom(&mut self, b: u32) {

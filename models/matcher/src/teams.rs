@@ -99,6 +99,19 @@ fn validate(parties: &[Party], team_size: usize) -> Result<(), TeamError> {
     Ok(())
 }
 
+/// The number of players, or an error when they exceed two full teams.
+fn fits_two_teams(parties: &[Party], team_size: usize) -> Result<usize, TeamError> {
+    let total: usize = parties.iter().map(|x| x.size).sum();
+    if total > 2 * team_size {
+        return Err(TeamError::TooManyPlayers {
+            players: total,
+            teams: 2,
+            team_size,
+        });
+    }
+    Ok(total)
+}
+
 /// Karmarkar–Karp largest differencing for `k` teams: party indices per team. Each party starts
 /// as a k-tuple (size, 0, ..., 0); the two tuples with the largest spread are merged by pairing
 /// the largest entry of one with the smallest of the other, until one tuple is left.
@@ -188,14 +201,7 @@ pub fn best_split(parties: &[Party], team_size: usize) -> Result<Split, TeamErro
             got: p,
         });
     }
-    let total: usize = parties.iter().map(|x| x.size).sum();
-    if total > 2 * team_size {
-        return Err(TeamError::TooManyPlayers {
-            players: total,
-            teams: 2,
-            team_size,
-        });
-    }
+    let total = fits_two_teams(parties, team_size)?;
     let total_skill: f64 = parties.iter().map(|x| x.skill).sum();
     if p == 0 {
         return Ok(Split::from_mask(parties, 0));
@@ -283,14 +289,7 @@ pub fn abba_split(
     smoothing: Option<f64>,
 ) -> Result<Split, TeamError> {
     validate(parties, team_size)?;
-    let total: usize = parties.iter().map(|x| x.size).sum();
-    if total > 2 * team_size {
-        return Err(TeamError::TooManyPlayers {
-            players: total,
-            teams: 2,
-            team_size,
-        });
-    }
+    fits_two_teams(parties, team_size)?;
     let per_player = |i: usize| parties[i].skill / parties[i].size as f64;
     let mut order: Vec<usize> = (0..parties.len()).collect();
     // Larger parties first so that they always fit, then by skill per player.
