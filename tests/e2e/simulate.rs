@@ -32,6 +32,39 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
     let show: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(show["match_rows"].as_u64().unwrap(), rows, "{show}");
 
+    // The raw-skill fit reads it back: every player, bounded skills, predictions scored.
+    let out = dir.path().join("skill");
+    let (code, stdout, err) = mm(&[
+        "fit",
+        "skill",
+        "--lake",
+        lake_s,
+        "--out",
+        out.to_str().unwrap(),
+        "--mode",
+        "tdm-6v6",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let fit: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(fit["players"].as_u64().unwrap() > 0, "{fit}");
+    assert!(
+        fit["skill_min"].as_f64().unwrap() >= -1.0 && fit["skill_max"].as_f64().unwrap() <= 1.0
+    );
+    assert!(out.join("players.parquet").exists() && out.join("percentiles.json").exists());
+    let (code, _, err) = mm(&[
+        "fit",
+        "skill",
+        "--lake",
+        lake_s,
+        "--out",
+        out.to_str().unwrap(),
+        "--mode",
+        "nope",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no matches"), "{err}");
+
     let before = snapshot(&lake);
     let (code, _, err) = mm(&args);
     assert_eq!(code, 2, "{err}");

@@ -25,11 +25,89 @@ pub enum Cmd {
     Lake(LakeCmd),
     /// Simulate a seeded player population into a new lake, with its ground truth.
     Simulate(SimulateArgs),
+    /// Fit models from the lake.
+    #[command(subcommand)]
+    Fit(FitCmd),
     /// Pair a 1v1 pool (EOMM or a baseline policy) and print the pairs, objective and solve time.
     Pair(PairArgs),
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FitCmd {
+    /// Raw skill (CoD style) and the percentile map, replaying the lake in time order.
+    Skill(FitSkillArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum MetricArg {
+    /// (kills + 1) / (deaths by enemy + 1): self-kills never help; time-invariant.
+    KillsPerEnemyDeath,
+    /// Score per minute played.
+    ScorePerMinute,
+    /// The lake's perf column (tennis: share of points won).
+    Perf,
+    /// Win/draw/loss only.
+    Outcome,
+}
+
+#[derive(Debug, Args)]
+pub struct FitSkillArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Output directory (players.parquet, percentiles.json, skill_metrics.json).
+    #[arg(long, default_value = "out/skill")]
+    pub out: PathBuf,
+    /// Only this mode (e.g. tdm-6v6); all modes when absent.
+    #[arg(long)]
+    pub mode: Option<String>,
+    #[arg(long, value_enum, default_value = "kills-per-enemy-death")]
+    pub metric: MetricArg,
+    /// Matches for an established player to move halfway to a new level.
+    #[arg(long, default_value_t = 12.0)]
+    pub half_life: f64,
+    /// Log-odds of outperforming per unit of raw-skill difference.
+    #[arg(long, default_value_t = 6.0)]
+    pub scale: f64,
+    /// Days since last played for the active population of the percentile map.
+    #[arg(long, default_value_t = 28)]
+    pub active_days: u32,
+    #[arg(long, default_value_t = 101)]
+    pub knots: usize,
+    /// Score predictions from this day on (YYYY-MM-DD); default: the last fifth of the matches.
+    #[arg(long)]
+    pub score_from: Option<chrono::NaiveDate>,
+    #[command(flatten)]
+    pub out_flags: Output,
+}
+
+impl FitSkillArgs {
+    pub fn to_config(&self) -> mm_fit::SkillConfig {
+        mm_fit::SkillConfig {
+            lake: self.lake.clone(),
+            out: self.out.clone(),
+            mode: self.mode.clone(),
+            metric: match self.metric {
+                MetricArg::KillsPerEnemyDeath => mm_fit::Metric::KillsPerEnemyDeath,
+                MetricArg::ScorePerMinute => mm_fit::Metric::ScorePerMinute,
+                MetricArg::Perf => mm_fit::Metric::Perf,
+                MetricArg::Outcome => mm_fit::Metric::Outcome,
+            },
+            params: mm_trainer::skill::raw::RawSkillParams {
+                half_life_matches: self.half_life,
+                scale: self.scale,
+                ..Default::default()
+            },
+            active_days: self.active_days,
+            knots: self.knots,
+            score_from_ms: self
+                .score_from
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|d| d.and_utc().timestamp_millis()),
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use anyhow::Result;
 use clap::Parser;
 use mm_ingest::IngestError;
 
-use args::{BenchCmd, Cli, Cmd, LakeCmd};
+use args::{BenchCmd, Cli, Cmd, FitCmd, LakeCmd};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -37,6 +37,9 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if let Some(mm_sim::SimError::Config { .. } | mm_sim::SimError::LakeNotEmpty(_)) =
         e.downcast_ref()
     {
+        return 2;
+    }
+    if let Some(mm_fit::FitError::Config { .. } | mm_fit::FitError::Empty(_)) = e.downcast_ref() {
         return 2;
     }
     match e.downcast_ref::<IngestError>() {
@@ -88,6 +91,38 @@ fn run(cli: Cli) -> Result<()> {
                         .peak_rss_bytes
                         .map(|b| format!(", peak RSS {:.0} MiB", b as f64 / 1048576.0))
                         .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        Cmd::Fit(FitCmd::Skill(a)) => {
+            let r = mm_fit::fit_skill(&a.to_config())?;
+            if a.out_flags.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "raw skill ({}): {} matches, {} players ({} active); skill mean {:.3}, sd {:.3}, range [{:.3}, {:.3}]",
+                    r.metric.name(),
+                    r.matches,
+                    r.players,
+                    r.active_players,
+                    r.skill_mean,
+                    r.skill_sd,
+                    r.skill_min,
+                    r.skill_max
+                );
+                println!(
+                    "predictions scored from {}: {} pairs, log-loss {:.4}, accuracy {:.4}, Brier {:.4}",
+                    r.score_from,
+                    r.scored.pairs,
+                    r.scored.log_loss,
+                    r.scored.accuracy,
+                    r.scored.brier
+                );
+                println!(
+                    "wrote {}/players.parquet, percentiles.json, skill_metrics.json in {:.1} s",
+                    r.out.display(),
+                    r.seconds
                 );
             }
             Ok(())
