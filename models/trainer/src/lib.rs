@@ -16,3 +16,4 @@
 //! ```
 
 pub mod skill;
+pub mod stats;

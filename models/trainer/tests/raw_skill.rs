@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use mm_trainer::skill::raw::{RawSkill, RawSkillParams};
+use mm_trainer::stats::spearman;
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -29,28 +30,6 @@ fn play(m: &mut RawSkill, latent: &[f64], players: &[usize], rounds: usize, rng:
             m.update(&l);
         }
     }
-}
-
-fn spearman(a: &[f64], b: &[f64]) -> f64 {
-    let rank = |v: &[f64]| {
-        let mut idx: Vec<usize> = (0..v.len()).collect();
-        idx.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
-        let mut r = vec![0.0; v.len()];
-        for (k, &i) in idx.iter().enumerate() {
-            r[i] = k as f64;
-        }
-        r
-    };
-    let (ra, rb) = (rank(a), rank(b));
-    let n = a.len() as f64;
-    let mean = (n - 1.0) / 2.0;
-    let cov: f64 = ra
-        .iter()
-        .zip(&rb)
-        .map(|(x, y)| (x - mean) * (y - mean))
-        .sum();
-    let var: f64 = ra.iter().map(|x| (x - mean).powi(2)).sum();
-    cov / var
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {

@@ -10,6 +10,7 @@ use mm_fit::{Metric, SkillConfig, fit_skill};
 use mm_lake::store::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
 use mm_trainer::skill::raw::RawSkillParams;
+use mm_trainer::stats::spearman;
 
 fn column_f64(path: &std::path::Path, key: &str, col: &str) -> HashMap<String, f64> {
     let mut out = HashMap::new();
@@ -25,22 +26,6 @@ fn column_f64(path: &std::path::Path, key: &str, col: &str) -> HashMap<String, f
         }
     }
     out
-}
-
-fn spearman(a: &[f64], b: &[f64]) -> f64 {
-    let rank = |v: &[f64]| {
-        let mut idx: Vec<usize> = (0..v.len()).collect();
-        idx.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
-        let mut r = vec![0.0; v.len()];
-        for (k, &i) in idx.iter().enumerate() {
-            r[i] = k as f64;
-        }
-        r
-    };
-    let (ra, rb) = (rank(a), rank(b));
-    let m = (a.len() as f64 - 1.0) / 2.0;
-    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - m) * (y - m)).sum();
-    cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
 }
 
 /// TDM, kills per enemy death: for players with at least 50 matches, the fitted raw skill ranks
