@@ -20,6 +20,129 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
 }
 
+/// Bins of the reliability curve and of the expected calibration error.
+pub const CALIBRATION_BINS: usize = 10;
+
+/// Scores of probabilistic predictions of a binary (or half-point) result, accumulated one
+/// prediction at a time: log-loss, accuracy, Brier score and expected calibration error (ECE,
+/// equal-width bins of the predicted probability, weighted by their counts).
+///
+/// The result `y` is 1, 0 or 1/2 (a draw, scored as half of each side: the log-loss is the
+/// cross-entropy `-(y ln p + (1 - y) ln(1 - p))`, and a draw counts half a correct call).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BinaryScore {
+    pub n: u64,
+    log_loss: f64,
+    brier: f64,
+    correct: f64,
+    /// Per bin: count, sum of predictions, sum of results.
+    bins: [(u64, f64, f64); CALIBRATION_BINS],
+}
+
+impl Default for BinaryScore {
+    fn default() -> Self {
+        BinaryScore {
+            n: 0,
+            log_loss: 0.0,
+            brier: 0.0,
+            correct: 0.0,
+            bins: [(0, 0.0, 0.0); CALIBRATION_BINS],
+        }
+    }
+}
+
+/// One point of a reliability curve.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ReliabilityBin {
+    pub lo: f64,
+    pub hi: f64,
+    pub n: u64,
+    pub mean_predicted: f64,
+    pub observed: f64,
+}
+
+/// The summary of a [`BinaryScore`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BinaryMetrics {
+    pub n: u64,
+    pub log_loss: f64,
+    pub accuracy: f64,
+    pub brier: f64,
+    pub ece: f64,
+}
+
+impl BinaryScore {
+    /// Adds one prediction `p` (clamped to [1e-15, 1 - 1e-15] for the log-loss) of result `y`.
+    pub fn add(&mut self, p: f64, y: f64) {
+        let q = p.clamp(1e-15, 1.0 - 1e-15);
+        self.n += 1;
+        self.log_loss -= y * q.ln() + (1.0 - y) * (1.0 - q).ln();
+        self.brier += (p - y).powi(2);
+        self.correct += if p == 0.5 || y == 0.5 {
+            0.5
+        } else if (p > 0.5) == (y > 0.5) {
+            1.0
+        } else {
+            0.0
+        };
+        let b = ((p * CALIBRATION_BINS as f64) as usize).min(CALIBRATION_BINS - 1);
+        let bin = &mut self.bins[b];
+        bin.0 += 1;
+        bin.1 += p;
+        bin.2 += y;
+    }
+
+    /// Adds another accumulator's predictions.
+    pub fn merge(&mut self, o: &BinaryScore) {
+        self.n += o.n;
+        self.log_loss += o.log_loss;
+        self.brier += o.brier;
+        self.correct += o.correct;
+        for (a, b) in self.bins.iter_mut().zip(&o.bins) {
+            a.0 += b.0;
+            a.1 += b.1;
+            a.2 += b.2;
+        }
+    }
+
+    /// The means; all `NaN` when nothing was scored.
+    #[must_use]
+    pub fn metrics(&self) -> BinaryMetrics {
+        let n = self.n as f64;
+        let ece = self
+            .bins
+            .iter()
+            .map(|&(_, sp, sy)| (sp - sy).abs())
+            .sum::<f64>()
+            / n;
+        BinaryMetrics {
+            n: self.n,
+            log_loss: self.log_loss / n,
+            accuracy: self.correct / n,
+            brier: self.brier / n,
+            ece,
+        }
+    }
+
+    /// The reliability curve: per non-empty bin, the mean prediction and the observed rate.
+    #[must_use]
+    pub fn reliability(&self) -> Vec<ReliabilityBin> {
+        let w = 1.0 / CALIBRATION_BINS as f64;
+        self.bins
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.0 > 0)
+            .map(|(k, &(c, sp, sy))| ReliabilityBin {
+                lo: k as f64 * w,
+                hi: (k + 1) as f64 * w,
+                n: c,
+                mean_predicted: sp / c as f64,
+                observed: sy / c as f64,
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +154,25 @@ mod tests {
         assert!((spearman(&a, &[-1.0, -5.0, -2.0, -9.0]) + 1.0).abs() < 1e-12);
         // Hand case: ranks (0, 1, 2) vs (0, 2, 1): 1 - 6 * 2 / (3 * 8) = 0.5.
         assert!((spearman(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0]) - 0.5).abs() < 1e-12);
+    }
+
+    /// Hand case: predictions 0.8 (won), 0.3 (lost), 0.6 (lost), 0.5 (drawn).
+    #[test]
+    fn binary_scores_by_hand() {
+        let mut s = BinaryScore::default();
+        for (p, y) in [(0.8, 1.0), (0.3, 0.0), (0.6, 0.0), (0.5, 0.5)] {
+            s.add(p, y);
+        }
+        let m = s.metrics();
+        let ll = -(0.8f64.ln() + 0.7f64.ln() + 0.4f64.ln() + 0.5f64.ln()) / 4.0;
+        assert!((m.log_loss - ll).abs() < 1e-12);
+        assert!((m.brier - (0.04 + 0.09 + 0.36 + 0.0) / 4.0).abs() < 1e-12);
+        assert!((m.accuracy - 2.5 / 4.0).abs() < 1e-12);
+        // Bins: [0.3] -> 0.3 off, [0.5] -> 0, [0.6] -> 0.6 off, [0.8] -> 0.2 off.
+        assert!((m.ece - (0.3 + 0.0 + 0.6 + 0.2) / 4.0).abs() < 1e-12);
+        assert_eq!(s.reliability().len(), 4);
+        let mut t = BinaryScore::default();
+        t.merge(&s);
+        assert_eq!(t, s);
     }
 }

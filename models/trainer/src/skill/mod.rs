@@ -1,4 +1,7 @@
-//! Skill models: the raw skill of the Call of Duty paper and its percentile map.
+//! Skill models: the raw skill of the Call of Duty paper, its percentile map, the team win model
+//! with the party adjustment, and the rating-system baselines they are judged against.
 
+pub mod baselines;
 pub mod percentile;
 pub mod raw;
+pub mod team;

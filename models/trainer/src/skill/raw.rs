@@ -37,6 +37,12 @@ pub struct RawSkillParams {
     pub provisional_boost: f64,
     /// Smallest weight of a brand-new opponent's evidence. Default 0.05.
     pub min_opponent_weight: f64,
+    /// How the metric's margin counts. 0 (the default): only the ordering counts, a comparison
+    /// is won, drawn or lost (`s_ij` is 1, 1/2 or 0). Positive: the comparison is scored
+    /// `s_ij = sigmoid((m_i - m_j) / margin)`, so a wide margin counts more than a narrow one
+    /// (for tennis, a 60% share of points won says more than 51%). In the metric's units.
+    #[serde(default)]
+    pub margin: f64,
 }
 
 impl Default for RawSkillParams {
@@ -47,6 +53,7 @@ impl Default for RawSkillParams {
             provisional_matches: 20,
             provisional_boost: 3.0,
             min_opponent_weight: 0.05,
+            margin: 0.0,
         }
     }
 }
@@ -112,6 +119,9 @@ impl RawSkillParams {
                 self.min_opponent_weight,
                 "must be in [0, 1]",
             );
+        }
+        if !(self.margin.is_finite() && self.margin >= 0.0) {
+            return bad("margin", self.margin, "must be finite and non-negative");
         }
         let alpha = 1.0 - 0.5f64.powf(1.0 / self.half_life_matches);
         Ok(ValidRawSkillParams {
@@ -182,44 +192,67 @@ impl RawSkill {
     /// Updates the players of one lobby from their performance metric (higher is better; equal
     /// values tie). Non-finite metrics are skipped (that player neither moves nor counts).
     pub fn update(&mut self, lobby: &[(usize, f64)]) {
+        self.update_adjusted(lobby, &[]);
+    }
+
+    /// [`RawSkill::update`] with a known per-player offset in raw-skill units for this match
+    /// (`offsets[k]` for `lobby[k]`; empty means none): the expected ordering uses
+    /// `r_i + o_i`, so a known advantage, such as playing in a party, is not credited to the
+    /// player's own skill.
+    pub fn update_adjusted(&mut self, lobby: &[(usize, f64)], offsets: &[f64]) {
         if let Some(m) = lobby.iter().map(|&(i, _)| i).max()
             && self.players.len() <= m
         {
             self.players.resize(m + 1, PlayerSkill::default());
         }
         let n = lobby.len();
+        let off = |k: usize| offsets.get(k).copied().unwrap_or(0.0);
+        // Per player: weighted surprise and weight sum. Each unordered pair is evaluated once
+        // (p_ji = 1 - p_ij, s_ji = 1 - s_ij).
         self.delta.clear();
-        self.delta.resize(n, 0.0);
-        let scale = self.p.params.scale;
+        self.delta.resize(2 * n, 0.0);
+        let (scale, margin) = (self.p.params.scale, self.p.params.margin);
         for a in 0..n {
             let (i, mi) = lobby[a];
             if !mi.is_finite() {
                 continue;
             }
-            let ri = self.players[i].skill;
-            let (mut sum, mut wsum) = (0.0, 0.0);
-            for (b, &(j, mj)) in lobby.iter().enumerate() {
-                if a == b || !mj.is_finite() {
+            let (ri, wi) = (
+                self.players[i].skill + off(a),
+                self.weight(self.players[i].games),
+            );
+            for (b, &(j, mj)) in lobby.iter().enumerate().skip(a + 1) {
+                if !mj.is_finite() {
                     continue;
                 }
                 let pj = self.players[j];
-                let s = match mi.partial_cmp(&mj) {
-                    Some(std::cmp::Ordering::Greater) => 1.0,
-                    Some(std::cmp::Ordering::Less) => 0.0,
-                    _ => 0.5,
+                let s = if margin > 0.0 {
+                    sigmoid((mi - mj) / margin)
+                } else {
+                    match mi.partial_cmp(&mj) {
+                        Some(std::cmp::Ordering::Greater) => 1.0,
+                        Some(std::cmp::Ordering::Less) => 0.0,
+                        _ => 0.5,
+                    }
                 };
-                let w = self.weight(pj.games);
-                sum += w * (s - sigmoid(scale * (ri - pj.skill)));
-                wsum += w;
-            }
-            if wsum > 0.0 {
-                self.delta[a] = self.rate(self.players[i].games) * sum / wsum;
+                let surprise = s - sigmoid(scale * (ri - pj.skill - off(b)));
+                let wj = self.weight(pj.games);
+                self.delta[2 * a] += wj * surprise;
+                self.delta[2 * a + 1] += wj;
+                self.delta[2 * b] -= wi * surprise;
+                self.delta[2 * b + 1] += wi;
             }
         }
         for (a, &(i, mi)) in lobby.iter().enumerate() {
             if mi.is_finite() {
+                let (sum, wsum) = (self.delta[2 * a], self.delta[2 * a + 1]);
+                let step = if wsum > 0.0 {
+                    self.rate(self.players[i].games) * sum / wsum
+                } else {
+                    0.0
+                };
                 let s = &mut self.players[i];
-                s.skill = (s.skill + self.delta[a]).clamp(-1.0, 1.0);
+                s.skill = (s.skill + step).clamp(-1.0, 1.0);
                 s.games += 1;
             }
         }
