@@ -10,3 +10,4 @@ mod ingest_real;
 mod lake_crash;
 mod pair;
 mod simulate;
+mod skill_real;

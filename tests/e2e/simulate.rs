@@ -52,6 +52,27 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
         fit["skill_min"].as_f64().unwrap() >= -1.0 && fit["skill_max"].as_f64().unwrap() <= 1.0
     );
     assert!(out.join("players.parquet").exists() && out.join("percentiles.json").exists());
+    assert!(out.join("team_model.json").exists() && out.join("skill_report.html").exists());
+    // The metrics table: our model, then the four baselines, all scored on the same matches.
+    let models = fit["models"].as_array().unwrap();
+    assert_eq!(models.len(), 5, "{fit}");
+    let n = models[0]["scored"]["n"].as_u64().unwrap();
+    assert!(n > 0 && models.iter().all(|m| m["scored"]["n"].as_u64() == Some(n)));
+    // Scoring must come after tuning.
+    let (code, _, err) = mm(&[
+        "fit",
+        "skill",
+        "--lake",
+        lake_s,
+        "--out",
+        out.to_str().unwrap(),
+        "--tune-to",
+        "2024-01-10",
+        "--score-from",
+        "2024-01-05",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("score-from"), "{err}");
     let (code, _, err) = mm(&[
         "fit",
         "skill",

@@ -37,7 +37,8 @@ pub enum Cmd {
 
 #[derive(Debug, Subcommand)]
 pub enum FitCmd {
-    /// Raw skill (CoD style) and the percentile map, replaying the lake in time order.
+    /// Raw skill (CoD style), percentiles, team win model, party adjustment, and the baselines
+    /// (Elo, Glicko-2, TrueSkill, Weng-Lin), all scored on a later window than they were tuned on.
     Skill(FitSkillArgs),
 }
 
@@ -57,7 +58,8 @@ pub enum MetricArg {
 pub struct FitSkillArgs {
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
-    /// Output directory (players.parquet, percentiles.json, skill_metrics.json).
+    /// Output directory (players.parquet, percentiles.json, team_model.json, skill_metrics.json,
+    /// skill_report.html).
     #[arg(long, default_value = "out/skill")]
     pub out: PathBuf,
     /// Only this mode (e.g. tdm-6v6); all modes when absent.
@@ -68,26 +70,81 @@ pub struct FitSkillArgs {
     /// Matches for an established player to move halfway to a new level.
     #[arg(long, default_value_t = 12.0)]
     pub half_life: f64,
-    /// Log-odds of outperforming per unit of raw-skill difference.
-    #[arg(long, default_value_t = 6.0)]
-    pub scale: f64,
+    /// Log-odds of outperforming per unit of raw-skill difference. Default: chosen so the
+    /// established players' raw skill has the CoD spread (sd 0.119: 80th minus 50th percentile
+    /// is 0.1).
+    #[arg(long)]
+    pub scale: Option<f64>,
     /// Days since last played for the active population of the percentile map.
     #[arg(long, default_value_t = 28)]
     pub active_days: u32,
     #[arg(long, default_value_t = 101)]
     pub knots: usize,
-    /// Score predictions from this day on (YYYY-MM-DD); default: the last fifth of the matches.
+    /// Start of the tuning window (YYYY-MM-DD); earlier matches are burn-in. Default: the 20%
+    /// point of the matches in time.
+    #[arg(long)]
+    pub tune_from: Option<chrono::NaiveDate>,
+    /// End of the tuning window (exclusive). Default: the 60% point.
+    #[arg(long)]
+    pub tune_to: Option<chrono::NaiveDate>,
+    /// Start of the scoring window (not before --tune-to). Default: --tune-to.
     #[arg(long)]
     pub score_from: Option<chrono::NaiveDate>,
+    /// Last day of the scoring window (inclusive). Default: the end of the data.
+    #[arg(long)]
+    pub score_to: Option<chrono::NaiveDate>,
+    /// Do not tune: our model as given (--half-life, --margin), the baselines' defaults.
+    #[arg(long)]
+    pub no_tune: bool,
+    /// Metric margin for scoring comparisons, in the metric's units (0: only the ordering
+    /// counts). Tuned unless --no-tune.
+    #[arg(long, default_value_t = 0.0)]
+    pub margin: f64,
+    /// Baselines to run, comma-separated (elo, glicko2, trueskill, weng-lin), or none.
+    #[arg(long, default_value = "elo,glicko2,trueskill,weng-lin")]
+    pub baselines: String,
+    /// Refits of the party adjustment with parties credited in the raw-skill replay.
+    #[arg(long, default_value_t = 2)]
+    pub party_iterations: u32,
+    /// Do not write skill_report.html.
+    #[arg(long)]
+    pub no_html: bool,
     #[command(flatten)]
     pub out_flags: Output,
 }
 
+fn day_ms(d: Option<chrono::NaiveDate>) -> Option<i64> {
+    d.and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|d| d.and_utc().timestamp_millis())
+}
+
 impl FitSkillArgs {
-    pub fn to_config(&self) -> mm_fit::SkillConfig {
-        mm_fit::SkillConfig {
-            lake: self.lake.clone(),
-            out: self.out.clone(),
+    pub fn to_config(&self) -> anyhow::Result<mm_fit::SkillConfig> {
+        use mm_trainer::skill::baselines::BaselineKind;
+        let mut baselines = Vec::new();
+        for name in self
+            .baselines
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            if name == "none" {
+                continue;
+            }
+            match BaselineKind::ALL.iter().find(|k| k.name() == name) {
+                Some(&k) => baselines.push(k),
+                None => {
+                    return Err(mm_fit::FitError::Config {
+                        field: "baselines",
+                        reason: format!(
+                            "unknown baseline '{name}' (elo, glicko2, trueskill, weng-lin, none)"
+                        ),
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(mm_fit::SkillConfig {
             mode: self.mode.clone(),
             metric: match self.metric {
                 MetricArg::KillsPerEnemyDeath => mm_fit::Metric::KillsPerEnemyDeath,
@@ -97,16 +154,24 @@ impl FitSkillArgs {
             },
             params: mm_trainer::skill::raw::RawSkillParams {
                 half_life_matches: self.half_life,
-                scale: self.scale,
+                scale: self.scale.unwrap_or(6.0),
+                margin: self.margin,
                 ..Default::default()
             },
+            tune: !self.no_tune,
+            baselines,
+            party_iterations: self.party_iterations,
             active_days: self.active_days,
             knots: self.knots,
-            score_from_ms: self
-                .score_from
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-                .map(|d| d.and_utc().timestamp_millis()),
-        }
+            tune_from_ms: day_ms(self.tune_from),
+            tune_to_ms: day_ms(self.tune_to),
+            score_from_ms: day_ms(self.score_from),
+            // The last day counts whole.
+            score_to_ms: day_ms(self.score_to).map(|t| t + 86_399_999),
+            html: !self.no_html,
+            target_sd: self.scale.is_none().then_some(mm_fit::COD_SKILL_SD),
+            ..mm_fit::SkillConfig::new(self.lake.clone(), self.out.clone())
+        })
     }
 }
 

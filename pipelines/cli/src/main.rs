@@ -96,34 +96,11 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Fit(FitCmd::Skill(a)) => {
-            let r = mm_fit::fit_skill(&a.to_config())?;
+            let r = mm_fit::fit_skill(&a.to_config()?)?;
             if a.out_flags.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
-                println!(
-                    "raw skill ({}): {} matches, {} players ({} active); skill mean {:.3}, sd {:.3}, range [{:.3}, {:.3}]",
-                    r.metric.name(),
-                    r.matches,
-                    r.players,
-                    r.active_players,
-                    r.skill_mean,
-                    r.skill_sd,
-                    r.skill_min,
-                    r.skill_max
-                );
-                println!(
-                    "predictions scored from {}: {} pairs, log-loss {:.4}, accuracy {:.4}, Brier {:.4}",
-                    r.score_from,
-                    r.scored.pairs,
-                    r.scored.log_loss,
-                    r.scored.accuracy,
-                    r.scored.brier
-                );
-                println!(
-                    "wrote {}/players.parquet, percentiles.json, skill_metrics.json in {:.1} s",
-                    r.out.display(),
-                    r.seconds
-                );
+                print_skill(&r);
             }
             Ok(())
         }
@@ -131,4 +108,61 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
     }
+}
+
+fn print_skill(r: &mm_fit::SkillReport) {
+    println!(
+        "raw skill ({}): {} matches ({} two-team), {} players ({} active); skill mean {:.3}, sd {:.3}, range [{:.3}, {:.3}]",
+        r.metric.name(),
+        r.matches,
+        r.two_team_matches,
+        r.players,
+        r.active_players,
+        r.skill_mean,
+        r.skill_sd,
+        r.skill_min,
+        r.skill_max
+    );
+    println!(
+        "tuned on {} .. {} ({} matches), scored on {} .. {} ({} matches); half-life {} matches, margin {:.4}",
+        r.windows.tune_from,
+        r.windows.tune_to,
+        r.windows.tune_matches,
+        r.windows.score_from,
+        r.windows.score_to,
+        r.windows.scored_matches,
+        r.params.half_life_matches,
+        r.params.margin
+    );
+    println!(
+        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>8} {:>12}",
+        "model", "log-loss", "accuracy", "Brier", "ECE", "n", "updates/s"
+    );
+    for m in &r.models {
+        println!(
+            "{:<34} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>8} {:>12.0}",
+            m.model,
+            m.scored.log_loss,
+            m.scored.accuracy,
+            m.scored.brier,
+            m.scored.ece,
+            m.scored.n,
+            m.updates_per_s
+        );
+    }
+    if let Some(a) = &r.party_adjustment {
+        println!(
+            "party adjustment: {:+.4} raw skill per member {:+.4} per unit of party skill sd",
+            a.per_member, a.per_member_per_sd
+        );
+    }
+    println!(
+        "pairwise (metric) predictions: log-loss {:.4}, accuracy {:.4}, {} pairs",
+        r.pairwise.log_loss, r.pairwise.accuracy, r.pairwise.n
+    );
+    println!(
+        "wrote {}/players.parquet, percentiles.json, team_model.json, skill_metrics.json, skill_report.html in {:.1} s",
+        r.out.display(),
+        r.seconds
+    );
 }

@@ -1,13 +1,21 @@
 //! # mm-fit: fit jobs over the lake
 //!
-//! Each job replays the lake in time order through a model of `mm-trainer` and writes what the
-//! export step needs. [`fit_skill`] is the raw-skill job: every match is a lobby compared on a
-//! performance metric ([`Metric`]). Every prediction is scored *before* the update that uses
-//! the match. It writes per-player state, the percentile table and a metrics report.
+//! Each job replays the lake in time order through models of `mm-trainer` and writes what the
+//! export step needs. [`fit_skill`] is the skill job:
+//! - the raw skill: every match is a lobby compared on a performance metric ([`Metric`]);
+//! - the team win model on the difference of team raw-skill sums, with draws and party terms,
+//!   and the party adjustment it implies;
+//! - the baselines (Elo, Glicko-2, TrueSkill, Weng-Lin), each tuned on the same window;
+//! - one evaluation protocol for all of them ([`replay`]): every prediction is made before the
+//!   match is learned from, hyperparameters are chosen on a tuning window, and the reported
+//!   figures come from a later scoring window.
 //!
-//! **Status:** raw skill and percentiles. The team win model, the party adjustment, the rating
-//! baselines and the HTML report of the skill issue are not written yet.
+//! It writes per-player state, the percentile table, the team model, a metrics report and an
+//! HTML report.
 
+pub mod history;
+pub mod replay;
+mod report;
 mod skill;
 
-pub use skill::{FitError, Metric, SkillConfig, SkillReport, fit_skill};
+pub use skill::{COD_SKILL_SD, FitError, Metric, ModelScore, SkillConfig, SkillReport, fit_skill};

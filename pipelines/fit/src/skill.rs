@@ -3,15 +3,20 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
-use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use hashbrown::HashMap;
 use mm_lake::Lake;
+use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
-use mm_trainer::skill::raw::{RawSkill, RawSkillParams};
+use mm_trainer::skill::raw::{RawSkill, RawSkillParams, ValidRawSkillParams};
+use mm_trainer::skill::team::{
+    PartyAdjustment, TeamFitConfig, TeamFitError, TeamSample, TeamWinModel,
+};
+use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin};
 use serde::Serialize;
+
+use crate::history::{History, read_history};
+use crate::replay::{OursRun, Windows, run_baseline, run_ours};
 
 /// The in-match performance metric players are compared on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -19,6 +24,7 @@ use serde::Serialize;
 pub enum Metric {
     /// Kills per enemy death, `(kills + 1) / (deaths_by_enemy + 1)`: self-kills never help,
     /// and late joiners are not punished for fewer minutes (both counts scale with time).
+    /// Sources that do not tell deaths by enemy apart (LoL) use `deaths`.
     KillsPerEnemyDeath,
     /// Score per minute played.
     ScorePerMinute,
@@ -48,15 +54,63 @@ pub struct SkillConfig {
     /// Only matches of this mode (all modes when None; players are compared within a lobby).
     pub mode: Option<String>,
     pub metric: Metric,
+    /// The raw skill's hyperparameters; with `tune`, `half_life_matches` and `margin` are chosen
+    /// on the tuning window instead.
     pub params: RawSkillParams,
+    /// Tune our model and every baseline on the tuning window (otherwise: as given, and the
+    /// baselines' defaults).
+    pub tune: bool,
+    /// Baselines to run.
+    pub baselines: Vec<BaselineKind>,
+    /// Refits of the party adjustment, each replaying with the previous adjustment credited to
+    /// parties rather than to their members (0: the raw skill ignores parties).
+    pub party_iterations: u32,
     /// Players who played within this many days of the last match form the active population
     /// of the percentile map.
     pub active_days: u32,
     /// Quantile knots of the percentile map.
     pub knots: usize,
-    /// Predictions are scored only for matches from this time on (ms since the epoch); None
-    /// scores the last fifth of the matches.
+    /// Windows (ms since the epoch): tune on `[tune_from, tune_to)`, score on
+    /// `[score_from, score_to]`. Defaults: the matches' 20%, 60%, 60% and 100% points in time.
+    pub tune_from_ms: Option<i64>,
+    pub tune_to_ms: Option<i64>,
     pub score_from_ms: Option<i64>,
+    pub score_to_ms: Option<i64>,
+    /// Write `skill_report.html`.
+    pub html: bool,
+    /// Choose `params.scale` so that the established players' raw skill has this standard
+    /// deviation on the tuning window (the scale is a unit: predictions do not depend on it, but
+    /// the population must sit well inside [-1, 1]). None keeps `params.scale`.
+    pub target_sd: Option<f64>,
+}
+
+/// The Call of Duty paper's spread: the 80th and 50th percentiles of raw skill differ by 0.1, a
+/// standard deviation of 0.1 / 0.8416 for a normal population.
+pub const COD_SKILL_SD: f64 = 0.1 / 0.841_621;
+
+impl SkillConfig {
+    /// Defaults for a lake and an output directory.
+    #[must_use]
+    pub fn new(lake: PathBuf, out: PathBuf) -> SkillConfig {
+        SkillConfig {
+            lake,
+            out,
+            mode: None,
+            metric: Metric::KillsPerEnemyDeath,
+            params: RawSkillParams::default(),
+            tune: true,
+            baselines: BaselineKind::ALL.to_vec(),
+            party_iterations: 2,
+            active_days: 28,
+            knots: 101,
+            tune_from_ms: None,
+            tune_to_ms: None,
+            score_from_ms: None,
+            score_to_ms: None,
+            html: true,
+            target_sd: Some(COD_SKILL_SD),
+        }
+    }
 }
 
 /// Why a fit failed.
@@ -68,17 +122,43 @@ pub enum FitError {
     Empty(PathBuf),
     #[error(transparent)]
     Lake(#[from] mm_lake::LakeError),
+    #[error(transparent)]
+    Team(#[from] TeamFitError),
     #[error("{path}: {reason}")]
     Output { path: PathBuf, reason: String },
 }
 
-/// Prediction quality of "player i outperforms player j", scored before each update.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PairwiseScore {
-    pub pairs: u64,
+/// One model's line of the metrics table.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelScore {
+    pub model: String,
+    /// The hyperparameters used (tuned or default).
+    pub params: serde_json::Value,
+    /// Log-loss on the tuning window with these parameters.
+    pub tune_log_loss: f64,
+    /// The held-out scoring window.
+    pub scored: BinaryMetrics,
+    /// Player-match updates per second of the replay (predictions included).
+    pub updates_per_s: f64,
+}
+
+/// One point of our tuning grid.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TunePoint {
+    pub half_life_matches: f64,
+    pub margin: f64,
     pub log_loss: f64,
-    pub accuracy: f64,
-    pub brier: f64,
+}
+
+/// The time windows, as dates.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowDates {
+    pub tune_from: String,
+    pub tune_to: String,
+    pub score_from: String,
+    pub score_to: String,
+    pub tune_matches: u64,
+    pub scored_matches: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +166,7 @@ pub struct SkillReport {
     pub metric: Metric,
     pub mode: Option<String>,
     pub matches: u64,
+    pub two_team_matches: u64,
     pub player_matches: u64,
     pub players: u64,
     pub active_players: u64,
@@ -93,120 +174,368 @@ pub struct SkillReport {
     pub skill_sd: f64,
     pub skill_min: f64,
     pub skill_max: f64,
-    pub score_from: String,
-    pub scored: PairwiseScore,
+    pub windows: WindowDates,
+    /// Our model's hyperparameters (after tuning).
     pub params: RawSkillParams,
+    pub tuning: Vec<TunePoint>,
+    /// The metrics table: our model first, then each baseline.
+    pub models: Vec<ModelScore>,
+    /// "i outperforms j" on the metric, every pair of the scoring window's lobbies.
+    pub pairwise: BinaryMetrics,
+    /// The team win model fitted on the tuning window (the one scored).
+    pub team_model: Option<TeamWinModel>,
+    /// The same model refitted on the tuning and scoring windows together: the one to export.
+    pub team_model_final: Option<TeamWinModel>,
+    pub party_adjustment: Option<PartyAdjustment>,
+    /// The party adjustment after each replay (the first credits parties nothing).
+    pub party_iterations: Vec<PartyAdjustment>,
+    pub reliability: Vec<ReliabilityBin>,
     pub percentile_knots: usize,
     pub seconds: f64,
     pub out: PathBuf,
 }
 
-struct Match {
-    start_ms: i64,
-    rows: Vec<(u32, f64)>,
+fn date(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_default()
 }
 
-/// Replays the lake through the raw-skill model and writes `players.parquet`,
-/// `percentiles.json` and `skill_metrics.json` into `cfg.out`.
-pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
-    let t0 = std::time::Instant::now();
-    let params = cfg.params.check().map_err(|e| FitError::Config {
+fn config_err(field: &'static str, reason: impl Into<String>) -> FitError {
+    FitError::Config {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// The windows from the configuration and the matches' times.
+fn windows(cfg: &SkillConfig, h: &History) -> Result<Windows, FitError> {
+    let at = |f: f64| h.matches[((h.matches.len() - 1) as f64 * f) as usize].start_ms;
+    let tune_to = cfg.tune_to_ms.unwrap_or_else(|| at(0.6));
+    let w = Windows {
+        tune_from: cfg.tune_from_ms.unwrap_or_else(|| at(0.2).min(tune_to)),
+        tune_to,
+        score_from: cfg.score_from_ms.unwrap_or(tune_to),
+        score_to: cfg.score_to_ms.unwrap_or(i64::MAX),
+    };
+    if w.tune_from > w.tune_to {
+        return Err(config_err("tune-from", "after tune-to"));
+    }
+    if w.score_from < w.tune_to {
+        return Err(config_err(
+            "score-from",
+            format!(
+                "{} is before the end of the tuning window ({}): scoring must be on later matches",
+                date(w.score_from),
+                date(w.tune_to)
+            ),
+        ));
+    }
+    if w.score_to < w.score_from {
+        return Err(config_err("score-to", "before score-from"));
+    }
+    Ok(w)
+}
+
+fn log_loss_of(model: &TeamWinModel, samples: &[TeamSample]) -> BinaryScore {
+    let mut s = BinaryScore::default();
+    for x in samples {
+        s.add(model.expected_score(x), x.outcome);
+    }
+    s
+}
+
+/// Our model's tuning objective: the team model's log-loss on the tuning window when there are
+/// two-team matches, else the pairwise log-loss.
+fn objective(run: &OursRun, team_cfg: &TeamFitConfig) -> f64 {
+    match TeamWinModel::fit(&run.tune, team_cfg) {
+        Ok(m) if run.tune.len() >= 20 => log_loss_of(&m, &run.tune).metrics().log_loss,
+        _ => run.pairwise_tune.metrics().log_loss,
+    }
+}
+
+fn check(p: RawSkillParams) -> Result<ValidRawSkillParams, FitError> {
+    p.check().map_err(|e| FitError::Config {
         field: e.field,
         reason: e.to_string(),
-    })?;
+    })
+}
+
+/// Replays the lake through the raw-skill model and the baselines; writes `players.parquet`,
+/// `percentiles.json`, `team_model.json`, `skill_metrics.json` and `skill_report.html` into
+/// `cfg.out`.
+pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
+    let t0 = std::time::Instant::now();
+    check(cfg.params)?;
     if cfg.knots < 2 {
-        return Err(FitError::Config {
-            field: "knots",
-            reason: "at least 2".into(),
-        });
+        return Err(config_err("knots", "at least 2"));
     }
     let lake = Lake::open(&cfg.lake)?;
-    let (ids, matches) = read_matches(&lake, cfg)?;
-    if matches.is_empty() {
+    let h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
+    if h.matches.is_empty() {
         return Err(FitError::Empty(cfg.lake.clone()));
     }
-    let score_from = cfg
-        .score_from_ms
-        .unwrap_or(matches[matches.len() * 4 / 5].start_ms);
-    let mut model = RawSkill::new(params);
-    let mut last_seen = vec![i64::MIN; ids.len()];
-    let mut score = PairwiseScore::default();
-    let mut lobby: Vec<(usize, f64)> = Vec::new();
-    let mut player_matches = 0u64;
-    for m in &matches {
-        lobby.clear();
-        lobby.extend(m.rows.iter().map(|&(p, x)| (p as usize, x)));
-        if m.start_ms >= score_from {
-            for (a, &(i, xi)) in lobby.iter().enumerate() {
-                for &(j, xj) in &lobby[a + 1..] {
-                    if !(xi.is_finite() && xj.is_finite()) || xi == xj {
-                        continue;
-                    }
-                    let p = model.p_outperform(i, j).clamp(1e-12, 1.0 - 1e-12);
-                    let y = if xi > xj { 1.0 } else { 0.0 };
-                    score.pairs += 1;
-                    score.log_loss -= y * p.ln() + (1.0 - y) * (1.0 - p).ln();
-                    score.brier += (p - y).powi(2);
-                    score.accuracy += if (p > 0.5) == (y > 0.5) {
-                        1.0
-                    } else if p == 0.5 {
-                        0.5
-                    } else {
-                        0.0
-                    };
+    let win = windows(cfg, &h)?;
+    let team_cfg = TeamFitConfig::default();
+
+    // Our model: tune the half-life and the margin on the tuning window.
+    let mut params = cfg.params;
+    let mut tuning = Vec::new();
+    if let Some(sd) = cfg.target_sd {
+        params.scale = calibrated_scale(&h, params, sd, &win)?;
+    }
+    if cfg.tune {
+        let sd = metric_sd(&h, win.tune_to);
+        let margins: Vec<f64> = match cfg.metric {
+            Metric::Outcome => vec![0.0],
+            _ => [0.0, 0.25, 0.5, 1.0].iter().map(|f| f * sd).collect(),
+        };
+        for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
+            for &margin in &margins {
+                let p = RawSkillParams {
+                    half_life_matches: hl,
+                    margin,
+                    ..cfg.params
+                };
+                let run = run_ours(&h, check(p)?, None, win.tune_to, &win, None);
+                tuning.push(TunePoint {
+                    half_life_matches: hl,
+                    margin,
+                    log_loss: objective(&run, &team_cfg),
+                });
+            }
+        }
+        if let Some(best) = tuning
+            .iter()
+            .filter(|t| t.log_loss.is_finite())
+            .min_by(|a, b| a.log_loss.total_cmp(&b.log_loss))
+        {
+            params.half_life_matches = best.half_life_matches;
+            params.margin = best.margin;
+        }
+        if let Some(sd) = cfg.target_sd {
+            params.scale = calibrated_scale(&h, params, sd, &win)?;
+        }
+    }
+    let valid = check(params)?;
+    let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
+    let bucket = (span / 60).max(86_400_000);
+    let mut run = run_ours(&h, valid, None, i64::MAX, &win, Some(bucket));
+    let fit = |run: &OursRun| -> Option<TeamWinModel> {
+        (run.tune.len() >= 20)
+            .then(|| TeamWinModel::fit(&run.tune, &team_cfg).ok())
+            .flatten()
+    };
+    let mut team = fit(&run);
+    let mut party_iterations = Vec::new();
+    if let Some(adj) = team.and_then(|t| t.party_adjustment())
+        && (team.is_some_and(|t| t.party_members_coef != 0.0))
+    {
+        party_iterations.push(adj);
+        for _ in 0..cfg.party_iterations {
+            let Some(adj) = party_iterations.last().copied() else {
+                break;
+            };
+            run = run_ours(&h, valid, Some(adj), i64::MAX, &win, Some(bucket));
+            team = fit(&run);
+            match team.and_then(|t| t.party_adjustment()) {
+                Some(a) => party_iterations.push(a),
+                None => break,
+            }
+        }
+    }
+    let ours_score = team.map(|t| log_loss_of(&t, &run.score));
+    let team_final = if team.is_some() {
+        let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
+        Some(TeamWinModel::fit(&all, &team_cfg)?)
+    } else {
+        None
+    };
+    let mut models = Vec::new();
+    if let (Some(t), Some(s)) = (team, &ours_score) {
+        models.push(ModelScore {
+            model: format!("raw-skill ({})", cfg.metric.name()),
+            params: serde_json::json!({
+                "half_life_matches": params.half_life_matches,
+                "margin": params.margin,
+                "scale": params.scale,
+                "team_skill_coef": t.skill_coef,
+            }),
+            tune_log_loss: log_loss_of(&t, &run.tune).metrics().log_loss,
+            scored: s.metrics(),
+            updates_per_s: run.updates as f64 / run.seconds.max(1e-9),
+        });
+    }
+    // Baselines: each tuned on the tuning window, then scored on the scoring window.
+    let draw_rate = {
+        let two: Vec<_> = h.matches.iter().filter(|m| m.two_teams()).collect();
+        let d = two.iter().filter(|m| m.score_a == 0.5).count();
+        d as f64 / two.len().max(1) as f64
+    };
+    for &kind in &cfg.baselines {
+        let grid = if cfg.tune {
+            kind.grid(draw_rate)
+        } else {
+            vec![BaselineParams {
+                draw_probability: draw_rate,
+                ..kind.default_params()
+            }]
+        };
+        let mut best: Option<(BaselineParams, f64)> = None;
+        if grid.len() > 1 {
+            for p in grid {
+                let ll = run_baseline(&h, p, win.tune_to, &win)
+                    .tune
+                    .metrics()
+                    .log_loss;
+                if ll.is_finite() && best.is_none_or(|b| ll < b.1) {
+                    best = Some((p, ll));
                 }
             }
         }
-        model.update(&lobby);
-        for &(i, _) in &lobby {
-            last_seen[i] = m.start_ms;
+        let p = best.map_or(kind.default_params(), |b| b.0);
+        let r = run_baseline(&h, p, i64::MAX, &win);
+        if r.score.n == 0 {
+            continue;
         }
-        player_matches += lobby.len() as u64;
+        models.push(ModelScore {
+            model: kind.name().to_string(),
+            params: serde_json::to_value(p).unwrap_or_default(),
+            tune_log_loss: r.tune.metrics().log_loss,
+            scored: r.score.metrics(),
+            updates_per_s: r.updates as f64 / r.seconds.max(1e-9),
+        });
     }
-    if score.pairs > 0 {
-        let n = score.pairs as f64;
-        score.log_loss /= n;
-        score.brier /= n;
-        score.accuracy /= n;
-    }
-    let end = matches.last().map_or(0, |m| m.start_ms);
+
+    let model = &run.model;
+    let end = h.matches.last().map_or(0, |m| m.start_ms);
     let window = i64::from(cfg.active_days) * 86_400_000;
     let states = model.players();
-    let active: Vec<f64> = (0..ids.len())
-        .filter(|&i| last_seen[i] >= end - window && i < states.len())
+    let active: Vec<f64> = (0..h.ids.len())
+        .filter(|&i| run.last_seen[i] >= end - window && i < states.len())
         .map(|i| states[i].skill)
         .collect();
     let map =
         PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
-    let skills: Vec<f64> = (0..ids.len()).map(|i| model.skill(i)).collect();
+    let skills: Vec<f64> = (0..h.ids.len()).map(|i| model.skill(i)).collect();
     let n = skills.len() as f64;
     let mean = skills.iter().sum::<f64>() / n;
     let sd = (skills.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
     std::fs::create_dir_all(&cfg.out).map_err(|e| out_err(&cfg.out, e))?;
-    write_players(cfg, &ids, &model, &last_seen, &map)?;
+    write_players(cfg, &h.ids, model, &run.last_seen, &map)?;
+    let count = |f: &dyn Fn(i64) -> bool| {
+        h.matches
+            .iter()
+            .filter(|m| m.two_teams() && f(m.start_ms))
+            .count() as u64
+    };
     let report = SkillReport {
         metric: cfg.metric,
         mode: cfg.mode.clone(),
-        matches: matches.len() as u64,
-        player_matches,
-        players: ids.len() as u64,
+        matches: h.matches.len() as u64,
+        two_team_matches: h.matches.iter().filter(|m| m.two_teams()).count() as u64,
+        player_matches: h.rows() as u64,
+        players: h.ids.len() as u64,
         active_players: active.len() as u64,
         skill_mean: mean,
         skill_sd: sd,
         skill_min: skills.iter().copied().fold(f64::INFINITY, f64::min),
         skill_max: skills.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        score_from: chrono::DateTime::from_timestamp_millis(score_from)
-            .map(|d| d.to_rfc3339())
-            .unwrap_or_default(),
-        scored: score,
-        params: cfg.params,
+        windows: WindowDates {
+            tune_from: date(win.tune_from),
+            tune_to: date(win.tune_to),
+            score_from: date(win.score_from),
+            score_to: date(win.score_to.min(end)),
+            tune_matches: count(&|t| win.in_tune(t)),
+            scored_matches: count(&|t| win.in_score(t)),
+        },
+        params,
+        tuning,
+        models,
+        pairwise: run.pairwise.metrics(),
+        team_model: team,
+        team_model_final: team_final,
+        party_adjustment: party_iterations.last().copied(),
+        party_iterations,
+        reliability: ours_score.map(|s| s.reliability()).unwrap_or_default(),
         percentile_knots: cfg.knots,
-        seconds: t0.elapsed().as_secs_f64(),
+        seconds: 0.0,
         out: cfg.out.clone(),
     };
     write_json(&cfg.out.join("percentiles.json"), &map)?;
+    if let Some(t) = &report.team_model_final {
+        write_json(
+            &cfg.out.join("team_model.json"),
+            &serde_json::json!({
+                "model": t,
+                "party_adjustment": t.party_adjustment(),
+                "raw_skill": params,
+                "metric": cfg.metric,
+            }),
+        )?;
+    }
+    if cfg.html {
+        let html = crate::report::skill_html(&report, &run.dist, &map, &run.score);
+        mm_lake::store::write_atomic(&cfg.out.join("skill_report.html"), html.as_bytes())?;
+    }
+    let report = SkillReport {
+        seconds: t0.elapsed().as_secs_f64(),
+        ..report
+    };
     write_json(&cfg.out.join("skill_metrics.json"), &report)?;
     Ok(report)
+}
+
+/// The scale that gives the established players (past their provisional matches) a raw-skill
+/// standard deviation of `target_sd` at the end of the tuning window. The dynamics in log-odds
+/// are the same for every scale (the learning rate is divided by it), so this only sets the
+/// unit, away from the bounds.
+fn calibrated_scale(
+    h: &History,
+    params: RawSkillParams,
+    target_sd: f64,
+    win: &Windows,
+) -> Result<f64, FitError> {
+    if !(target_sd.is_finite() && target_sd > 0.0 && target_sd < 0.5) {
+        return Err(config_err("target-sd", "must be in (0, 0.5)"));
+    }
+    let run = run_ours(h, check(params)?, None, win.tune_to, win, None);
+    let logits: Vec<f64> = run
+        .model
+        .players()
+        .iter()
+        .filter(|p| p.games >= params.provisional_matches)
+        .map(|p| p.skill * params.scale)
+        .collect();
+    if logits.len() < 10 {
+        return Ok(params.scale);
+    }
+    let n = logits.len() as f64;
+    let mean = logits.iter().sum::<f64>() / n;
+    let sd = (logits.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    Ok(if sd > 0.0 {
+        (sd / target_sd).clamp(1.0, 200.0)
+    } else {
+        params.scale
+    })
+}
+
+/// Standard deviation of the metric over the rows of matches before `until`.
+fn metric_sd(h: &History, until: i64) -> f64 {
+    let end = h
+        .matches
+        .iter()
+        .take_while(|m| m.start_ms < until)
+        .last()
+        .map_or(0, |m| m.hi as usize);
+    let v: Vec<f64> = h.metric[..end]
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect();
+    let n = v.len().max(1) as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt()
 }
 
 fn out_err(path: &Path, e: impl std::fmt::Display) -> FitError {
@@ -255,110 +584,4 @@ fn write_players(
     mm_lake::store::write_parquet_file(&tmp, &[batch])?;
     std::fs::rename(&tmp, &path).map_err(|e| out_err(&path, e))?;
     Ok(())
-}
-
-/// Reads every match of the lake (of the configured mode) in time order, with each player's
-/// metric, and the player ids in order of first appearance.
-fn read_matches(lake: &Lake, cfg: &SkillConfig) -> Result<(Vec<String>, Vec<Match>), FitError> {
-    let cols = [
-        "match_id",
-        "mode",
-        "start_time",
-        "team",
-        "player_id",
-        "outcome",
-        "seconds_played",
-        "kills",
-        "deaths_by_enemy",
-        "score",
-        "perf",
-    ];
-    let mut ids: Vec<String> = Vec::new();
-    let mut index: HashMap<String, u32> = HashMap::new();
-    let mut matches = Vec::new();
-    for day in lake.days()? {
-        // (start, match id, row) for the day's rows, merged across files.
-        let mut rows: Vec<(i64, String, u32, f64)> = Vec::new();
-        for file in lake.partition_files(day)? {
-            for b in mm_lake::store::read_parquet_columns(&file, Some(&cols))? {
-                let col = |n: &str| b.column_by_name(n).cloned();
-                let (Some(mid), Some(mode), Some(start), Some(pid), Some(outcome)) = (
-                    col("match_id"),
-                    col("mode"),
-                    col("start_time"),
-                    col("player_id"),
-                    col("outcome"),
-                ) else {
-                    continue;
-                };
-                let (mid, mode, pid, outcome) = (
-                    mid.as_string::<i32>(),
-                    mode.as_string::<i32>(),
-                    pid.as_string::<i32>(),
-                    outcome.as_string::<i32>(),
-                );
-                let start = start.as_primitive::<TimestampMillisecondType>();
-                let i32col = |n: &str| col(n).map(|a| a.as_primitive::<Int32Type>().clone());
-                let f64col = |n: &str| col(n).map(|a| a.as_primitive::<Float64Type>().clone());
-                let (kills, dbe) = (i32col("kills"), i32col("deaths_by_enemy"));
-                let (secs, score, perf) =
-                    (f64col("seconds_played"), f64col("score"), f64col("perf"));
-                let val_i = |a: &Option<arrow_array::Int32Array>, i: usize| {
-                    a.as_ref()
-                        .filter(|a| a.is_valid(i))
-                        .map(|a| f64::from(a.value(i)))
-                };
-                let val_f = |a: &Option<Float64Array>, i: usize| {
-                    a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
-                };
-                for i in 0..b.num_rows() {
-                    if cfg.mode.as_deref().is_some_and(|m| m != mode.value(i)) {
-                        continue;
-                    }
-                    let metric = match cfg.metric {
-                        Metric::KillsPerEnemyDeath => match (val_i(&kills, i), val_i(&dbe, i)) {
-                            (Some(k), Some(d)) => (k + 1.0) / (d + 1.0),
-                            _ => f64::NAN,
-                        },
-                        Metric::ScorePerMinute => match (val_f(&score, i), val_f(&secs, i)) {
-                            (Some(s), Some(t)) if t > 0.0 => s / (t / 60.0),
-                            _ => f64::NAN,
-                        },
-                        Metric::Perf => val_f(&perf, i).unwrap_or(f64::NAN),
-                        Metric::Outcome => match outcome.value(i) {
-                            "win" => 1.0,
-                            "draw" => 0.5,
-                            "loss" => 0.0,
-                            _ => f64::NAN,
-                        },
-                    };
-                    let p = pid.value(i);
-                    let idx = match index.get(p) {
-                        Some(&k) => k,
-                        None => {
-                            let k = ids.len() as u32;
-                            ids.push(p.to_string());
-                            index.insert(p.to_string(), k);
-                            k
-                        }
-                    };
-                    rows.push((start.value(i), mid.value(i).to_string(), idx, metric));
-                }
-            }
-        }
-        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        let mut k = 0;
-        while k < rows.len() {
-            let mut e = k + 1;
-            while e < rows.len() && rows[e].1 == rows[k].1 {
-                e += 1;
-            }
-            matches.push(Match {
-                start_ms: rows[k].0,
-                rows: rows[k..e].iter().map(|r| (r.2, r.3)).collect(),
-            });
-            k = e;
-        }
-    }
-    Ok((ids, matches))
 }

@@ -9,7 +9,7 @@ use arrow_array::types::{Float64Type, Int64Type};
 use mm_fit::{Metric, SkillConfig, fit_skill};
 use mm_lake::store::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
-use mm_trainer::skill::raw::RawSkillParams;
+use mm_trainer::skill::team::{TeamFitConfig, TeamSample, TeamWinModel};
 use mm_trainer::stats::spearman;
 
 fn column_f64(path: &std::path::Path, key: &str, col: &str) -> HashMap<String, f64> {
@@ -45,14 +45,10 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
     .unwrap();
     let out = dir.path().join("skill");
     let report = fit_skill(&SkillConfig {
-        lake: lake.clone(),
-        out: out.clone(),
         mode: Some("tdm-6v6".into()),
         metric: Metric::KillsPerEnemyDeath,
-        params: RawSkillParams::default(),
         active_days: 7,
-        knots: 101,
-        score_from_ms: None,
+        ..SkillConfig::new(lake.clone(), out.clone())
     })
     .unwrap();
     let fitted = column_f64(&out.join("players.parquet"), "player_id", "raw_skill");
@@ -91,13 +87,119 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
         "Spearman(fitted raw skill, true skill) = {rho:.3} over {} players with >= 50 matches; \
          pairwise log-loss {:.4}, accuracy {:.4} over {} pairs; sd {:.3}",
         a.len(),
-        report.scored.log_loss,
-        report.scored.accuracy,
-        report.scored.pairs,
+        report.pairwise.log_loss,
+        report.pairwise.accuracy,
+        report.pairwise.n,
         report.skill_sd
     );
     assert!(a.len() > 500, "{} players with 50 matches", a.len());
     assert!(rho > 0.8, "Spearman {rho}");
     assert!(fitted.values().all(|x| (-1.0..=1.0).contains(x)));
-    assert!(report.scored.log_loss < std::f64::consts::LN_2 && report.scored.accuracy > 0.5);
+    assert!(report.pairwise.log_loss < std::f64::consts::LN_2 && report.pairwise.accuracy > 0.5);
+    // Roughly normal well inside the bounds: the CoD spread, nobody at a bound.
+    assert!(
+        (report.skill_sd - mm_fit::COD_SKILL_SD).abs() < 0.03,
+        "sd {}",
+        report.skill_sd
+    );
+    assert!(fitted.values().all(|x| x.abs() < 0.9));
+
+    // Summable: team sums predict team outcomes, better than every baseline tuned on the same
+    // window (the metric carries more than the result).
+    for m in &report.models {
+        eprintln!(
+            "{:<32} log-loss {:.4} accuracy {:.4} ECE {:.4} n {}",
+            m.model, m.scored.log_loss, m.scored.accuracy, m.scored.ece, m.scored.n
+        );
+    }
+    let ours = &report.models[0];
+    assert!(ours.model.starts_with("raw-skill") && ours.scored.accuracy > 0.6);
+    assert_eq!(report.models.len(), 5);
+    for b in &report.models[1..] {
+        assert!(ours.scored.log_loss < b.scored.log_loss, "{b:?}");
+    }
+    assert!(out.join("skill_report.html").exists() && out.join("team_model.json").exists());
+
+    // The party adjustment against the simulator's bonus, 0.06 + 0.18 sd (latent units, sd of
+    // the party's latent skills). Raw skill relates to latent skill by the slope `b` of the
+    // fitted values on the true ones.
+    let n = a.len() as f64;
+    let (ma, mt) = (a.iter().sum::<f64>() / n, t.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(&t).map(|(x, y)| (x - ma) * (y - mt)).sum();
+    let b = cov / t.iter().map(|y| (y - mt).powi(2)).sum::<f64>();
+    let adj = report.party_adjustment.unwrap();
+    let (per_member, per_sd) = (adj.per_member / b, adj.per_member_per_sd);
+    eprintln!(
+        "party adjustment from fitted raw skill: {per_member:.4} + {per_sd:.4} sd (latent units, \
+         slope {b:.4}); simulator: {} + {} sd",
+        mm_sim::PARTY_BASE,
+        mm_sim::PARTY_SPREAD
+    );
+    // The same regression on the true skills (an oracle): the method recovers the bonus.
+    let h = mm_fit::history::read_history(
+        &mm_lake::Lake::open(&lake).unwrap(),
+        Some("tdm-6v6"),
+        Metric::KillsPerEnemyDeath,
+    )
+    .unwrap();
+    let skill: Vec<f64> = h.ids.iter().map(|id| truth[id]).collect();
+    let samples: Vec<TeamSample> = h
+        .matches
+        .iter()
+        .filter(|m| m.two_teams())
+        .map(|m| {
+            let side = |lo: u32, hi: u32| {
+                let (mut sum, mut members, mut spread) = (0.0, 0.0, 0.0);
+                for r in lo..hi {
+                    sum += skill[h.player[r as usize] as usize];
+                    let p = h.party[r as usize];
+                    if p != 0 {
+                        let v: Vec<f64> = (lo..hi)
+                            .filter(|&q| h.party[q as usize] == p)
+                            .map(|q| skill[h.player[q as usize] as usize])
+                            .collect();
+                        let mean = v.iter().sum::<f64>() / v.len() as f64;
+                        members += 1.0;
+                        spread += (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
+                            / v.len() as f64)
+                            .sqrt();
+                    }
+                }
+                (sum, members, spread)
+            };
+            let (x, y) = (side(m.lo, m.split), side(m.split, m.hi));
+            TeamSample {
+                skill_diff: x.0 - y.0,
+                party_members_diff: x.1 - y.1,
+                party_spread_diff: x.2 - y.2,
+                outcome: m.score_a,
+            }
+        })
+        .collect();
+    let oracle = TeamWinModel::fit(&samples, &TeamFitConfig::default())
+        .unwrap()
+        .party_adjustment()
+        .unwrap();
+    eprintln!(
+        "party adjustment from true skill: {:.4} + {:.4} sd",
+        oracle.per_member, oracle.per_member_per_sd
+    );
+    assert!(
+        (oracle.per_member - mm_sim::PARTY_BASE).abs() < 0.02,
+        "{oracle:?}"
+    );
+    assert!(
+        (oracle.per_member_per_sd - mm_sim::PARTY_SPREAD).abs() < 0.09,
+        "{oracle:?}"
+    );
+    // From our fitted skill: right sign and size, inflated by the noise in raw skill (the
+    // skill coefficient is attenuated, the party counts are not).
+    assert!(
+        per_member > 0.0 && (per_member - mm_sim::PARTY_BASE).abs() < 0.06,
+        "{per_member}"
+    );
+    assert!(
+        per_sd > 0.0 && (per_sd - mm_sim::PARTY_SPREAD).abs() < 0.15,
+        "{per_sd}"
+    );
 }

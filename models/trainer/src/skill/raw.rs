@@ -143,8 +143,8 @@ pub struct PlayerSkill {
 pub struct RawSkill {
     p: ValidRawSkillParams,
     players: Vec<PlayerSkill>,
-    // Scratch buffers of the last lobby, reused.
-    delta: Vec<f64>,
+    // Scratch buffer of the last lobby, reused.
+    scratch: Vec<Slot>,
 }
 
 fn sigmoid(x: f64) -> f64 {
@@ -157,7 +157,7 @@ impl RawSkill {
         RawSkill {
             p,
             players: Vec::new(),
-            delta: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -205,58 +205,68 @@ impl RawSkill {
         {
             self.players.resize(m + 1, PlayerSkill::default());
         }
-        let n = lobby.len();
-        let off = |k: usize| offsets.get(k).copied().unwrap_or(0.0);
-        // Per player: weighted surprise and weight sum. Each unordered pair is evaluated once
-        // (p_ji = 1 - p_ij, s_ji = 1 - s_ij).
-        self.delta.clear();
-        self.delta.resize(2 * n, 0.0);
+        // The players with a metric, their skill in log-odds units (offset included), weight
+        // and metric; then per player the weighted surprise and the weight sum. Each unordered
+        // pair is evaluated once (p_ji = 1 - p_ij, s_ji = 1 - s_ij).
         let (scale, margin) = (self.p.params.scale, self.p.params.margin);
-        for a in 0..n {
-            let (i, mi) = lobby[a];
-            if !mi.is_finite() {
-                continue;
-            }
-            let (ri, wi) = (
-                self.players[i].skill + off(a),
-                self.weight(self.players[i].games),
-            );
-            for (b, &(j, mj)) in lobby.iter().enumerate().skip(a + 1) {
-                if !mj.is_finite() {
-                    continue;
-                }
-                let pj = self.players[j];
-                let s = if margin > 0.0 {
-                    sigmoid((mi - mj) / margin)
-                } else {
-                    match mi.partial_cmp(&mj) {
-                        Some(std::cmp::Ordering::Greater) => 1.0,
-                        Some(std::cmp::Ordering::Less) => 0.0,
-                        _ => 0.5,
-                    }
-                };
-                let surprise = s - sigmoid(scale * (ri - pj.skill - off(b)));
-                let wj = self.weight(pj.games);
-                self.delta[2 * a] += wj * surprise;
-                self.delta[2 * a + 1] += wj;
-                self.delta[2 * b] -= wi * surprise;
-                self.delta[2 * b + 1] += wi;
+        self.scratch.clear();
+        for (k, &(i, m)) in lobby.iter().enumerate() {
+            if m.is_finite() {
+                let p = self.players[i];
+                self.scratch.push(Slot {
+                    player: i,
+                    logit: scale * (p.skill + offsets.get(k).copied().unwrap_or(0.0)),
+                    weight: self.weight(p.games),
+                    metric: m,
+                    sum: 0.0,
+                    wsum: 0.0,
+                });
             }
         }
-        for (a, &(i, mi)) in lobby.iter().enumerate() {
-            if mi.is_finite() {
-                let (sum, wsum) = (self.delta[2 * a], self.delta[2 * a + 1]);
-                let step = if wsum > 0.0 {
-                    self.rate(self.players[i].games) * sum / wsum
-                } else {
+        let slots = &mut self.scratch[..];
+        for a in 0..slots.len() {
+            let (head, tail) = slots.split_at_mut(a + 1);
+            let x = &mut head[a];
+            for y in tail {
+                let s = if margin > 0.0 {
+                    sigmoid((x.metric - y.metric) / margin)
+                } else if x.metric > y.metric {
+                    1.0
+                } else if x.metric < y.metric {
                     0.0
+                } else {
+                    0.5
                 };
-                let s = &mut self.players[i];
-                s.skill = (s.skill + step).clamp(-1.0, 1.0);
-                s.games += 1;
+                let surprise = s - sigmoid(x.logit - y.logit);
+                x.sum += y.weight * surprise;
+                x.wsum += y.weight;
+                y.sum -= x.weight * surprise;
+                y.wsum += x.weight;
             }
+        }
+        for k in 0..self.scratch.len() {
+            let x = self.scratch[k];
+            let step = if x.wsum > 0.0 {
+                self.rate(self.players[x.player].games) * x.sum / x.wsum
+            } else {
+                0.0
+            };
+            let s = &mut self.players[x.player];
+            s.skill = (s.skill + step).clamp(-1.0, 1.0);
+            s.games += 1;
         }
     }
+}
+
+/// A lobby member during an update.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    player: usize,
+    logit: f64,
+    weight: f64,
+    metric: f64,
+    sum: f64,
+    wsum: f64,
 }
 
 #[cfg(test)]

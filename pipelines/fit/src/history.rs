@@ -1,0 +1,271 @@
+//! The lake's match history in time order, in flat arrays: what every skill replay reads.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
+use arrow_array::{Array, Float64Array, Int32Array, RecordBatch, StringArray};
+use hashbrown::HashMap;
+use mm_lake::Lake;
+
+use crate::skill::{FitError, Metric};
+
+/// One match: its rows are `lo..hi` of the history's row arrays, ordered by team. When the
+/// match has exactly two teams, rows `lo..split` are team A (the smaller team number) and
+/// `split..hi` team B, and `score_a` is A's result (1 win, 1/2 draw, 0 loss); otherwise
+/// `score_a` is `NaN` and the match only feeds the raw skill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatchRef {
+    pub start_ms: i64,
+    pub lo: u32,
+    pub split: u32,
+    pub hi: u32,
+    pub score_a: f64,
+}
+
+impl MatchRef {
+    #[must_use]
+    pub fn two_teams(&self) -> bool {
+        !self.score_a.is_nan()
+    }
+}
+
+/// Match history: players by first appearance, matches in time order, rows in flat arrays.
+#[derive(Debug, Default)]
+pub struct History {
+    pub ids: Vec<String>,
+    pub matches: Vec<MatchRef>,
+    pub player: Vec<u32>,
+    pub metric: Vec<f64>,
+    /// The row's party within its match and team (1, 2, ...), 0 when solo or alone in its
+    /// party in this match.
+    pub party: Vec<u16>,
+}
+
+impl History {
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.player.len()
+    }
+}
+
+const COLS: [&str; 13] = [
+    "match_id",
+    "mode",
+    "start_time",
+    "team",
+    "player_id",
+    "outcome",
+    "party_id",
+    "seconds_played",
+    "kills",
+    "deaths_by_enemy",
+    "deaths",
+    "score",
+    "perf",
+];
+
+/// The columns of one batch that the replay needs.
+struct Cols {
+    mid: StringArray,
+    start: Vec<i64>,
+    team: Int32Array,
+    party: Option<StringArray>,
+}
+
+/// Reads the lake's matches (of `mode` when given) with each player's `metric`.
+pub fn read_history(lake: &Lake, mode: Option<&str>, metric: Metric) -> Result<History, FitError> {
+    let mut h = History::default();
+    let mut index: HashMap<String, u32> = HashMap::new();
+    for day in lake.days()? {
+        let mut cols: Vec<Cols> = Vec::new();
+        // Per kept row: (batch, row, player, metric, outcome code).
+        let mut rows: Vec<(u32, u32, u32, f64, u8)> = Vec::new();
+        for file in lake.partition_files(day)? {
+            for b in mm_lake::store::read_parquet_columns(&file, Some(&COLS))? {
+                let bi = cols.len() as u32;
+                if let Some(c) = batch_rows(&b, bi, mode, metric, &mut h, &mut index, &mut rows) {
+                    cols.push(c);
+                }
+            }
+        }
+        let key = |r: &(u32, u32, u32, f64, u8)| {
+            let c = &cols[r.0 as usize];
+            let i = r.1 as usize;
+            (c.start[i], c.mid.value(i), c.team.value(i))
+        };
+        rows.sort_by(|a, b| key(a).cmp(&key(b)));
+        let mut k = 0;
+        while k < rows.len() {
+            let (start, mid, _) = key(&rows[k]);
+            let mut e = k + 1;
+            while e < rows.len() && {
+                let (s, m, _) = key(&rows[e]);
+                s == start && m == mid
+            } {
+                e += 1;
+            }
+            push_match(&mut h, &cols, &rows[k..e]);
+            k = e;
+        }
+    }
+    Ok(h)
+}
+
+fn batch_rows(
+    b: &RecordBatch,
+    bi: u32,
+    mode: Option<&str>,
+    metric: Metric,
+    h: &mut History,
+    index: &mut HashMap<String, u32>,
+    rows: &mut Vec<(u32, u32, u32, f64, u8)>,
+) -> Option<Cols> {
+    let col = |n: &str| b.column_by_name(n).cloned();
+    let (mid, modes, start, team, pid, outcome) = (
+        col("match_id")?,
+        col("mode")?,
+        col("start_time")?,
+        col("team")?,
+        col("player_id")?,
+        col("outcome")?,
+    );
+    let (modes, pid, outcome) = (
+        modes.as_string::<i32>(),
+        pid.as_string::<i32>(),
+        outcome.as_string::<i32>(),
+    );
+    let i32col = |n: &str| col(n).map(|a| a.as_primitive::<Int32Type>().clone());
+    let f64col = |n: &str| col(n).map(|a| a.as_primitive::<Float64Type>().clone());
+    let (kills, dbe, deaths) = (i32col("kills"), i32col("deaths_by_enemy"), i32col("deaths"));
+    let (secs, score, perf) = (f64col("seconds_played"), f64col("score"), f64col("perf"));
+    let val_i = |a: &Option<Int32Array>, i: usize| {
+        a.as_ref()
+            .filter(|a| a.is_valid(i))
+            .map(|a| f64::from(a.value(i)))
+    };
+    let val_f = |a: &Option<Float64Array>, i: usize| {
+        a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
+    };
+    for i in 0..b.num_rows() {
+        if mode.is_some_and(|m| m != modes.value(i)) {
+            continue;
+        }
+        let code = match outcome.value(i) {
+            "win" => 2,
+            "draw" => 1,
+            "loss" => 0,
+            _ => 3,
+        };
+        let x = match metric {
+            Metric::KillsPerEnemyDeath => match (
+                val_i(&kills, i),
+                val_i(&dbe, i).or_else(|| val_i(&deaths, i)),
+            ) {
+                (Some(k), Some(d)) => (k + 1.0) / (d + 1.0),
+                _ => f64::NAN,
+            },
+            Metric::ScorePerMinute => match (val_f(&score, i), val_f(&secs, i)) {
+                (Some(s), Some(t)) if t > 0.0 => s / (t / 60.0),
+                _ => f64::NAN,
+            },
+            Metric::Perf => val_f(&perf, i).unwrap_or(f64::NAN),
+            Metric::Outcome => match code {
+                2 => 1.0,
+                1 => 0.5,
+                0 => 0.0,
+                _ => f64::NAN,
+            },
+        };
+        let p = pid.value(i);
+        let idx = match index.get(p) {
+            Some(&k) => k,
+            None => {
+                let k = h.ids.len() as u32;
+                h.ids.push(p.to_string());
+                index.insert(p.to_string(), k);
+                k
+            }
+        };
+        rows.push((bi, i as u32, idx, x, code));
+    }
+    Some(Cols {
+        mid: mid.as_string::<i32>().clone(),
+        start: start
+            .as_primitive::<TimestampMillisecondType>()
+            .values()
+            .to_vec(),
+        team: team.as_primitive::<Int32Type>().clone(),
+        party: col("party_id").map(|a| a.as_string::<i32>().clone()),
+    })
+}
+
+/// Appends one match's rows (sorted by team).
+fn push_match(h: &mut History, cols: &[Cols], rows: &[(u32, u32, u32, f64, u8)]) {
+    let lo = h.player.len() as u32;
+    let team = |r: &(u32, u32, u32, f64, u8)| cols[r.0 as usize].team.value(r.1 as usize);
+    let party_of = |r: &(u32, u32, u32, f64, u8)| {
+        let c = &cols[r.0 as usize];
+        c.party
+            .as_ref()
+            .filter(|p| p.is_valid(r.1 as usize))
+            .map(|p| p.value(r.1 as usize))
+    };
+    // Parties: (team, party id) with two or more rows in this match.
+    let mut parties: Vec<(i32, &str)> = rows
+        .iter()
+        .filter_map(|r| party_of(r).map(|p| (team(r), p)))
+        .collect();
+    parties.sort_unstable();
+    let mut numbered: Vec<((i32, &str), u16)> = Vec::new();
+    let mut k = 0;
+    while k < parties.len() {
+        let mut e = k + 1;
+        while e < parties.len() && parties[e] == parties[k] {
+            e += 1;
+        }
+        if e - k >= 2 {
+            numbered.push((parties[k], numbered.len() as u16 + 1));
+        }
+        k = e;
+    }
+    let mut teams = 0;
+    let mut split = None;
+    let mut score_a = f64::NAN;
+    for (n, r) in rows.iter().enumerate() {
+        if n == 0 || team(r) != team(&rows[n - 1]) {
+            teams += 1;
+            if teams == 2 {
+                split = Some(lo + n as u32);
+            }
+        }
+        if n == 0 {
+            score_a = match r.4 {
+                2 => 1.0,
+                1 => 0.5,
+                0 => 0.0,
+                _ => f64::NAN,
+            };
+        }
+        h.player.push(r.2);
+        h.metric.push(r.3);
+        let party = party_of(r)
+            .and_then(|p| {
+                numbered
+                    .iter()
+                    .find(|(key, _)| *key == (team(r), p))
+                    .map(|x| x.1)
+            })
+            .unwrap_or(0);
+        h.party.push(party);
+    }
+    let hi = h.player.len() as u32;
+    if teams != 2 {
+        score_a = f64::NAN;
+    }
+    h.matches.push(MatchRef {
+        start_ms: cols[rows[0].0 as usize].start[rows[0].1 as usize],
+        lo,
+        split: split.unwrap_or(hi),
+        hi,
+        score_a,
+    });
+}

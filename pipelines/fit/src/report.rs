@@ -1,0 +1,286 @@
+//! The HTML skill report: one self-contained file (inline SVG charts drawn with plotters), to
+//! open in a browser with no server.
+
+use std::fmt::Write as _;
+
+use mm_trainer::skill::percentile::PercentileMap;
+use mm_trainer::skill::team::TeamSample;
+use plotters::prelude::*;
+
+use crate::replay::DistPoint;
+use crate::skill::SkillReport;
+
+const W: u32 = 560;
+const H: u32 = 380;
+const PALETTE: [RGBColor; 5] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+];
+
+/// Escapes text for HTML.
+#[must_use]
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One series of a chart: name, points, and whether to mark the points.
+pub type Series<'a> = (&'a str, Vec<(f64, f64)>, bool);
+
+/// A line (and point) chart.
+#[must_use]
+pub fn line_chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y: (f64, f64),
+    series: &[Series<'_>],
+) -> String {
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(52)
+            .build_cartesian_2d(x.0..x.1, y.0..y.1)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for (k, (name, pts, points)) in series.iter().enumerate() {
+            let c = PALETTE[k % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
+                .label(*name)
+                .legend(move |(a, b)| {
+                    PathElement::new(vec![(a, b), (a + 16, b)], c.stroke_width(2))
+                });
+            if *points {
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })();
+    match drawn {
+        Ok(()) => svg,
+        Err(e) => format!("<p>chart not drawn: {}</p>", esc(&e.to_string())),
+    }
+}
+
+fn f(x: f64, d: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.d$}")
+    } else {
+        "–".into()
+    }
+}
+
+/// The report page.
+#[must_use]
+pub fn skill_html(
+    r: &SkillReport,
+    dist: &[DistPoint],
+    map: &PercentileMap,
+    scored: &[TeamSample],
+) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Skill report</title>\
+         <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
+         th{{background:#f3f3f3}}td:first-child{{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}\
+         code{{background:#f6f6f6}}</style></head><body>\
+         <h1>Skill report</h1><p>Metric <code>{}</code>{}; {} matches ({} with two teams), {} players, \
+         {} player-match rows.</p><p>Tuned on {} to {} ({} two-team matches, after a burn-in), \
+         scored on {} to {} ({} matches): every prediction is made before the match is learned from.</p>",
+        r.metric.name(),
+        r.mode
+            .as_ref()
+            .map(|m| format!(", mode <code>{}</code>", esc(m)))
+            .unwrap_or_default(),
+        r.matches,
+        r.two_team_matches,
+        r.players,
+        r.player_matches,
+        esc(&r.windows.tune_from),
+        esc(&r.windows.tune_to),
+        r.windows.tune_matches,
+        esc(&r.windows.score_from),
+        esc(&r.windows.score_to),
+        r.windows.scored_matches,
+    );
+    h.push_str(
+        "<h2>Metrics on the scoring window</h2><table><tr><th>model</th><th>log-loss</th>\
+         <th>accuracy</th><th>Brier</th><th>calibration error</th><th>n</th>\
+         <th>tuning log-loss</th><th>updates/s</th><th>parameters</th></tr>",
+    );
+    for m in &r.models {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{:.0}</td><td style=\"text-align:left\"><code>{}</code></td></tr>",
+            esc(&m.model),
+            f(m.scored.log_loss, 4),
+            f(m.scored.accuracy, 4),
+            f(m.scored.brier, 4),
+            f(m.scored.ece, 4),
+            m.scored.n,
+            f(m.tune_log_loss, 4),
+            m.updates_per_s,
+            esc(&m.params.to_string()),
+        );
+    }
+    h.push_str("</table>");
+
+    h.push_str("<div class=\"charts\">");
+    // Reliability of our predicted win probability.
+    let rel: Vec<(f64, f64)> = r
+        .reliability
+        .iter()
+        .map(|b| (b.mean_predicted, b.observed))
+        .collect();
+    h.push_str(&line_chart(
+        "Reliability (scoring window)",
+        "predicted expected score of team A",
+        "observed",
+        (0.0, 1.0),
+        (0.0, 1.0),
+        &[
+            ("raw-skill team model", rel, true),
+            ("perfect", vec![(0.0, 0.0), (1.0, 1.0)], false),
+        ],
+    ));
+    // The team win curve (CoD Figure 2) with observed rates by skill-difference decile.
+    if let Some(t) = &r.team_model {
+        let mut d: Vec<&TeamSample> = scored.iter().filter(|s| s.outcome != 0.5).collect();
+        d.sort_by(|a, b| a.skill_diff.total_cmp(&b.skill_diff));
+        let obs: Vec<(f64, f64)> = d
+            .chunks(d.len().div_ceil(10).max(1))
+            .map(|c| {
+                let n = c.len() as f64;
+                (
+                    c.iter().map(|s| s.skill_diff).sum::<f64>() / n,
+                    c.iter().map(|s| s.outcome).sum::<f64>() / n,
+                )
+            })
+            .collect();
+        let half = obs.iter().map(|p| p.0.abs()).fold(0.05, f64::max).min(4.0);
+        h.push_str(&line_chart(
+            "Team win curve",
+            "team A raw-skill sum minus team B's",
+            "P(A wins | decisive)",
+            (-half, half),
+            (0.0, 1.0),
+            &[
+                ("fitted (tuning window)", t.curve(half, 81), false),
+                ("observed, by decile (scoring window)", obs, true),
+            ],
+        ));
+    }
+    // Skill distribution over time.
+    if !dist.is_empty() {
+        let t0 = dist[0].end_ms;
+        let day = |ms: i64| (ms - t0) as f64 / 86_400_000.0;
+        let names = ["5th", "25th", "50th", "75th", "95th"];
+        let series: Vec<Series<'_>> = (0..5)
+            .map(|k| {
+                (
+                    names[k],
+                    dist.iter().map(|p| (day(p.end_ms), p.q[k])).collect(),
+                    false,
+                )
+            })
+            .collect();
+        let lo = dist.iter().map(|p| p.q[0]).fold(0.0, f64::min) - 0.02;
+        let hi = dist.iter().map(|p| p.q[4]).fold(0.0, f64::max) + 0.02;
+        let x1 = day(dist[dist.len() - 1].end_ms).max(1.0);
+        h.push_str(&line_chart(
+            "Raw skill of the players seen, over time",
+            "days since the first stretch",
+            "raw skill percentiles",
+            (0.0, x1),
+            (lo, hi),
+            &series,
+        ));
+    }
+    h.push_str("</div>");
+
+    // Percentile table.
+    h.push_str("<h2>Percentile map (active population)</h2><table><tr><th>percentile</th>");
+    let ps: Vec<f64> = (0..=20).map(|k| f64::from(k) * 5.0).collect();
+    for p in &ps {
+        let _ = write!(h, "<th>{p:.0}</th>");
+    }
+    h.push_str("</tr><tr><td>raw skill</td>");
+    for p in &ps {
+        let _ = write!(h, "<td>{}</td>", f(map.skill_at(p / 100.0), 3));
+    }
+    h.push_str("</tr></table>");
+
+    // The team model and the party adjustment.
+    if let Some(t) = &r.team_model_final {
+        let _ = write!(
+            h,
+            "<h2>Team win model (exported; fitted on both windows)</h2><p>logit P(A wins | decisive) = \
+             {} × skill-sum difference + {} × party-member difference + {} × party-spread difference; \
+             {} matches, {} draws.</p>",
+            f(t.skill_coef, 3),
+            f(t.party_members_coef, 4),
+            f(t.party_spread_coef, 4),
+            t.samples,
+            t.draws
+        );
+        if let Some(d) = t.draw {
+            let _ = write!(
+                h,
+                "<p>logit P(draw) = {} + {} × |skill-sum difference|.</p>",
+                f(d.intercept, 3),
+                f(d.abs_diff_coef, 3)
+            );
+        }
+    }
+    if !r.party_iterations.is_empty() {
+        h.push_str(
+            "<h3>Party adjustment (raw-skill units per party member)</h3><table><tr><th>replay</th>\
+             <th>per member</th><th>per member per unit of party skill sd</th></tr>",
+        );
+        for (k, a) in r.party_iterations.iter().enumerate() {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                k + 1,
+                f(a.per_member, 4),
+                f(a.per_member_per_sd, 4)
+            );
+        }
+        h.push_str("</table>");
+    }
+    let _ = write!(
+        h,
+        "<p>Pairwise (\"i outperforms j\" on the metric, scoring window): log-loss {}, accuracy {}, \
+         {} pairs.</p></body></html>",
+        f(r.pairwise.log_loss, 4),
+        f(r.pairwise.accuracy, 4),
+        r.pairwise.n
+    );
+    h
+}
