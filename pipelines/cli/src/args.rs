@@ -356,6 +356,45 @@ pub enum BenchCmd {
     /// EOMM pairing (exact blossom) on the peers' pools, beside networkx max_weight_matching run
     /// by the peers' own script on the same pools in the same run.
     Pair(BenchPairArgs),
+    /// Skill fitting throughput: raw skill and each baseline on simulated 6v6 lobbies from
+    /// Parquet, and on ATP beside the peers' Python rating loops run in the same run.
+    Skill(BenchSkillArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSkillArgs {
+    /// A lake of team lobbies to read (default: simulate one into --work, reused next time).
+    #[arg(long)]
+    pub lake: Option<PathBuf>,
+    /// Mode of the lobbies.
+    #[arg(long, default_value = "tdm-6v6")]
+    pub mode: String,
+    /// Players and days of the simulated lake (250,000 x 28 days is about 10M rows).
+    #[arg(long, default_value_t = 250_000)]
+    pub players: usize,
+    #[arg(long, default_value_t = 28)]
+    pub days: u32,
+    /// Runs of read + fit; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Skip the ATP comparison with the peers.
+    #[arg(long)]
+    pub no_atp: bool,
+    /// The peers' folder (bench_ratings.py; the real data beside it).
+    #[arg(long, default_value = "../shared/peers")]
+    pub peers: PathBuf,
+    /// Repetitions of the peers' script (median).
+    #[arg(long, default_value_t = 1)]
+    pub peer_reps: usize,
+    /// Python with openskill and trueskill (default: $PEERS_VENV/bin/python, else
+    /// ~/.venvs/peers/bin/python).
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
+    /// Work directory (simulated lake, ATP lake, the peers' output).
+    #[arg(long, default_value = "/tmp/mm-bench-skill")]
+    pub work: PathBuf,
+    #[command(flatten)]
+    pub out: Output,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@
 mod args;
 mod bench;
 mod bench_pair;
+mod bench_skill;
 mod pair;
 mod progress;
 
@@ -107,6 +108,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Pair(a) => pair::run(&a),
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
+        Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
     }
 }
 

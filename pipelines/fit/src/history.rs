@@ -66,48 +66,124 @@ const COLS: [&str; 13] = [
 /// The columns of one batch that the replay needs.
 struct Cols {
     mid: StringArray,
+    pid: StringArray,
     start: Vec<i64>,
     team: Int32Array,
     party: Option<StringArray>,
 }
 
-/// Reads the lake's matches (of `mode` when given) with each player's `metric`.
+/// A kept row: batch, row in the batch, metric, outcome code (2 win, 1 draw, 0 loss, 3 other).
+type RowRef = (u32, u32, f64, u8);
+
+/// One day's matches with day-local player numbers; the day's player ids are concatenated in
+/// one buffer (`id_ends[k]` ends id `k`), so a day costs no allocation per player.
+#[derive(Debug, Default)]
+struct DayChunk {
+    h: History,
+    id_bytes: String,
+    id_ends: Vec<usize>,
+}
+
+/// Reads the lake's matches (of `mode` when given) with each player's `metric`. Days are
+/// decoded in parallel and joined in order; players are numbered by first appearance.
 pub fn read_history(lake: &Lake, mode: Option<&str>, metric: Metric) -> Result<History, FitError> {
+    use rayon::prelude::*;
+    let days = lake.days()?;
+    let chunks: Vec<Result<DayChunk, FitError>> = days
+        .par_iter()
+        .map(|&day| read_day(lake, day, mode, metric))
+        .collect();
     let mut h = History::default();
     let mut index: HashMap<String, u32> = HashMap::new();
-    for day in lake.days()? {
-        let mut cols: Vec<Cols> = Vec::new();
-        // Per kept row: (batch, row, player, metric, outcome code).
-        let mut rows: Vec<(u32, u32, u32, f64, u8)> = Vec::new();
-        for file in lake.partition_files(day)? {
-            for b in mm_lake::store::read_parquet_columns(&file, Some(&COLS))? {
-                let bi = cols.len() as u32;
-                if let Some(c) = batch_rows(&b, bi, mode, metric, &mut h, &mut index, &mut rows) {
-                    cols.push(c);
+    let mut global: Vec<u32> = Vec::new();
+    for chunk in chunks {
+        let c = chunk?;
+        global.clear();
+        let mut from = 0;
+        for &end in &c.id_ends {
+            let id = &c.id_bytes[from..end];
+            from = end;
+            let k = match index.get(id) {
+                Some(&k) => k,
+                None => {
+                    let k = h.ids.len() as u32;
+                    h.ids.push(id.to_string());
+                    index.insert(id.to_string(), k);
+                    k
                 }
-            }
+            };
+            global.push(k);
         }
-        let key = |r: &(u32, u32, u32, f64, u8)| {
-            let c = &cols[r.0 as usize];
-            let i = r.1 as usize;
-            (c.start[i], c.mid.value(i), c.team.value(i))
-        };
-        rows.sort_by(|a, b| key(a).cmp(&key(b)));
-        let mut k = 0;
-        while k < rows.len() {
-            let (start, mid, _) = key(&rows[k]);
-            let mut e = k + 1;
-            while e < rows.len() && {
-                let (s, m, _) = key(&rows[e]);
-                s == start && m == mid
-            } {
-                e += 1;
-            }
-            push_match(&mut h, &cols, &rows[k..e]);
-            k = e;
-        }
+        let c = c.h;
+        let base = h.player.len() as u32;
+        h.player
+            .extend(c.player.iter().map(|&p| global[p as usize]));
+        h.metric.extend_from_slice(&c.metric);
+        h.party.extend_from_slice(&c.party);
+        h.matches.extend(c.matches.iter().map(|m| MatchRef {
+            lo: m.lo + base,
+            split: m.split + base,
+            hi: m.hi + base,
+            ..*m
+        }));
     }
     Ok(h)
+}
+
+fn read_day(
+    lake: &Lake,
+    day: i32,
+    mode: Option<&str>,
+    metric: Metric,
+) -> Result<DayChunk, FitError> {
+    let mut cols: Vec<Cols> = Vec::new();
+    let mut rows: Vec<RowRef> = Vec::new();
+    let names: Vec<&str> = COLS.iter().copied().filter(|c| metric.needs(c)).collect();
+    for file in lake.partition_files(day)? {
+        for b in mm_lake::store::read_parquet_columns(&file, Some(&names))? {
+            let bi = cols.len() as u32;
+            if let Some(c) = batch_rows(&b, bi, mode, metric, &mut rows) {
+                cols.push(c);
+            }
+        }
+    }
+    let key = |r: &RowRef| {
+        let c = &cols[r.0 as usize];
+        let i = r.1 as usize;
+        (c.start[i], c.mid.value(i), c.team.value(i))
+    };
+    // Lakes are usually written in this order already: check before sorting.
+    if !rows.is_sorted_by(|a, b| key(a) <= key(b)) {
+        rows.sort_by(|a, b| key(a).cmp(&key(b)));
+    }
+    // Day-local player numbers, by first appearance.
+    let mut chunk = DayChunk::default();
+    let mut local: HashMap<&str, u32> = HashMap::with_capacity(rows.len());
+    let players: Vec<u32> = rows
+        .iter()
+        .map(|r| {
+            let id = cols[r.0 as usize].pid.value(r.1 as usize);
+            *local.entry(id).or_insert_with(|| {
+                chunk.id_bytes.push_str(id);
+                chunk.id_ends.push(chunk.id_bytes.len());
+                (chunk.id_ends.len() - 1) as u32
+            })
+        })
+        .collect();
+    let mut k = 0;
+    while k < rows.len() {
+        let (start, mid) = (key(&rows[k]).0, key(&rows[k]).1);
+        let mut e = k + 1;
+        while e < rows.len() && {
+            let (s, m, _) = key(&rows[e]);
+            s == start && m == mid
+        } {
+            e += 1;
+        }
+        push_match(&mut chunk.h, &cols, &rows[k..e], &players[k..e]);
+        k = e;
+    }
+    Ok(chunk)
 }
 
 fn batch_rows(
@@ -115,9 +191,7 @@ fn batch_rows(
     bi: u32,
     mode: Option<&str>,
     metric: Metric,
-    h: &mut History,
-    index: &mut HashMap<String, u32>,
-    rows: &mut Vec<(u32, u32, u32, f64, u8)>,
+    rows: &mut Vec<RowRef>,
 ) -> Option<Cols> {
     let col = |n: &str| b.column_by_name(n).cloned();
     let (mid, modes, start, team, pid, outcome) = (
@@ -128,11 +202,7 @@ fn batch_rows(
         col("player_id")?,
         col("outcome")?,
     );
-    let (modes, pid, outcome) = (
-        modes.as_string::<i32>(),
-        pid.as_string::<i32>(),
-        outcome.as_string::<i32>(),
-    );
+    let (modes, outcome) = (modes.as_string::<i32>(), outcome.as_string::<i32>());
     let i32col = |n: &str| col(n).map(|a| a.as_primitive::<Int32Type>().clone());
     let f64col = |n: &str| col(n).map(|a| a.as_primitive::<Float64Type>().clone());
     let (kills, dbe, deaths) = (i32col("kills"), i32col("deaths_by_enemy"), i32col("deaths"));
@@ -175,20 +245,11 @@ fn batch_rows(
                 _ => f64::NAN,
             },
         };
-        let p = pid.value(i);
-        let idx = match index.get(p) {
-            Some(&k) => k,
-            None => {
-                let k = h.ids.len() as u32;
-                h.ids.push(p.to_string());
-                index.insert(p.to_string(), k);
-                k
-            }
-        };
-        rows.push((bi, i as u32, idx, x, code));
+        rows.push((bi, i as u32, x, code));
     }
     Some(Cols {
         mid: mid.as_string::<i32>().clone(),
+        pid: pid.as_string::<i32>().clone(),
         start: start
             .as_primitive::<TimestampMillisecondType>()
             .values()
@@ -198,11 +259,11 @@ fn batch_rows(
     })
 }
 
-/// Appends one match's rows (sorted by team).
-fn push_match(h: &mut History, cols: &[Cols], rows: &[(u32, u32, u32, f64, u8)]) {
+/// Appends one match's rows (sorted by team) with their day-local player numbers.
+fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) {
     let lo = h.player.len() as u32;
-    let team = |r: &(u32, u32, u32, f64, u8)| cols[r.0 as usize].team.value(r.1 as usize);
-    let party_of = |r: &(u32, u32, u32, f64, u8)| {
+    let team = |r: &RowRef| cols[r.0 as usize].team.value(r.1 as usize);
+    let party_of = |r: &RowRef| {
         let c = &cols[r.0 as usize];
         c.party
             .as_ref()
@@ -229,7 +290,12 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[(u32, u32, u32, f64, u8)])
     }
     let mut teams = 0;
     let mut split = None;
-    let mut score_a = f64::NAN;
+    let score_a = match rows.first().map(|r| r.3) {
+        Some(2) => 1.0,
+        Some(1) => 0.5,
+        Some(0) => 0.0,
+        _ => f64::NAN,
+    };
     for (n, r) in rows.iter().enumerate() {
         if n == 0 || team(r) != team(&rows[n - 1]) {
             teams += 1;
@@ -237,16 +303,8 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[(u32, u32, u32, f64, u8)])
                 split = Some(lo + n as u32);
             }
         }
-        if n == 0 {
-            score_a = match r.4 {
-                2 => 1.0,
-                1 => 0.5,
-                0 => 0.0,
-                _ => f64::NAN,
-            };
-        }
-        h.player.push(r.2);
-        h.metric.push(r.3);
+        h.player.push(players[n]);
+        h.metric.push(r.2);
         let party = party_of(r)
             .and_then(|p| {
                 numbered
@@ -258,14 +316,11 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[(u32, u32, u32, f64, u8)])
         h.party.push(party);
     }
     let hi = h.player.len() as u32;
-    if teams != 2 {
-        score_a = f64::NAN;
-    }
     h.matches.push(MatchRef {
         start_ms: cols[rows[0].0 as usize].start[rows[0].1 as usize],
         lo,
         split: split.unwrap_or(hi),
         hi,
-        score_a,
+        score_a: if teams == 2 { score_a } else { f64::NAN },
     });
 }

@@ -186,7 +186,11 @@ pub fn run_ours(
     if let Some(end) = bucket_end
         && !seen.is_empty()
     {
-        run.dist.push(dist_point(&model, &mut seen, end));
+        // The last, partial stretch only when it is not a thin tail of a few players.
+        let p = dist_point(&model, &mut seen, end);
+        if run.dist.last().is_none_or(|q| 2 * p.players >= q.players) {
+            run.dist.push(p);
+        }
     }
     run.model = model;
     run.seconds = t0.elapsed().as_secs_f64();

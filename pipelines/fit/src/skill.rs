@@ -35,6 +35,17 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Whether the metric reads this lake column (the match columns are always read).
+    #[must_use]
+    pub fn needs(self, column: &str) -> bool {
+        match column {
+            "kills" | "deaths_by_enemy" | "deaths" => self == Metric::KillsPerEnemyDeath,
+            "score" | "seconds_played" => self == Metric::ScorePerMinute,
+            "perf" => self == Metric::Perf,
+            _ => true,
+        }
+    }
+
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
