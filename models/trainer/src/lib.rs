@@ -3,9 +3,10 @@
 //! Raw skill, percentiles, the team win model, the party adjustment and the churn model, each in
 //! its own module with validated hyperparameters.
 //!
-//! **Status:** [`skill::raw`] (the Call of Duty style raw skill) and [`skill::percentile`] (the
-//! percentile map) are written. The team win model, the party adjustment and the churn model are
-//! not written yet; they bring linfa and ndarray in with them.
+//! **Status:** [`skill::raw`] (the Call of Duty style raw skill), [`skill::percentile`] (the
+//! percentile map), [`skill::team`] (the team win model, its draw model and the party
+//! adjustment, fitted with linfa-logistic) and [`skill::baselines`] (Elo, Glicko-2, TrueSkill and
+//! Weng-Lin through `skillratings`) are written. The churn model is not written yet.
 //!
 //! ```
 //! use mm_trainer::skill::raw::{RawSkill, RawSkillParams};
