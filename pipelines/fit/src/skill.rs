@@ -497,8 +497,9 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     Ok(report)
 }
 
-/// The scale that gives the established players (past their provisional matches) a raw-skill
-/// standard deviation of `target_sd` at the end of the tuning window. The dynamics in log-odds
+/// The scale that gives the established players (past their provisional matches; with fewer
+/// than 10 of them, those with 3 or more matches) a raw-skill standard deviation of `target_sd`
+/// at the end of the tuning window. The dynamics in log-odds
 /// are the same for every scale (the learning rate is divided by it), so this only sets the
 /// unit, away from the bounds.
 fn calibrated_scale(
@@ -511,13 +512,19 @@ fn calibrated_scale(
         return Err(config_err("target-sd", "must be in (0, 0.5)"));
     }
     let run = run_ours(h, check(params)?, None, win.tune_to, win, None);
-    let logits: Vec<f64> = run
-        .model
-        .players()
-        .iter()
-        .filter(|p| p.games >= params.provisional_matches)
-        .map(|p| p.skill * params.scale)
-        .collect();
+    // Established players; on a short history, everyone with a few matches.
+    let logits_over = |min_games: u32| -> Vec<f64> {
+        run.model
+            .players()
+            .iter()
+            .filter(|p| p.games >= min_games)
+            .map(|p| p.skill * params.scale)
+            .collect()
+    };
+    let mut logits = logits_over(params.provisional_matches);
+    if logits.len() < 10 {
+        logits = logits_over(3);
+    }
     if logits.len() < 10 {
         return Ok(params.scale);
     }
