@@ -94,29 +94,20 @@ fn lobby_lake(a: &BenchSkillArgs) -> Result<PathBuf> {
 }
 
 fn systems(h: &History, params: RawSkillParams) -> Result<Vec<SystemRate>> {
-    let matches = h.matches.len() as f64;
-    let mut out = Vec::new();
-    let r = run_ours(h, params.check()?, None, i64::MAX, &FIT_ONLY, None);
-    out.push(SystemRate {
-        model: "raw-skill".into(),
-        seconds: r.seconds,
-        updates_per_s: r.updates as f64 / r.seconds,
-        matches_per_s: matches / r.seconds,
+    let rate = |model: &str, seconds: f64, updates: u64| SystemRate {
+        model: model.into(),
+        seconds,
+        updates_per_s: updates as f64 / seconds,
+        matches_per_s: h.matches.len() as f64 / seconds,
         peer: None,
         peer_matches_per_s: None,
         ratio_vs_peer: None,
-    });
+    };
+    let r = run_ours(h, params.check()?, None, i64::MAX, &FIT_ONLY, None);
+    let mut out = vec![rate("raw-skill", r.seconds, r.updates)];
     for kind in BaselineKind::ALL {
         let r = run_baseline(h, kind.default_params(), i64::MAX, &FIT_ONLY);
-        out.push(SystemRate {
-            model: kind.name().into(),
-            seconds: r.seconds,
-            updates_per_s: r.updates as f64 / r.seconds,
-            matches_per_s: matches / r.seconds,
-            peer: None,
-            peer_matches_per_s: None,
-            ratio_vs_peer: None,
-        });
+        out.push(rate(kind.name(), r.seconds, r.updates));
     }
     Ok(out)
 }

@@ -60,8 +60,9 @@ pub struct OursRun {
     pub dist: Vec<DistPoint>,
 }
 
-/// Pre-match team features of a two-team match from the players' current skills.
-fn team_sample(h: &History, m: &MatchRef, skill: &impl Fn(u32) -> f64) -> TeamSample {
+/// Pre-match team features of a two-team match from the players' skills (`skill(player)`).
+#[must_use]
+pub fn team_sample(h: &History, m: &MatchRef, skill: &impl Fn(u32) -> f64) -> TeamSample {
     let side = |lo: u32, hi: u32| {
         let (mut sum, mut members, mut spread) = (0.0, 0.0, 0.0);
         for r in lo..hi {

@@ -143,38 +143,12 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
     )
     .unwrap();
     let skill: Vec<f64> = h.ids.iter().map(|id| truth[id]).collect();
+    let skill = |p: u32| skill[p as usize];
     let samples: Vec<TeamSample> = h
         .matches
         .iter()
         .filter(|m| m.two_teams())
-        .map(|m| {
-            let side = |lo: u32, hi: u32| {
-                let (mut sum, mut members, mut spread) = (0.0, 0.0, 0.0);
-                for r in lo..hi {
-                    sum += skill[h.player[r as usize] as usize];
-                    let p = h.party[r as usize];
-                    if p != 0 {
-                        let v: Vec<f64> = (lo..hi)
-                            .filter(|&q| h.party[q as usize] == p)
-                            .map(|q| skill[h.player[q as usize] as usize])
-                            .collect();
-                        let mean = v.iter().sum::<f64>() / v.len() as f64;
-                        members += 1.0;
-                        spread += (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
-                            / v.len() as f64)
-                            .sqrt();
-                    }
-                }
-                (sum, members, spread)
-            };
-            let (x, y) = (side(m.lo, m.split), side(m.split, m.hi));
-            TeamSample {
-                skill_diff: x.0 - y.0,
-                party_members_diff: x.1 - y.1,
-                party_spread_diff: x.2 - y.2,
-                outcome: m.score_a,
-            }
-        })
+        .map(|m| mm_fit::replay::team_sample(&h, m, &skill))
         .collect();
     let oracle = TeamWinModel::fit(&samples, &TeamFitConfig::default())
         .unwrap()
