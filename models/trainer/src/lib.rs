@@ -6,7 +6,10 @@
 //! **Status:** [`skill::raw`] (the Call of Duty style raw skill), [`skill::percentile`] (the
 //! percentile map), [`skill::team`] (the team win model, its draw model and the party
 //! adjustment, fitted with linfa-logistic) and [`skill::baselines`] (Elo, Glicko-2, TrueSkill and
-//! Weng-Lin through `skillratings`) are written. The churn model is not written yet.
+//! Weng-Lin through `skillratings`) are written. Of the churn model, [`churn::features`] (the
+//! EOMM features and the censored label) and [`churn::model`] (L2 logistic regression with the
+//! penalty chosen by player-grouped cross-validation, and counterfactual outcomes) are written;
+//! building the features from the lake, `mm fit churn` and the calibration report are not.
 //!
 //! ```
 //! use mm_trainer::skill::raw::{RawSkill, RawSkillParams};
@@ -16,5 +19,6 @@
 //! assert!(model.skill(0) > 0.0 && model.skill(2) < 0.0);
 //! ```
 
+pub mod churn;
 pub mod skill;
 pub mod stats;

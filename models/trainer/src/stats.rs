@@ -20,6 +20,29 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
 }
 
+/// Area under the ROC curve of scores `p` for labels `y` (Mann-Whitney, ties counted half).
+/// `NaN` when one class is absent.
+#[must_use]
+pub fn auc(p: &[f64], y: &[bool]) -> f64 {
+    assert_eq!(p.len(), y.len(), "auc: samples of different lengths");
+    let mut idx: Vec<usize> = (0..p.len()).collect();
+    idx.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    // Sum of the positives' ranks (1-based, ties averaged).
+    let (mut rank_sum, mut k) = (0.0, 0);
+    while k < idx.len() {
+        let mut e = k + 1;
+        while e < idx.len() && p[idx[e]] == p[idx[k]] {
+            e += 1;
+        }
+        let avg = (k + 1 + e) as f64 / 2.0;
+        rank_sum += avg * idx[k..e].iter().filter(|&&i| y[i]).count() as f64;
+        k = e;
+    }
+    let np = y.iter().filter(|&&v| v).count() as f64;
+    let nn = y.len() as f64 - np;
+    (rank_sum - np * (np + 1.0) / 2.0) / (np * nn)
+}
+
 /// Bins of the reliability curve and of the expected calibration error.
 pub const CALIBRATION_BINS: usize = 10;
 
@@ -154,6 +177,16 @@ mod tests {
         assert!((spearman(&a, &[-1.0, -5.0, -2.0, -9.0]) + 1.0).abs() < 1e-12);
         // Hand case: ranks (0, 1, 2) vs (0, 2, 1): 1 - 6 * 2 / (3 * 8) = 0.5.
         assert!((spearman(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0]) - 0.5).abs() < 1e-12);
+    }
+
+    /// Hand case: positives scored 0.9 and 0.4, negatives 0.4 and 0.1: of the 4 pairs, 3 are
+    /// ordered right and 1 is tied, so 3.5 / 4.
+    #[test]
+    fn auc_by_hand() {
+        let p = [0.9, 0.4, 0.4, 0.1];
+        let y = [true, true, false, false];
+        assert!((auc(&p, &y) - 0.875).abs() < 1e-12);
+        assert!(auc(&[0.1, 0.2], &[true, true]).is_nan());
     }
 
     /// Hand case: predictions 0.8 (won), 0.3 (lost), 0.6 (lost), 0.5 (drawn).

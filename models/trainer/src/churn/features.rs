@@ -1,0 +1,279 @@
+//! The EOMM churn features (section 5.2 of the paper) and the churn label.
+//!
+//! A row describes a player about to play a match ("now") and that match's outcome:
+//! - for each of the player's `history` most recent earlier matches (most recent first): whether
+//!   it exists, its outcome (win, draw; loss is the rest), the time from the match before it, the
+//!   time from it to now, and the score difference against the opponents;
+//! - the upcoming outcome, one-hot (win, draw, loss): the part a matchmaker changes, so the model
+//!   gives churn for each hypothetical outcome;
+//! - matches played in the last 8 hours, 1 day, 1 week and 1 month before now;
+//! - what the data offers beyond the paper: experience (log of 1 + games played, as Dota 2 does),
+//!   party or solo, the skill percentile, and for the last match the performance rank in its
+//!   lobby and whether it was a blowout.
+//!
+//! Missing values are explicit: a history slot that does not exist has `present = 0` and zeros
+//! elsewhere; an unknown score difference, performance or percentile has its own `known` flag,
+//! so a zero never stands for "unknown".
+//!
+//! Times are in hours, as `ln(1 + hours)`.
+
+/// An outcome for the player's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome3 {
+    Win,
+    Draw,
+    Loss,
+}
+
+/// One earlier match of the player.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Played {
+    pub start_ms: i64,
+    pub outcome: Outcome3,
+    /// Own team's score minus the opponents' (`NaN` when unknown).
+    pub score_diff: f64,
+    /// Performance rank in the lobby, 0 (worst) to 1 (best) (`NaN` when unknown).
+    pub perf_rank: f64,
+    /// Lost by a wide margin.
+    pub blowout_loss: bool,
+}
+
+/// What is known of the player and the upcoming match before it is played.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Upcoming {
+    pub start_ms: i64,
+    /// Queued in a party of two or more.
+    pub party: bool,
+    /// Skill percentile, 0-100 (`NaN` when unknown).
+    pub skill_percentile: f64,
+}
+
+const HOUR_MS: f64 = 3_600_000.0;
+const WINDOWS_H: [(&str, f64); 4] = [("8h", 8.0), ("1d", 24.0), ("1w", 168.0), ("1m", 720.0)];
+const PER_SLOT: [&str; 7] = [
+    "present",
+    "win",
+    "draw",
+    "log_hours_from_previous",
+    "log_hours_to_now",
+    "score_diff",
+    "score_known",
+];
+
+/// The feature layout: how many earlier matches to describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FeatureSpec {
+    pub history: usize,
+}
+
+impl Default for FeatureSpec {
+    fn default() -> Self {
+        FeatureSpec { history: 10 }
+    }
+}
+
+impl FeatureSpec {
+    /// The feature names, in column order.
+    #[must_use]
+    pub fn names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for k in 1..=self.history {
+            v.extend(PER_SLOT.iter().map(|f| format!("last{k}_{f}")));
+        }
+        v.extend(["now_win", "now_draw", "now_loss"].map(String::from));
+        v.extend(WINDOWS_H.iter().map(|(w, _)| format!("matches_last_{w}")));
+        v.extend(
+            [
+                "log_games",
+                "party",
+                "skill_percentile",
+                "skill_known",
+                "last_perf_rank",
+                "last_perf_known",
+                "last_blowout_loss",
+            ]
+            .map(String::from),
+        );
+        v
+    }
+
+    /// Columns of the upcoming outcome's one-hot.
+    #[must_use]
+    pub fn outcome_columns(&self) -> [usize; 3] {
+        let base = self.history * PER_SLOT.len();
+        [base, base + 1, base + 2]
+    }
+
+    /// Appends one row: `earlier` is every earlier match of the player, oldest first (only
+    /// those before `now.start_ms` are read); `outcome` is the upcoming match's.
+    pub fn push_row(
+        &self,
+        earlier: &[Played],
+        now: &Upcoming,
+        outcome: Outcome3,
+        out: &mut Vec<f64>,
+    ) {
+        let past = &earlier[..earlier.partition_point(|p| p.start_ms < now.start_ms)];
+        let hours = |a: i64, b: i64| ((b - a) as f64 / HOUR_MS).max(0.0).ln_1p();
+        for k in 0..self.history {
+            let Some(idx) = past.len().checked_sub(k + 1) else {
+                out.extend([0.0; PER_SLOT.len()]);
+                continue;
+            };
+            let m = past[idx];
+            let from_prev = idx
+                .checked_sub(1)
+                .map_or(0.0, |j| hours(past[j].start_ms, m.start_ms));
+            let known = m.score_diff.is_finite();
+            out.extend([
+                1.0,
+                f64::from(u8::from(m.outcome == Outcome3::Win)),
+                f64::from(u8::from(m.outcome == Outcome3::Draw)),
+                from_prev,
+                hours(m.start_ms, now.start_ms),
+                if known { m.score_diff } else { 0.0 },
+                f64::from(u8::from(known)),
+            ]);
+        }
+        out.extend(
+            [Outcome3::Win, Outcome3::Draw, Outcome3::Loss]
+                .map(|o| f64::from(u8::from(o == outcome))),
+        );
+        for (_, h) in WINDOWS_H {
+            let from = now.start_ms - (h * HOUR_MS) as i64;
+            let n = past.len() - past.partition_point(|p| p.start_ms < from);
+            out.push(n as f64);
+        }
+        let last = past.last();
+        let pct_known = now.skill_percentile.is_finite();
+        let perf_known = last.is_some_and(|m| m.perf_rank.is_finite());
+        out.extend([
+            (past.len() as f64).ln_1p(),
+            f64::from(u8::from(now.party)),
+            if pct_known {
+                now.skill_percentile / 100.0
+            } else {
+                0.0
+            },
+            f64::from(u8::from(pct_known)),
+            if perf_known {
+                last.map_or(0.0, |m| m.perf_rank)
+            } else {
+                0.0
+            },
+            f64::from(u8::from(perf_known)),
+            f64::from(u8::from(last.is_some_and(|m| m.blowout_loss))),
+        ]);
+    }
+}
+
+/// The churn label of a match at `start_ms` whose player's next match starts at `next_ms`:
+/// `Some(true)` if there is none within `horizon_ms`, `Some(false)` if there is, `None`
+/// (censored) when the data end before the horizon and no later match is seen.
+#[must_use]
+pub fn label(
+    start_ms: i64,
+    next_ms: Option<i64>,
+    data_end_ms: i64,
+    horizon_ms: i64,
+) -> Option<bool> {
+    match next_ms {
+        Some(n) if n - start_ms <= horizon_ms => Some(false),
+        Some(_) => Some(true),
+        None if data_end_ms - start_ms >= horizon_ms => Some(true),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+
+    fn played(h: i64, outcome: Outcome3, diff: f64) -> Played {
+        Played {
+            start_ms: h * H,
+            outcome,
+            score_diff: diff,
+            perf_rank: f64::NAN,
+            blowout_loss: false,
+        }
+    }
+
+    /// Hand case with two slots: earlier matches at hours 0 (win, +3) and 5 (loss, unknown
+    /// score), upcoming at hour 6, and a match at hour 7 that must not leak into the row.
+    #[test]
+    fn hand_computed_row() {
+        let spec = FeatureSpec { history: 2 };
+        let earlier = [
+            played(0, Outcome3::Win, 3.0),
+            played(5, Outcome3::Loss, f64::NAN),
+            played(7, Outcome3::Win, 1.0),
+        ];
+        let now = Upcoming {
+            start_ms: 6 * H,
+            party: true,
+            skill_percentile: 80.0,
+        };
+        let mut row = Vec::new();
+        spec.push_row(&earlier, &now, Outcome3::Draw, &mut row);
+        let names = spec.names();
+        assert_eq!(row.len(), names.len());
+        let get = |n: &str| row[names.iter().position(|x| x == n).unwrap()];
+        // Most recent first: the loss at hour 5, 5 h after the win, 1 h before now.
+        assert_eq!(get("last1_present"), 1.0);
+        assert_eq!((get("last1_win"), get("last1_draw")), (0.0, 0.0));
+        assert!((get("last1_log_hours_from_previous") - 6f64.ln()).abs() < 1e-12);
+        assert!((get("last1_log_hours_to_now") - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            (get("last1_score_diff"), get("last1_score_known")),
+            (0.0, 0.0)
+        );
+        assert_eq!((get("last2_win"), get("last2_score_diff")), (1.0, 3.0));
+        assert!((get("last2_log_hours_to_now") - 7f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            spec.outcome_columns().map(|c| row[c]),
+            [0.0, 1.0, 0.0],
+            "draw one-hot"
+        );
+        assert_eq!(get("matches_last_8h"), 2.0);
+        assert!((get("log_games") - 3f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            (get("party"), get("skill_percentile"), get("skill_known")),
+            (1.0, 0.8, 1.0)
+        );
+        assert_eq!(get("last_perf_known"), 0.0);
+    }
+
+    /// A first match: every slot absent, explicitly.
+    #[test]
+    fn no_history_is_explicit() {
+        let spec = FeatureSpec::default();
+        let mut row = Vec::new();
+        let now = Upcoming {
+            start_ms: 0,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        spec.push_row(&[], &now, Outcome3::Win, &mut row);
+        let names = spec.names();
+        for (n, v) in names.iter().zip(&row) {
+            if n.ends_with("_present") || n == "skill_known" {
+                assert_eq!(*v, 0.0, "{n}");
+            }
+        }
+        assert_eq!(row[spec.outcome_columns()[0]], 1.0);
+    }
+
+    #[test]
+    fn labels_and_censoring() {
+        let h8 = 8 * H;
+        assert_eq!(label(0, Some(7 * H), 100 * H, h8), Some(false));
+        assert_eq!(label(0, Some(8 * H), 100 * H, h8), Some(false));
+        assert_eq!(label(0, Some(9 * H), 100 * H, h8), Some(true));
+        assert_eq!(label(0, None, 100 * H, h8), Some(true));
+        // Too close to the end of the data to know.
+        assert_eq!(label(95 * H, None, 100 * H, h8), None);
+    }
+}

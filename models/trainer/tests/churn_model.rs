@@ -1,0 +1,136 @@
+//! The churn model against a known truth: rows from the EOMM feature builder over random
+//! histories, labels drawn from a known logistic model of those features. Held-out players are
+//! scored against the true probabilities.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use mm_trainer::churn::features::{FeatureSpec, Outcome3, Played, Upcoming};
+use mm_trainer::churn::model::{ChurnFitConfig, ChurnModel};
+use mm_trainer::stats::auc;
+use ndarray::Array2;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const H: i64 = 3_600_000;
+
+fn outcome(rng: &mut ChaCha8Rng) -> Outcome3 {
+    match rng.random_range(0..10) {
+        0..4 => Outcome3::Win,
+        4..6 => Outcome3::Draw,
+        _ => Outcome3::Loss,
+    }
+}
+
+/// (rows, labels, true probabilities, players) for `players` players of 25 matches each.
+fn data(players: u32, seed: u64) -> (Vec<f64>, Vec<bool>, Vec<f64>, Vec<u32>) {
+    let spec = FeatureSpec::default();
+    let names = spec.names();
+    let col = |n: &str| names.iter().position(|x| x == n).unwrap();
+    let (now_loss, now_win, last1_win, games, n8h) = (
+        col("now_loss"),
+        col("now_win"),
+        col("last1_win"),
+        col("log_games"),
+        col("matches_last_8h"),
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut x, mut y, mut truth, mut group) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for p in 0..players {
+        let mut hist: Vec<Played> = Vec::new();
+        let mut t = 0i64;
+        for _ in 0..25 {
+            t += rng.random_range(H / 4..30 * H);
+            let o = outcome(&mut rng);
+            let now = Upcoming {
+                start_ms: t,
+                party: rng.random_bool(0.3),
+                skill_percentile: rng.random_range(0.0..100.0),
+            };
+            let start = x.len();
+            spec.push_row(&hist, &now, o, &mut x);
+            let r = &x[start..];
+            let logit = -0.8 + 0.9 * r[now_loss]
+                - 0.6 * r[now_win]
+                - 0.4 * r[last1_win]
+                - 0.3 * r[games]
+                - 0.15 * r[n8h];
+            let pt = 1.0 / (1.0 + (-logit).exp());
+            truth.push(pt);
+            y.push(rng.random_bool(pt));
+            group.push(p);
+            hist.push(Played {
+                start_ms: t,
+                outcome: o,
+                score_diff: rng.random_range(-5.0..5.0),
+                perf_rank: rng.random_range(0.0..1.0),
+                blowout_loss: false,
+            });
+        }
+    }
+    (x, y, truth, group)
+}
+
+#[test]
+fn calibrated_against_the_truth_and_ranks_as_the_truth_allows() {
+    let spec = FeatureSpec::default();
+    let k = spec.names().len();
+    let (x, y, _, g) = data(800, 7);
+    let x = Array2::from_shape_vec((y.len(), k), x).unwrap();
+    let cfg = ChurnFitConfig {
+        c_grid: vec![1e-4, 1e-2, 1.0],
+        ..ChurnFitConfig::default()
+    };
+    let m = ChurnModel::fit(spec, x.view(), &y, &g, &cfg).unwrap();
+    assert_eq!(m.grid.len(), 3);
+    assert!(
+        m.grid
+            .iter()
+            .all(|p| p.cv_log_loss.is_finite() && p.cv_auc > 0.5)
+    );
+
+    // New players from the same world.
+    let (xt, yt, truth, _) = data(1200, 8);
+    let preds: Vec<f64> = xt.chunks(k).map(|r| m.predict(r)).collect();
+    let mae = preds
+        .iter()
+        .zip(&truth)
+        .map(|(a, b)| (a - b).abs())
+        .sum::<f64>()
+        / truth.len() as f64;
+    let (a_model, a_truth) = (auc(&preds, &yt), auc(&truth, &yt));
+    eprintln!(
+        "C {}; mean |model - truth| {mae:.4}; AUC model {a_model:.4}, truth {a_truth:.4}; grid {:?}",
+        m.c, m.grid
+    );
+    assert!(mae < 0.02, "{mae}");
+    assert!(a_model > a_truth - 0.01, "{a_model} vs {a_truth}");
+
+    // Counterfactual outcomes: a loss raises churn, a win lowers it, as in the truth.
+    let [w, d, l] = m.counterfactual(&xt[..k]);
+    assert!(w < d && d < l, "{w} {d} {l}");
+}
+
+#[test]
+fn refuses_bad_shapes_and_single_class() {
+    let spec = FeatureSpec { history: 1 };
+    let k = spec.names().len();
+    let x = Array2::<f64>::zeros((4, k));
+    let e = ChurnModel::fit(
+        spec,
+        x.view(),
+        &[true; 4],
+        &[0, 1, 2, 3],
+        &ChurnFitConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("both classes"), "{e}");
+    let e = ChurnModel::fit(
+        spec,
+        x.view(),
+        &[true, false],
+        &[0, 1],
+        &ChurnFitConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("labels"), "{e}");
+}
