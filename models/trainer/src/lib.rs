@@ -20,5 +20,6 @@
 //! ```
 
 pub mod churn;
+pub mod logit;
 pub mod skill;
 pub mod stats;

@@ -20,6 +20,23 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
 }
 
+/// The logistic function.
+#[must_use]
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// Mean and (population) standard deviation; `NaN` for an empty sample.
+#[must_use]
+pub fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    (
+        mean,
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt(),
+    )
+}
+
 /// Area under the ROC curve of scores `p` for labels `y` (Mann-Whitney, ties counted half).
 /// `NaN` when one class is absent.
 #[must_use]

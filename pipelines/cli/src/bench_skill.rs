@@ -67,13 +67,18 @@ fn mm_exe() -> Result<PathBuf> {
     std::env::current_exe().context("locating the mm binary")
 }
 
+/// Whether `dir` is a lake holding matches (a cached lake from an earlier run).
+fn has_matches(dir: &std::path::Path) -> bool {
+    Lake::open(dir).is_ok_and(|l| l.days().is_ok_and(|d| !d.is_empty()))
+}
+
 /// The 6v6 lake to read: the given one, or a simulated one cached in the work directory.
 fn lobby_lake(a: &BenchSkillArgs) -> Result<PathBuf> {
     if let Some(l) = &a.lake {
         return Ok(l.clone());
     }
     let dir = a.work.join(format!("lake-6v6-{}x{}", a.players, a.days));
-    if Lake::open(&dir).is_ok_and(|l| l.days().is_ok_and(|d| !d.is_empty())) {
+    if has_matches(&dir) {
         return Ok(dir);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -176,7 +181,7 @@ fn atp(a: &BenchSkillArgs) -> Result<Option<Vec<SystemRate>>> {
         return Ok(None);
     }
     let lake_dir = a.work.join("lake-atp");
-    if !Lake::open(&lake_dir).is_ok_and(|l| l.days().is_ok_and(|d| !d.is_empty())) {
+    if !has_matches(&lake_dir) {
         let _ = std::fs::remove_dir_all(&lake_dir);
         let st = Command::new(mm_exe()?)
             .arg("ingest")

@@ -8,7 +8,7 @@ use std::time::Instant;
 use mm_trainer::skill::baselines::{Baseline, BaselineParams};
 use mm_trainer::skill::raw::{RawSkill, ValidRawSkillParams};
 use mm_trainer::skill::team::{PartyAdjustment, TeamSample};
-use mm_trainer::stats::BinaryScore;
+use mm_trainer::stats::{BinaryScore, sigmoid};
 use serde::Serialize;
 
 use crate::history::{History, MatchRef};
@@ -162,7 +162,7 @@ pub fn run_ours(
             for (a, &(i, xi)) in lobby.iter().enumerate() {
                 for &(j, xj) in &lobby[a + 1..] {
                     if xi.is_finite() && xj.is_finite() && xi != xj {
-                        let p = 1.0 / (1.0 + (-scale * (skill(i as u32) - skill(j as u32))).exp());
+                        let p = sigmoid(scale * (skill(i as u32) - skill(j as u32)));
                         acc.add(p, f64::from(u8::from(xi > xj)));
                     }
                 }

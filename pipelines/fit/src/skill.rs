@@ -12,7 +12,7 @@ use mm_trainer::skill::raw::{RawSkill, RawSkillParams, ValidRawSkillParams};
 use mm_trainer::skill::team::{
     PartyAdjustment, TeamFitConfig, TeamFitError, TeamSample, TeamWinModel,
 };
-use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin};
+use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin, mean_sd};
 use serde::Serialize;
 
 use crate::history::{History, read_history};
@@ -259,10 +259,17 @@ fn log_loss_of(model: &TeamWinModel, samples: &[TeamSample]) -> BinaryScore {
 /// Our model's tuning objective: the team model's log-loss on the tuning window when there are
 /// two-team matches, else the pairwise log-loss.
 fn objective(run: &OursRun, team_cfg: &TeamFitConfig) -> f64 {
-    match TeamWinModel::fit(&run.tune, team_cfg) {
-        Ok(m) if run.tune.len() >= 20 => log_loss_of(&m, &run.tune).metrics().log_loss,
-        _ => run.pairwise_tune.metrics().log_loss,
+    match fit_team(run, team_cfg) {
+        Some(m) => log_loss_of(&m, &run.tune).metrics().log_loss,
+        None => run.pairwise_tune.metrics().log_loss,
     }
+}
+
+/// The team win model of a replay's tuning window, when it has at least 20 two-team matches.
+fn fit_team(run: &OursRun, team_cfg: &TeamFitConfig) -> Option<TeamWinModel> {
+    (run.tune.len() >= 20)
+        .then(|| TeamWinModel::fit(&run.tune, team_cfg).ok())
+        .flatten()
 }
 
 fn check(p: RawSkillParams) -> Result<ValidRawSkillParams, FitError> {
@@ -332,12 +339,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
     let bucket = (span / 60).max(86_400_000);
     let mut run = run_ours(&h, valid, None, i64::MAX, &win, Some(bucket));
-    let fit = |run: &OursRun| -> Option<TeamWinModel> {
-        (run.tune.len() >= 20)
-            .then(|| TeamWinModel::fit(&run.tune, &team_cfg).ok())
-            .flatten()
-    };
-    let mut team = fit(&run);
+    let mut team = fit_team(&run, &team_cfg);
     let mut party_iterations = Vec::new();
     if let Some(adj) = team.and_then(|t| t.party_adjustment())
         && (team.is_some_and(|t| t.party_members_coef != 0.0))
@@ -348,7 +350,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
                 break;
             };
             run = run_ours(&h, valid, Some(adj), i64::MAX, &win, Some(bucket));
-            team = fit(&run);
+            team = fit_team(&run, &team_cfg);
             match team.and_then(|t| t.party_adjustment()) {
                 Some(a) => party_iterations.push(a),
                 None => break,
@@ -429,9 +431,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let map =
         PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
     let skills: Vec<f64> = (0..h.ids.len()).map(|i| model.skill(i)).collect();
-    let n = skills.len() as f64;
-    let mean = skills.iter().sum::<f64>() / n;
-    let sd = (skills.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let (mean, sd) = mean_sd(&skills);
     std::fs::create_dir_all(&cfg.out).map_err(|e| out_err(&cfg.out, e))?;
     write_players(cfg, &h.ids, model, &run.last_seen, &map)?;
     let count = |f: &dyn Fn(i64) -> bool| {
@@ -528,9 +528,7 @@ fn calibrated_scale(
     if logits.len() < 10 {
         return Ok(params.scale);
     }
-    let n = logits.len() as f64;
-    let mean = logits.iter().sum::<f64>() / n;
-    let sd = (logits.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let sd = mean_sd(&logits).1;
     Ok(if sd > 0.0 {
         (sd / target_sd).clamp(1.0, 200.0)
     } else {
@@ -551,9 +549,7 @@ fn metric_sd(h: &History, until: i64) -> f64 {
         .copied()
         .filter(|x| x.is_finite())
         .collect();
-    let n = v.len().max(1) as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt()
+    if v.is_empty() { 0.0 } else { mean_sd(&v).1 }
 }
 
 fn out_err(path: &Path, e: impl std::fmt::Display) -> FitError {

@@ -24,6 +24,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::stats::sigmoid;
+
 /// Hyperparameters, as given (see [`RawSkillParams::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RawSkillParams {
@@ -145,10 +147,6 @@ pub struct RawSkill {
     players: Vec<PlayerSkill>,
     // Scratch buffer of the last lobby, reused.
     scratch: Vec<Slot>,
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
 }
 
 impl RawSkill {

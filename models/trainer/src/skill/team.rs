@@ -22,10 +22,11 @@
 //! Every logistic regression is linfa-logistic's (L-BFGS, L2 penalty `alpha` on the
 //! coefficients, not on the intercept).
 
-use linfa::prelude::*;
-use linfa_logistic::LogisticRegression;
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
+
+use crate::logit::{LogitFit, fit_logistic};
+use crate::stats::sigmoid;
 
 /// One match seen from team A's side, with the teams' state before it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -126,30 +127,23 @@ impl PartyAdjustment {
     }
 }
 
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-fn linfa_err(e: impl std::fmt::Display) -> TeamFitError {
-    TeamFitError::Linfa(e.to_string())
-}
-
-/// Fits `logit P(y) = x w + b` with linfa-logistic and returns `(w, b)` for the class `true`.
-/// (linfa makes the more frequent class the positive one, so the sign is set from its labels.)
 fn logistic(
-    x: Array2<f64>,
+    x: &Array2<f64>,
     y: Array1<bool>,
     cfg: &TeamFitConfig,
     intercept: bool,
 ) -> Result<(Array1<f64>, f64), TeamFitError> {
-    let fit = LogisticRegression::default()
-        .alpha(cfg.alpha)
-        .with_intercept(intercept)
-        .max_iterations(cfg.max_iterations)
-        .fit(&Dataset::new(x, y))
-        .map_err(linfa_err)?;
-    let sign = if fit.labels().pos.class { 1.0 } else { -1.0 };
-    Ok((fit.params() * sign, fit.intercept() * sign))
+    fit_logistic(
+        x,
+        y,
+        &LogitFit {
+            alpha: cfg.alpha,
+            intercept,
+            max_iterations: cfg.max_iterations,
+            gradient_tolerance: None,
+        },
+    )
+    .map_err(TeamFitError::Linfa)
 }
 
 impl TeamWinModel {
@@ -186,12 +180,12 @@ impl TeamWinModel {
             }
             y[r] = s.outcome > 0.5;
         }
-        let (w, _) = logistic(x, y, cfg, false)?;
+        let (w, _) = logistic(&x, y, cfg, false)?;
         let draws = samples.len() as u64 - decisive.len() as u64;
         let draw = if cfg.draws && draws >= cfg.min_draws {
             let x = Array2::from_shape_fn((samples.len(), 1), |(r, _)| samples[r].skill_diff.abs());
             let y: Array1<bool> = samples.iter().map(|s| s.outcome == 0.5).collect();
-            let (w, b) = logistic(x, y, cfg, true)?;
+            let (w, b) = logistic(&x, y, cfg, true)?;
             Some(DrawModel {
                 intercept: b,
                 abs_diff_coef: w[0],
