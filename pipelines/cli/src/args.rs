@@ -359,6 +359,42 @@ pub enum BenchCmd {
     /// Skill fitting throughput: raw skill and each baseline on simulated 6v6 lobbies from
     /// Parquet, and on ATP beside the peers' Python rating loops run in the same run.
     Skill(BenchSkillArgs),
+    /// The churn model's solver on the peers' synthetic 1M x 40 churn table, beside
+    /// scikit-learn's 200-iteration lbfgs on the same files in the same run.
+    Logistic(BenchLogisticArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchLogisticArgs {
+    /// Total rows N of the peers' table (`lr_N{N}_train.parquet`, 80% of them, is fitted).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Where the tables are (generated there with the peers' bench_lr.py when missing).
+    #[arg(long, default_value = "/tmp/peers-data")]
+    pub data: PathBuf,
+    /// The peers' folder (bench_lr.py and results/lr_N{N}.json).
+    #[arg(long, default_value = "../shared/peers")]
+    pub peers: PathBuf,
+    /// Runs of our fit (median).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Runs of scikit-learn's fit (median).
+    #[arg(long, default_value_t = 1)]
+    pub peer_reps: usize,
+    /// Skip scikit-learn.
+    #[arg(long)]
+    pub no_peer: bool,
+    /// Also time linfa-logistic (slow on raw features).
+    #[arg(long)]
+    pub linfa: bool,
+    /// linfa-logistic's iteration cap.
+    #[arg(long, default_value_t = 200)]
+    pub linfa_iterations: u64,
+    /// Python with scikit-learn (default: $PEERS_VENV/bin/python, else ~/.venvs/peers/bin/python).
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: Output,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@
 
 mod args;
 mod bench;
+mod bench_logistic;
 mod bench_pair;
 mod bench_skill;
 mod pair;
@@ -109,6 +110,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
         Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
+        Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
     }
 }
 

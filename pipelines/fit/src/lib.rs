@@ -17,5 +17,6 @@ pub mod history;
 pub mod replay;
 mod report;
 mod skill;
+pub mod table;
 
 pub use skill::{COD_SKILL_SD, FitError, Metric, ModelScore, SkillConfig, SkillReport, fit_skill};

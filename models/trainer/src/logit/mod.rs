@@ -1,4 +1,7 @@
-//! One entry to linfa-logistic for every model of the trainer.
+//! Logistic regression: one entry to linfa-logistic (the team model, and the reference in tests)
+//! and a Newton solver for large tables ([`newton`]).
+
+pub mod newton;
 
 use linfa::prelude::*;
 use linfa_logistic::LogisticRegression;
