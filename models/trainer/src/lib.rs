@@ -6,10 +6,12 @@
 //! **Status:** [`skill::raw`] (the Call of Duty style raw skill), [`skill::percentile`] (the
 //! percentile map), [`skill::team`] (the team win model, its draw model and the party
 //! adjustment, fitted with linfa-logistic) and [`skill::baselines`] (Elo, Glicko-2, TrueSkill and
-//! Weng-Lin through `skillratings`) are written. Of the churn model, [`churn::features`] (the
-//! EOMM features and the censored label) and [`churn::model`] (L2 logistic regression with the
-//! penalty chosen by player-grouped cross-validation, and counterfactual outcomes) are written;
-//! building the features from the lake, `mm fit churn` and the calibration report are not.
+//! Weng-Lin through `skillratings`) are written. The churn model: [`churn::features`] (the
+//! EOMM features, row at a time, and the censored label; the lake-scale version is the polars
+//! query of `mm-fit`, tested against this one) and [`churn::model`] (L2 logistic regression
+//! with the penalty chosen by player-grouped cross-validation, and counterfactual outcomes),
+//! solved by [`logit::newton`] (Newton-CG on the exact Hessian; linfa-logistic is the reference
+//! in its tests and fits the small team models).
 //!
 //! ```
 //! use mm_trainer::skill::raw::{RawSkill, RawSkillParams};

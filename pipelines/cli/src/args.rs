@@ -40,6 +40,97 @@ pub enum FitCmd {
     /// Raw skill (CoD style), percentiles, team win model, party adjustment, and the baselines
     /// (Elo, Glicko-2, TrueSkill, Weng-Lin), all scored on a later window than they were tuned on.
     Skill(FitSkillArgs),
+    /// The EOMM churn model: features from the lake (polars), L2 logistic regression with C by
+    /// player-grouped cross-validation, scored on a later window, with a calibration report.
+    Churn(FitChurnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FitChurnArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Output directory (churn_model.json, churn_metrics.json, churn_report.html,
+    /// churn_features.parquet).
+    #[arg(long, default_value = "out/churn")]
+    pub out: PathBuf,
+    /// Only this mode (e.g. tdm-6v6); all modes when absent.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Churn = no match within this long after a match: 8h, 1d, 7d, 14d (any Nm, Nh, Nd, Nw).
+    #[arg(long, default_value = "8h")]
+    pub horizon: String,
+    /// Earlier matches described per row.
+    #[arg(long, default_value_t = 10)]
+    pub history: usize,
+    /// A loss by more than this many team-score points is a blowout (CoD: 30 in TDM).
+    #[arg(long, default_value_t = 30.0)]
+    pub blowout_margin: f64,
+    /// First day of the scoring window (YYYY-MM-DD); earlier rows train. Default: the last
+    /// quarter of the data's span.
+    #[arg(long)]
+    pub score_from: Option<chrono::NaiveDate>,
+    /// Inverse L2 strengths to cross-validate (scikit-learn's C), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.0001,0.001,0.01,0.1,1,10"
+    )]
+    pub c_grid: Vec<f64>,
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Cross-validate on at most this many rows (whole players).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub cv_rows: usize,
+    /// Train on at most this many rows (whole players).
+    #[arg(long, default_value_t = 4_000_000)]
+    pub max_train_rows: usize,
+    /// The skill fit's output directory: its match_skill.parquet gives each row's pre-match
+    /// skill percentile (a feature, and the report's skill deciles).
+    #[arg(long)]
+    pub skill: Option<PathBuf>,
+    /// Do not write churn_report.html.
+    #[arg(long)]
+    pub no_html: bool,
+    /// Do not write churn_features.parquet.
+    #[arg(long)]
+    pub no_table: bool,
+    #[command(flatten)]
+    pub out_flags: Output,
+}
+
+impl FitChurnArgs {
+    pub fn to_config(&self) -> anyhow::Result<mm_fit::churn::ChurnConfig> {
+        let horizon_ms = mm_fit::churn::parse_horizon(&self.horizon)?;
+        if self.history == 0 || self.history > 50 {
+            return Err(mm_fit::FitError::Config {
+                field: "history",
+                reason: format!("{} is not between 1 and 50", self.history),
+            }
+            .into());
+        }
+        let base = mm_fit::churn::ChurnConfig::new(self.lake.clone(), self.out.clone());
+        Ok(mm_fit::churn::ChurnConfig {
+            mode: self.mode.clone(),
+            horizon: self.horizon.clone(),
+            horizon_ms,
+            spec: mm_trainer::churn::features::FeatureSpec {
+                history: self.history,
+            },
+            blowout_margin: self.blowout_margin,
+            score_from_ms: day_ms(self.score_from),
+            fit: mm_trainer::churn::model::ChurnFitConfig {
+                c_grid: self.c_grid.clone(),
+                folds: self.folds,
+                cv_max_rows: self.cv_rows,
+                ..base.fit.clone()
+            },
+            max_train_rows: self.max_train_rows,
+            skill: self.skill.clone(),
+            html: !self.no_html,
+            table: !self.no_table,
+            ..base
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -106,11 +106,51 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Fit(FitCmd::Churn(a)) => {
+            let r = mm_fit::churn::fit_churn(&a.to_config()?)?;
+            if a.out_flags.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print_churn(&r);
+            }
+            Ok(())
+        }
         Cmd::Pair(a) => pair::run(&a),
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
         Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
         Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
+    }
+}
+
+fn print_churn(r: &mm_fit::churn::ChurnReport) {
+    println!(
+        "churn within {}: {} rows, {} censored; trained on {} rows (churn {:.4}), scored on {} later rows (churn {:.4}); C = {}",
+        r.horizon,
+        r.rows,
+        r.censored,
+        r.train_rows,
+        r.churn_rate_train,
+        r.score_rows,
+        r.churn_rate_score,
+        r.c
+    );
+    println!(
+        "scoring window: AUC {:.4}, log-loss {:.4}, Brier {:.4}, calibration error {:.4}",
+        r.auc, r.scored.log_loss, r.scored.brier, r.scored.ece
+    );
+    if let Some(t) = &r.truth {
+        println!(
+            "against the true {}: calibration error {:.4}, mean |model - truth| {:.4}; AUC model {:.4}, truth {:.4}",
+            t.column, t.ece_vs_truth, t.mean_abs_diff, t.model_auc, t.truth_auc
+        );
+    }
+    println!(
+        "features {:.1} s, fit {:.1} s, total {:.1} s",
+        r.features_seconds, r.fit_seconds, r.total_seconds
+    );
+    for o in &r.outputs {
+        println!("wrote {}", o.display());
     }
 }
 

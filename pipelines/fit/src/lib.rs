@@ -13,6 +13,8 @@
 //! It writes per-player state, the percentile table, the team model, a metrics report and an
 //! HTML report.
 
+pub mod churn;
+pub mod churn_features;
 pub mod history;
 pub mod replay;
 mod report;

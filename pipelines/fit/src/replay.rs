@@ -58,6 +58,9 @@ pub struct OursRun {
     pub updates: u64,
     pub seconds: f64,
     pub dist: Vec<DistPoint>,
+    /// Each row's raw skill just before its match (`NaN` for rows not replayed): what the churn
+    /// model reads as the player's skill at the time.
+    pub pre_skill: Vec<f32>,
 }
 
 /// Pre-match team features of a two-team match from the players' skills (`skill(player)`).
@@ -122,6 +125,7 @@ pub fn run_ours(
         updates: 0,
         seconds: 0.0,
         dist: Vec::new(),
+        pre_skill: vec![f32::NAN; h.rows()],
     };
     let scale = params.params().scale;
     let mut lobby: Vec<(usize, f64)> = Vec::new();
@@ -143,6 +147,9 @@ pub fn run_ours(
         lobby.clear();
         lobby.extend(rows.clone().map(|r| (h.player[r] as usize, h.metric[r])));
         let skill = |p: u32| model.skill(p as usize);
+        for r in rows.clone() {
+            run.pre_skill[r] = skill(h.player[r]) as f32;
+        }
         if m.two_teams() && (win.in_tune(m.start_ms) || win.in_score(m.start_ms)) {
             let s = team_sample(h, m, &skill);
             if win.in_tune(m.start_ms) {

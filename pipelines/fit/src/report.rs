@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::team::TeamSample;
+use mm_trainer::stats::ReliabilityBin;
 use plotters::prelude::*;
 
 use crate::replay::DistPoint;
@@ -281,6 +282,222 @@ pub fn skill_html(
         f(r.pairwise.log_loss, 4),
         f(r.pairwise.accuracy, 4),
         r.pairwise.n
+    );
+    h
+}
+
+fn ms_date(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_default()
+}
+
+fn group_table(h: &mut String, title: &str, first: &str, groups: &[crate::churn::GroupScore]) {
+    if groups.is_empty() {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<h3>{}</h3><table><tr><th>{}</th><th>rows</th><th>observed churn</th>\
+         <th>mean predicted</th><th>AUC</th><th>calibration error</th></tr>",
+        esc(title),
+        esc(first)
+    );
+    for g in groups {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.group),
+            g.rows,
+            f(g.observed, 4),
+            f(g.mean_predicted, 4),
+            f(g.auc, 4),
+            f(g.ece, 4)
+        );
+    }
+    h.push_str("</table>");
+}
+
+/// A reliability diagram: predicted against observed per bin, with the diagonal, and the bin
+/// counts in a table beside it (EOMM Figure 3).
+fn reliability(h: &mut String, title: &str, observed: &str, bins: &[ReliabilityBin]) {
+    let pts: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|b| (b.mean_predicted, b.observed))
+        .collect();
+    let hi = pts
+        .iter()
+        .fold(0.05_f64, |m, p| m.max(p.0).max(p.1))
+        .min(1.0)
+        * 1.05;
+    h.push_str(&line_chart(
+        title,
+        "mean predicted churn",
+        observed,
+        (0.0, hi),
+        (0.0, hi),
+        &[
+            ("perfect calibration", vec![(0.0, 0.0), (hi, hi)], false),
+            ("model", pts, true),
+        ],
+    ));
+    h.push_str("<table><tr><th>bin</th><th>rows</th><th>mean predicted</th><th>observed</th></tr>");
+    for b in bins {
+        let _ = write!(
+            h,
+            "<tr><td>{:.1}–{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            b.lo,
+            b.hi,
+            b.n,
+            f(b.mean_predicted, 4),
+            f(b.observed, 4)
+        );
+    }
+    h.push_str("</table>");
+}
+
+/// The churn calibration report page.
+#[must_use]
+pub fn churn_html(
+    r: &crate::churn::ChurnReport,
+    m: &mm_trainer::churn::model::ChurnModel,
+) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Churn report</title>\
+         <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
+         th{{background:#f3f3f3}}td:first-child{{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}}\
+         code{{background:#f6f6f6}}</style></head><body>\
+         <h1>Churn report</h1><p>Churn: no match in the next <b>{}</b>{}. {} player-match rows; \
+         {} censored (within {} of the end of the data, {}); trained on {} rows before {} \
+         (churn rate {}{}), scored on {} later rows to {} (churn rate {}).</p>\
+         <p>L2 logistic regression on {} standardised features; C = {} chosen by 5-fold \
+         cross-validation grouped by player on {} rows.</p>",
+        esc(&r.horizon),
+        r.mode
+            .as_ref()
+            .map(|m| format!(", mode <code>{}</code>", esc(m)))
+            .unwrap_or_default(),
+        r.rows,
+        r.censored,
+        esc(&r.horizon),
+        ms_date(r.data_end_ms),
+        r.train_rows,
+        ms_date(r.score_from_ms),
+        f(r.churn_rate_train, 4),
+        if r.train_rows_unused > 0 {
+            format!(
+                "; {} more rows left out by the row cap",
+                r.train_rows_unused
+            )
+        } else {
+            String::new()
+        },
+        r.score_rows,
+        ms_date(r.data_end_ms),
+        f(r.churn_rate_score, 4),
+        m.feature_names.len(),
+        m.c,
+        m.cv_rows,
+    );
+    let s = &r.scored;
+    let _ = write!(
+        h,
+        "<h2>Scoring window</h2><table><tr><th>rows</th><th>AUC</th><th>log-loss</th>\
+         <th>Brier</th><th>expected calibration error</th><th>accuracy</th></tr>\
+         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+        s.n,
+        f(r.auc, 4),
+        f(s.log_loss, 4),
+        f(s.brier, 4),
+        f(s.ece, 4),
+        f(s.accuracy, 4)
+    );
+    h.push_str("<div class=\"charts\"><div>");
+    reliability(
+        &mut h,
+        "Reliability (scoring window)",
+        "observed churn",
+        &r.reliability,
+    );
+    h.push_str("</div>");
+    if let Some(t) = &r.truth {
+        h.push_str("<div>");
+        reliability(
+            &mut h,
+            "Against the true churn probability",
+            "mean true probability",
+            &t.reliability_vs_truth,
+        );
+        h.push_str("</div>");
+    }
+    h.push_str("</div>");
+    if let Some(t) = &r.truth {
+        let _ = write!(
+            h,
+            "<h2>Against the simulator's truth (<code>{}</code>)</h2><table><tr><th>rows</th>\
+             <th>calibration error vs truth</th><th>mean |model - truth|</th><th>model AUC</th>\
+             <th>truth AUC (the ceiling)</th><th>truth log-loss</th><th>model log-loss</th></tr>\
+             <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+            esc(&t.column),
+            t.rows,
+            f(t.ece_vs_truth, 4),
+            f(t.mean_abs_diff, 4),
+            f(t.model_auc, 4),
+            f(t.truth_auc, 4),
+            f(t.truth_log_loss, 4),
+            f(s.log_loss, 4)
+        );
+    }
+    h.push_str("<h2>Breakdowns (scoring window)</h2>");
+    group_table(&mut h, "Party or solo", "queued", &r.by_party);
+    if r.by_skill_decile.is_empty() {
+        h.push_str(
+            "<p>No skill deciles: run with <code>--skill</code> (the skill fit's output).</p>",
+        );
+    } else {
+        group_table(&mut h, "By skill decile", "percentile", &r.by_skill_decile);
+    }
+    group_table(
+        &mut h,
+        "Churn by the last three outcomes, oldest first (EOMM Table 1; observed over all labelled rows)",
+        "outcomes",
+        &r.by_last_three,
+    );
+    h.push_str(
+        "<h2>Cross-validation</h2><table><tr><th>C</th><th>CV log-loss</th><th>CV AUC</th></tr>",
+    );
+    for g in &r.grid {
+        let _ = write!(
+            h,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td></tr>",
+            g.c,
+            if g.c == r.c { " (chosen)" } else { "" },
+            f(g.cv_log_loss, 5),
+            f(g.cv_auc, 4)
+        );
+    }
+    h.push_str("</table><h2>Coefficients (per standard deviation)</h2><table><tr><th>feature</th><th>coefficient</th><th>mean</th><th>sd</th></tr>");
+    let mut order: Vec<usize> = (0..m.coef.len()).collect();
+    order.sort_by(|&a, &b| m.coef[b].abs().total_cmp(&m.coef[a].abs()));
+    for k in order {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.feature_names[k]),
+            f(m.coef[k], 4),
+            f(m.mean[k], 4),
+            f(m.scale[k], 4)
+        );
+    }
+    let _ = write!(
+        h,
+        "</table><p>Intercept {}. Features built in {:.1} s, model fitted in {:.1} s.</p></body></html>",
+        f(m.intercept, 4),
+        r.features_seconds,
+        r.fit_seconds
     );
     h
 }

@@ -137,6 +137,8 @@ pub enum FitError {
     Team(#[from] TeamFitError),
     #[error("{path}: {reason}")]
     Output { path: PathBuf, reason: String },
+    #[error("feature query: {0}")]
+    Query(String),
 }
 
 /// One model's line of the metrics table.
@@ -434,6 +436,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let (mean, sd) = mean_sd(&skills);
     std::fs::create_dir_all(&cfg.out).map_err(|e| out_err(&cfg.out, e))?;
     write_players(cfg, &h.ids, model, &run.last_seen, &map)?;
+    write_match_skill(cfg, &h, &run.pre_skill, &map)?;
     let count = |f: &dyn Fn(i64) -> bool| {
         h.matches
             .iter()
@@ -562,6 +565,51 @@ fn out_err(path: &Path, e: impl std::fmt::Display) -> FitError {
 fn write_json(path: &Path, v: &impl Serialize) -> Result<(), FitError> {
     let bytes = serde_json::to_vec_pretty(v).map_err(|e| out_err(path, e))?;
     mm_lake::store::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+/// `match_skill.parquet`: every replayed row's raw skill just before its match and its
+/// percentile on the final map, keyed by player and match start (the churn fit joins it).
+fn write_match_skill(
+    cfg: &SkillConfig,
+    h: &History,
+    pre: &[f32],
+    map: &PercentileMap,
+) -> Result<(), FitError> {
+    let mut ids = Vec::with_capacity(h.rows());
+    let mut start = Vec::with_capacity(h.rows());
+    let mut skill = Vec::with_capacity(h.rows());
+    let mut pct = Vec::with_capacity(h.rows());
+    for m in &h.matches {
+        for r in m.lo as usize..m.hi as usize {
+            let s = f64::from(pre[r]);
+            if !s.is_finite() {
+                continue;
+            }
+            ids.push(h.ids[h.player[r] as usize].as_str());
+            start.push(m.start_ms);
+            skill.push(s);
+            pct.push(map.percentile(s));
+        }
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("player_id", DataType::Utf8, false),
+        Field::new("start_ms", DataType::Int64, false),
+        Field::new("raw_skill", DataType::Float64, false),
+        Field::new("percentile", DataType::Float64, false),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(ids)),
+        Arc::new(Int64Array::from(start)),
+        Arc::new(Float64Array::from(skill)),
+        Arc::new(Float64Array::from(pct)),
+    ];
+    let batch = RecordBatch::try_new(schema, cols).map_err(|e| out_err(&cfg.out, e))?;
+    let path = cfg.out.join("match_skill.parquet");
+    let tmp = cfg.out.join(".match_skill.parquet.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    mm_lake::store::write_parquet_file(&tmp, &[batch])?;
+    std::fs::rename(&tmp, &path).map_err(|e| out_err(&path, e))?;
     Ok(())
 }
 

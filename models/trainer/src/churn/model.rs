@@ -1,16 +1,20 @@
-//! The churn model: L2 logistic regression (linfa-logistic) on standardised features, with the
-//! penalty chosen by k-fold cross-validation whose folds are grouped by player (no player is in
-//! training and validation at once).
+//! The churn model: L2 logistic regression on standardised features, with the penalty chosen by
+//! k-fold cross-validation whose folds are grouped by player (no player is in training and
+//! validation at once).
 //!
-//! The penalty follows scikit-learn's convention: the loss is `C * sum of log-losses + |w|^2 / 2`,
-//! which is linfa's `sum of log-losses + alpha |w|^2 / 2` with `alpha = 1 / C`. The intercept is
-//! not penalised.
+//! The penalty follows scikit-learn's convention: the loss is `C * sum of log-losses + |w|^2 / 2`
+//! on standardised features, i.e. `sum of log-losses + alpha |w|^2 / 2` with `alpha = 1 / C`. The
+//! intercept is not penalised. The solver is [`crate::logit::newton`] (Newton-CG on the exact
+//! Hessian): the penalty is weighted by each feature's variance, which is the same fit as on
+//! standardised features without a standardised copy of the table. (linfa-logistic's L-BFGS gave
+//! the same optimum in the first version of this module, several times slower; see
+//! `mm bench logistic`.)
 
-use ndarray::{Array1, Array2, ArrayView2};
+use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
 use crate::churn::features::{FeatureSpec, Outcome3};
-use crate::logit::{LogitFit, fit_logistic};
+use crate::logit::newton::{NewtonFit, fit_newton_weighted};
 use crate::stats::{BinaryScore, auc, sigmoid};
 
 /// How to fit.
@@ -19,10 +23,13 @@ pub struct ChurnFitConfig {
     /// Inverse L2 strengths to try (scikit-learn's `C`).
     pub c_grid: Vec<f64>,
     pub folds: usize,
+    /// Cross-validate on at most this many rows (whole players, a fixed hash sample); the
+    /// final fit uses every row.
+    pub cv_max_rows: usize,
+    /// Newton iterations at most.
     pub max_iterations: u64,
-    /// Gradient tolerance per training row: linfa's loss is a sum over rows, so its tolerance
-    /// is this times the row count (scikit-learn's `tol` on its mean loss).
-    pub gradient_tolerance: f64,
+    /// Stop when the objective changes by less than this per training row.
+    pub tolerance_per_row: f64,
 }
 
 impl Default for ChurnFitConfig {
@@ -30,8 +37,9 @@ impl Default for ChurnFitConfig {
         ChurnFitConfig {
             c_grid: vec![1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0],
             folds: 5,
-            max_iterations: 500,
-            gradient_tolerance: 1e-4,
+            cv_max_rows: 1_000_000,
+            max_iterations: 100,
+            tolerance_per_row: 1e-10,
         }
     }
 }
@@ -42,7 +50,7 @@ pub enum ChurnFitError {
     #[error("churn model: {0}")]
     Data(String),
     #[error("churn model: {0}")]
-    Linfa(String),
+    Solver(String),
 }
 
 /// Cross-validation result of one `C`.
@@ -66,6 +74,8 @@ pub struct ChurnModel {
     pub grid: Vec<GridPoint>,
     pub rows: u64,
     pub positives: u64,
+    /// Rows the cross-validation used.
+    pub cv_rows: u64,
 }
 
 /// Column means and standard deviations (1 for a constant column).
@@ -82,29 +92,71 @@ fn standardiser(x: ArrayView2<'_, f64>) -> (Vec<f64>, Vec<f64>) {
     (mean, sd)
 }
 
-fn standardise(x: ArrayView2<'_, f64>, mean: &[f64], sd: &[f64]) -> Array2<f64> {
-    let mut z = x.to_owned();
-    for (k, mut col) in z.columns_mut().into_iter().enumerate() {
-        col.mapv_inplace(|v| (v - mean[k]) / sd[k]);
-    }
-    z
-}
-
-/// Fits on standardised rows; returns `(coef, intercept)` for the class `true`.
+/// Fits on raw rows with the penalty of standardised features; returns the standardiser and
+/// the standardised `(coef, intercept)` for the class `true`.
 fn logistic(
-    z: &Array2<f64>,
-    y: Array1<bool>,
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
     c: f64,
     cfg: &ChurnFitConfig,
-) -> Result<(Vec<f64>, f64), ChurnFitError> {
-    let how = LogitFit {
+) -> Result<Standardised, ChurnFitError> {
+    let (mean, sd) = standardiser(x);
+    let how = NewtonFit {
         alpha: 1.0 / c,
         intercept: true,
         max_iterations: cfg.max_iterations,
-        gradient_tolerance: Some(cfg.gradient_tolerance * z.nrows() as f64),
+        tolerance_per_row: cfg.tolerance_per_row,
     };
-    let (w, b) = fit_logistic(z, y, &how).map_err(ChurnFitError::Linfa)?;
-    Ok((w.to_vec(), b))
+    let weights: Vec<f64> = sd.iter().map(|s| s * s).collect();
+    let r = fit_newton_weighted(x, y, &how, &weights).map_err(ChurnFitError::Solver)?;
+    let coef: Vec<f64> = r.coef.iter().zip(&sd).map(|(w, s)| w * s).collect();
+    let intercept = r.intercept + r.coef.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>();
+    Ok(Standardised {
+        mean,
+        sd,
+        coef,
+        intercept,
+    })
+}
+
+/// `P = sigmoid(intercept + sum coef_k (x_k - mean_k) / sd_k)`.
+struct Standardised {
+    mean: Vec<f64>,
+    sd: Vec<f64>,
+    coef: Vec<f64>,
+    intercept: f64,
+}
+
+impl Standardised {
+    fn predict(&self, row: ndarray::ArrayView1<'_, f64>) -> f64 {
+        let z: f64 = row
+            .iter()
+            .zip(&self.mean)
+            .zip(&self.sd)
+            .zip(&self.coef)
+            .map(|(((x, m), s), w)| (x - m) / s * w)
+            .sum();
+        sigmoid(self.intercept + z)
+    }
+}
+
+/// A pair of vectors mapped alike.
+trait MapPair<T> {
+    fn map_pair<U>(self, f: impl Fn(T) -> U) -> (U, U);
+}
+
+impl<T> MapPair<T> for (T, T) {
+    fn map_pair<U>(self, f: impl Fn(T) -> U) -> (U, U) {
+        (f(self.0), f(self.1))
+    }
+}
+
+/// A player's position in [0, 1), fixed by their id: the cross-validation subsample.
+fn player_share(group: u32) -> f64 {
+    let h = u64::from(group)
+        .wrapping_add(0x2545_f491_4f6c_dd1d)
+        .wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn fold_of(group: u32, folds: usize) -> usize {
@@ -150,57 +202,73 @@ impl ChurnModel {
                 "at least 2 folds and a grid of positive C values".into(),
             ));
         }
-        let fold: Vec<usize> = groups.iter().map(|&g| fold_of(g, cfg.folds)).collect();
-        let mut grid = Vec::new();
-        for &c in &cfg.c_grid {
-            let mut score = BinaryScore::default();
-            let (mut preds, mut labels) = (Vec::new(), Vec::new());
-            for f in 0..cfg.folds {
-                let (tr, va): (Vec<usize>, Vec<usize>) = (0..y.len()).partition(|&i| fold[i] != f);
-                if va.is_empty() || tr.is_empty() {
-                    continue;
-                }
-                let xt = x.select(ndarray::Axis(0), &tr);
-                let yt: Array1<bool> = tr.iter().map(|&i| y[i]).collect();
-                if yt.iter().all(|&v| v) || yt.iter().all(|&v| !v) {
-                    continue;
-                }
-                let (mean, sd) = standardiser(xt.view());
-                let (w, b) = logistic(&standardise(xt.view(), &mean, &sd), yt, c, cfg)?;
-                let xv = standardise(x.select(ndarray::Axis(0), &va).view(), &mean, &sd);
-                for (r, &i) in xv.rows().into_iter().zip(&va) {
-                    let p = sigmoid(b + r.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>());
-                    score.add(p, f64::from(u8::from(y[i])));
-                    preds.push(p);
-                    labels.push(y[i]);
+        // Cross-validation on at most `cv_max_rows` rows: whole players, chosen by a hash.
+        let keep = (cfg.cv_max_rows as f64 / y.len() as f64).min(1.0);
+        let cv_rows: Vec<usize> = (0..y.len())
+            .filter(|&i| keep >= 1.0 || player_share(groups[i]) < keep)
+            .collect();
+        let fold: Vec<usize> = cv_rows
+            .iter()
+            .map(|&i| fold_of(groups[i], cfg.folds))
+            .collect();
+        let k = cfg.c_grid.len();
+        let mut scores = vec![BinaryScore::default(); k];
+        let mut preds: Vec<Vec<f64>> = vec![Vec::new(); k];
+        let mut labels = Vec::new();
+        for f in 0..cfg.folds {
+            let (tr, va): (Vec<usize>, Vec<usize>) = cv_rows
+                .iter()
+                .zip(&fold)
+                .map(|(&i, &fi)| (i, fi))
+                .partition::<Vec<_>, _>(|&(_, fi)| fi != f)
+                .map_pair(|v| v.into_iter().map(|(i, _)| i).collect());
+            let yt: Vec<bool> = tr.iter().map(|&i| y[i]).collect();
+            if va.is_empty() || yt.iter().all(|&v| v) || yt.iter().all(|&v| !v) {
+                continue;
+            }
+            // One copy of the fold's training rows serves every C.
+            let xt = x.select(ndarray::Axis(0), &tr);
+            labels.extend(va.iter().map(|&i| y[i]));
+            for (ci, &c) in cfg.c_grid.iter().enumerate() {
+                let m = logistic(xt.view(), &yt, c, cfg)?;
+                for &i in &va {
+                    let p = m.predict(x.row(i));
+                    scores[ci].add(p, f64::from(u8::from(y[i])));
+                    preds[ci].push(p);
                 }
             }
-            grid.push(GridPoint {
+        }
+        let grid: Vec<GridPoint> = cfg
+            .c_grid
+            .iter()
+            .zip(&scores)
+            .zip(&preds)
+            .map(|((&c, score), p)| GridPoint {
                 c,
                 cv_log_loss: score.metrics().log_loss,
-                cv_auc: auc(&preds, &labels),
-            });
-        }
+                cv_auc: auc(p, &labels),
+            })
+            .collect();
+        let cv_rows = cv_rows.len() as u64;
         let best = grid
             .iter()
             .filter(|g| g.cv_log_loss.is_finite())
             .min_by(|a, b| a.cv_log_loss.total_cmp(&b.cv_log_loss))
             .copied()
             .ok_or_else(|| ChurnFitError::Data("no fold could be fitted".into()))?;
-        let (mean, scale) = standardiser(x);
-        let yy: Array1<bool> = y.iter().copied().collect();
-        let (coef, intercept) = logistic(&standardise(x, &mean, &scale), yy, best.c, cfg)?;
+        let m = logistic(x, y, best.c, cfg)?;
         Ok(ChurnModel {
             spec,
             feature_names: names,
-            mean,
-            scale,
-            coef,
-            intercept,
+            mean: m.mean,
+            scale: m.sd,
+            coef: m.coef,
+            intercept: m.intercept,
             c: best.c,
             grid,
             rows: y.len() as u64,
             positives: pos as u64,
+            cv_rows,
         })
     }
 

@@ -64,7 +64,8 @@ pub struct NewtonResult {
 struct Problem<'a> {
     x: ArrayView2<'a, f64>,
     y: &'a [bool],
-    alpha: f64,
+    /// The L2 penalty of each coefficient.
+    alpha: Array1<f64>,
     intercept: bool,
 }
 
@@ -190,7 +191,11 @@ impl Problem<'_> {
                 |a, b| *a += b,
             )
             .unwrap_or(0.0);
-        loss + 0.5 * self.alpha * w.dot(&w)
+        loss + 0.5
+            * w.iter()
+                .zip(&self.alpha)
+                .map(|(w, a)| a * w * w)
+                .sum::<f64>()
     }
 
     fn gradient_of(&self, theta: &Array1<f64>) -> Array1<f64> {
@@ -215,7 +220,7 @@ impl Problem<'_> {
             )
             .unwrap_or_else(|| Array1::zeros(d + 1));
         g.slice_axis_mut(Axis(0), Slice::from(..d))
-            .scaled_add(self.alpha, &w);
+            .zip_mut_with(&(&w * &self.alpha), |g, p| *g += p);
         if !self.intercept {
             g = g.slice_axis(Axis(0), Slice::from(..d)).to_owned();
         }
@@ -252,7 +257,7 @@ impl Problem<'_> {
             )
             .unwrap_or_else(|| Array2::zeros((d + 1, d + 1)));
         for k in 0..d {
-            h[[k, k]] += self.alpha;
+            h[[k, k]] += self.alpha[k];
         }
         if !self.intercept {
             h = h
@@ -318,11 +323,37 @@ fn moments(p: &Problem<'_>) -> (Array1<f64>, Array1<f64>) {
 ///
 /// # Errors
 /// Mismatched lengths, an empty or one-class `y`, non-finite inputs or a solver failure.
-pub fn fit_newton<'a>(
-    x: ArrayView2<'a, f64>,
-    y: &'a [bool],
+pub fn fit_newton(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
     how: &NewtonFit,
 ) -> Result<NewtonResult, String> {
+    fit_newton_weighted(x, y, how, &[])
+}
+
+/// As [`fit_newton`] with a penalty `alpha / 2 sum_k weights_k w_k^2` (an empty `weights` is
+/// all ones). With `weights_k = sd_k^2` this is the fit on standardised features, without
+/// copying them.
+///
+/// # Errors
+/// As [`fit_newton`], and a `weights` of the wrong length or with a negative entry.
+pub fn fit_newton_weighted(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    how: &NewtonFit,
+    weights: &[f64],
+) -> Result<NewtonResult, String> {
+    // A view borrowed here: its lifetime is the one `Problem` needs for both `x` and `y`.
+    let x = x.view();
+    if !weights.is_empty()
+        && (weights.len() != x.ncols() || weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)))
+    {
+        return Err(format!(
+            "{} penalty weights for {} columns (finite and >= 0 required)",
+            weights.len(),
+            x.ncols()
+        ));
+    }
     if x.nrows() != y.len() {
         return Err(format!("{} rows but {} labels", x.nrows(), y.len()));
     }
@@ -343,10 +374,15 @@ pub fn fit_newton<'a>(
             i % x.ncols().max(1)
         ));
     }
+    let alpha = if weights.is_empty() {
+        Array1::from_elem(x.ncols(), how.alpha)
+    } else {
+        weights.iter().map(|w| w * how.alpha).collect()
+    };
     let inner = Problem {
         x,
         y,
-        alpha: how.alpha,
+        alpha,
         intercept: how.intercept,
     };
     let (mut mean, sd) = moments(&inner);
@@ -358,7 +394,11 @@ pub fn fit_newton<'a>(
     // another source of ill-conditioning.
     let rate = pos as f64 / y.len() as f64;
     let q = (rate * (1.0 - rate)).max(1e-6) * y.len() as f64;
-    let scale = sd.mapv(|s| (s * s + how.alpha / q).sqrt());
+    let scale: Array1<f64> = sd
+        .iter()
+        .zip(&inner.alpha)
+        .map(|(s, a)| (s * s + a / q).sqrt())
+        .collect();
     let problem = Scaled { inner, mean, scale };
     let np = x.ncols() + usize::from(how.intercept);
     let mut init = Array1::<f64>::zeros(np);
@@ -489,6 +529,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A penalty weighted by each column's variance is the plain penalty on standardised columns.
+    #[test]
+    fn weighted_penalty_is_standardisation() {
+        let (x, y) = data(3000, 11);
+        let n = x.nrows() as f64;
+        let mean = x.sum_axis(Axis(0)) / n;
+        let sd = x.map_axis(Axis(0), |c| {
+            let m = c.sum() / n;
+            (c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt()
+        });
+        let z = (&x - &mean) / &sd;
+        let how = NewtonFit {
+            alpha: 20.0,
+            ..NewtonFit::default()
+        };
+        let plain = fit_newton(z.view(), &y, &how).unwrap();
+        let weights: Vec<f64> = sd.iter().map(|s| s * s).collect();
+        let raw = fit_newton_weighted(x.view(), &y, &how, &weights).unwrap();
+        for k in 0..4 {
+            let std_coef = raw.coef[k] * sd[k];
+            assert!(
+                (std_coef - plain.coef[k]).abs() < 1e-6,
+                "{k}: {std_coef} vs {}",
+                plain.coef[k]
+            );
+        }
+        let b = raw.intercept + raw.coef.dot(&mean);
+        assert!((b - plain.intercept).abs() < 1e-6);
+        assert!(fit_newton_weighted(x.view(), &y, &how, &[1.0]).is_err());
     }
 
     /// Row ranges are fixed, so a fit over more rows than one range is the same on any pool.

@@ -1,0 +1,268 @@
+//! The churn feature table, built from the lake with polars lazy queries.
+//!
+//! One row per player-match of the chosen mode (the player is about to play "now"), with the
+//! EOMM features of `mm_trainer::churn::features` (same names, same meaning: that module's
+//! `push_row` is the row-at-a-time reference this query is tested against) and the churn label.
+//!
+//! The query, in three steps:
+//! 1. **per match** (windows over `match_id`): the score difference against the opponents
+//!    (own `team_score` minus the opponents' row-weighted mean), a blowout loss (lost by more
+//!    than the margin: CoD's "score delta greater than 30"), the performance rank in the lobby
+//!    (`(average rank - 1) / (n - 1)` of `perf`, else kills minus deaths, else score), and
+//!    whether the player queued in a party (two or more rows of the match share a `party_id`);
+//! 2. **per player** (rows sorted by player, start, match): the last `history` matches by
+//!    shifting, the window counts by rolling sums over start time (closed on the left: matches
+//!    before now), games played so far, and the next match's start for the label;
+//! 3. **label**: churned when the next match starts more than `horizon` after this one, or
+//!    there is none and the data run on for at least `horizon`; otherwise censored (null).
+
+use std::path::PathBuf;
+
+use polars::prelude::*;
+use polars_time::ClosedWindow;
+use polars_time::chunkedarray::RollingOptionsDynamicWindow;
+
+/// How to build the table.
+#[derive(Debug, Clone)]
+pub struct FeatureQuery {
+    /// The lake's match files (`matches/day=*/part-*.parquet`).
+    pub files: Vec<PathBuf>,
+    /// Only this mode's matches (all when `None`).
+    pub mode: Option<String>,
+    /// Earlier matches described per row.
+    pub history: usize,
+    /// The churn horizon, milliseconds.
+    pub horizon_ms: i64,
+    /// A loss by more than this many team-score points is a blowout.
+    pub blowout_margin: f64,
+    /// The skill fit's `match_skill.parquet` (player, match start, pre-match percentile): the
+    /// skill percentile feature. Without it the feature is unknown (`skill_known = 0`).
+    pub skill: Option<PathBuf>,
+}
+
+const HOUR_MS: f64 = 3_600_000.0;
+const WINDOWS_H: [(&str, i64); 4] = [("8h", 8), ("1d", 24), ("1w", 168), ("1m", 720)];
+
+/// Columns of the table besides the features: identity, time and label.
+pub const KEY_COLUMNS: [&str; 4] = ["player_id", "match_id", "start_ms", "churned"];
+
+fn flag(e: Expr) -> Expr {
+    e.fill_null(lit(false)).cast(DataType::Float32)
+}
+
+fn hours(e: Expr) -> Expr {
+    (e.cast(DataType::Float64) / lit(HOUR_MS)).log1p()
+}
+
+/// The lazy query: key columns, then the features in `FeatureSpec::names()` order.
+pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    let paths: Vec<PlRefPath> = q
+        .files
+        .iter()
+        .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
+        .collect();
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions::new_disabled(),
+        ..ScanArgsParquet::default()
+    };
+    let mut lf = LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)?;
+    if let Some(m) = &q.mode {
+        lf = lf.filter(col("mode").eq(lit(m.as_str())));
+    }
+    let m = || [col("match_id")];
+    let n_match = len().over(m())?.cast(DataType::Float64);
+    let n_team = len()
+        .over([col("match_id"), col("team")])?
+        .cast(DataType::Float64);
+    let opp = (col("team_score").sum().over(m())? - col("team_score") * n_team.clone())
+        / (n_match.clone() - n_team.clone());
+    let score_diff = when(n_match.clone().gt(n_team.clone()))
+        .then(col("team_score") - opp)
+        .otherwise(lit(NULL).cast(DataType::Float64));
+    let metric = when(col("perf").is_not_null())
+        .then(col("perf"))
+        .when(col("kills").is_not_null().and(col("deaths").is_not_null()))
+        .then((col("kills") - col("deaths")).cast(DataType::Float64))
+        .otherwise(col("score"));
+    let rank = col("metric")
+        .rank(
+            RankOptions {
+                method: RankMethod::Average,
+                descending: false,
+            },
+            None,
+        )
+        .over(m())?
+        .cast(DataType::Float64);
+    let n_metric = col("metric").count().over(m())?.cast(DataType::Float64);
+    let perf_rank = when(
+        col("metric")
+            .is_not_null()
+            .and(n_metric.clone().gt(lit(1.0))),
+    )
+    .then((rank - lit(1.0)) / (n_metric - lit(1.0)))
+    .otherwise(lit(NULL).cast(DataType::Float64));
+    let party = col("party_id").is_not_null().and(
+        len()
+            .over([col("match_id"), col("party_id")])?
+            .gt_eq(lit(2u32)),
+    );
+
+    let per_match = lf
+        .select([
+            col("player_id"),
+            col("match_id"),
+            col("start_time").cast(DataType::Int64).alias("start_ms"),
+            col("team"),
+            col("outcome"),
+            col("party_id"),
+            col("team_score").cast(DataType::Float64),
+            metric.alias("metric"),
+        ])
+        .with_columns([
+            score_diff.alias("score_diff"),
+            perf_rank.alias("perf_rank"),
+            party.alias("party"),
+        ])
+        .select([
+            col("player_id"),
+            col("match_id"),
+            col("start_ms"),
+            col("outcome").eq(lit("win")).alias("win"),
+            col("outcome").eq(lit("draw")).alias("draw"),
+            col("score_diff"),
+            (col("outcome")
+                .eq(lit("loss"))
+                .and(col("score_diff").lt(lit(-q.blowout_margin))))
+            .fill_null(lit(false))
+            .alias("blowout_loss"),
+            col("perf_rank"),
+            col("party"),
+        ]);
+    let per_match = match &q.skill {
+        Some(p) => per_match.join(
+            LazyFrame::scan_parquet(
+                PlRefPath::from(p.to_string_lossy().as_ref()),
+                ScanArgsParquet::default(),
+            )?
+            .select([col("player_id"), col("start_ms"), col("percentile")]),
+            [col("player_id"), col("start_ms")],
+            [col("player_id"), col("start_ms")],
+            JoinArgs::new(JoinType::Left),
+        ),
+        None => per_match.with_column(lit(NULL).cast(DataType::Float64).alias("percentile")),
+    }
+    .sort(
+        ["player_id", "start_ms", "match_id"],
+        SortMultipleOptions::default().with_maintain_order(true),
+    )
+    .with_row_index("row", None);
+
+    // Per player: row k back is the same player's k-th previous match when the ids agree.
+    let same = |k: i64| {
+        col("player_id")
+            .shift(lit(k))
+            .eq(col("player_id"))
+            .fill_null(lit(false))
+    };
+    let mut feats: Vec<Expr> = Vec::new();
+    for k in 1..=q.history as i64 {
+        let here = same(k);
+        let before = same(k + 1);
+        let sh = |c: &str| col(c).shift(lit(k));
+        let known = here.clone().and(sh("score_diff").is_not_null());
+        feats.extend([
+            flag(here.clone()).alias(format!("last{k}_present")),
+            flag(here.clone().and(sh("win"))).alias(format!("last{k}_win")),
+            flag(here.clone().and(sh("draw"))).alias(format!("last{k}_draw")),
+            when(before)
+                .then(hours(sh("start_ms") - col("start_ms").shift(lit(k + 1))))
+                .otherwise(lit(0.0))
+                .cast(DataType::Float32)
+                .alias(format!("last{k}_log_hours_from_previous")),
+            when(here.clone())
+                .then(hours(col("start_ms") - sh("start_ms")))
+                .otherwise(lit(0.0))
+                .cast(DataType::Float32)
+                .alias(format!("last{k}_log_hours_to_now")),
+            when(known.clone())
+                .then(sh("score_diff"))
+                .otherwise(lit(0.0))
+                .cast(DataType::Float32)
+                .alias(format!("last{k}_score_diff")),
+            flag(known).alias(format!("last{k}_score_known")),
+        ]);
+    }
+    feats.extend([
+        flag(col("win")).alias("now_win"),
+        flag(col("draw")).alias("now_draw"),
+        flag(col("win").not().and(col("draw").not())).alias("now_loss"),
+    ]);
+    let p = || [col("player_id")];
+    for (name, h) in WINDOWS_H {
+        feats.push(
+            flag(col("start_ms").is_not_null())
+                .rolling_sum_by(
+                    col("start_ms").cast(DataType::Datetime(TimeUnit::Milliseconds, None)),
+                    RollingOptionsDynamicWindow {
+                        window_size: Duration::parse(&format!("{h}h")),
+                        min_periods: 0,
+                        closed_window: ClosedWindow::Left,
+                        fn_params: None,
+                    },
+                )
+                .over(p())?
+                .fill_null(lit(0.0))
+                .cast(DataType::Float32)
+                .alias(format!("matches_last_{name}")),
+        );
+    }
+    let prev1 = same(1);
+    let perf_known = prev1
+        .clone()
+        .and(col("perf_rank").shift(lit(1)).is_not_null());
+    feats.extend([
+        // Rows are sorted by player: earlier matches = row index - the player's first index.
+        ((col("row") - col("row").first().over(p())?)
+            .cast(DataType::Float64)
+            .log1p())
+        .cast(DataType::Float32)
+        .alias("log_games"),
+        flag(col("party")).alias("party"),
+        // The skill fit's percentiles are already in [0, 1].
+        when(col("percentile").is_not_null())
+            .then(col("percentile"))
+            .otherwise(lit(0.0))
+            .cast(DataType::Float32)
+            .alias("skill_percentile"),
+        flag(col("percentile").is_not_null()).alias("skill_known"),
+        when(perf_known.clone())
+            .then(col("perf_rank").shift(lit(1)))
+            .otherwise(lit(0.0))
+            .cast(DataType::Float32)
+            .alias("last_perf_rank"),
+        flag(perf_known).alias("last_perf_known"),
+        flag(prev1.and(col("blowout_loss").shift(lit(1)))).alias("last_blowout_loss"),
+    ]);
+    let next_same = col("player_id")
+        .shift(lit(-1))
+        .eq(col("player_id"))
+        .fill_null(lit(false));
+    let gap = col("start_ms").shift(lit(-1)) - col("start_ms");
+    let end = col("start_ms").max();
+    let label = when(next_same.clone().and(gap.clone().lt_eq(lit(q.horizon_ms))))
+        .then(lit(false))
+        .when(next_same)
+        .then(lit(true))
+        .when((end - col("start_ms")).gt_eq(lit(q.horizon_ms)))
+        .then(lit(true))
+        .otherwise(lit(NULL).cast(DataType::Boolean));
+    let mut out = vec![
+        col("player_id"),
+        col("match_id"),
+        col("start_ms"),
+        label.alias("churned"),
+    ];
+    out.extend(feats);
+    Ok(per_match.select(out))
+}

@@ -1,0 +1,367 @@
+//! The churn job on simulated lakes: the polars feature query against the row-at-a-time
+//! reference (`FeatureSpec::push_row`, fed by an independent per-match computation), and the
+//! fitted model against the simulator's true churn probabilities.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::collections::HashMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
+use arrow_array::{Array, RecordBatch};
+use mm_fit::churn::{ChurnConfig, fit_churn};
+use mm_fit::churn_features::{FeatureQuery, query};
+use mm_fit::{SkillConfig, fit_skill};
+use mm_lake::Lake;
+use mm_lake::store::read_parquet_columns;
+use mm_sim::{SimConfig, simulate};
+use mm_trainer::churn::features::{FeatureSpec, Outcome3, Played, Upcoming, label};
+
+/// One lake row, as the reference reads it.
+#[derive(Debug, Clone)]
+struct Row {
+    match_id: String,
+    player: String,
+    start: i64,
+    team: i32,
+    outcome: Outcome3,
+    party_id: Option<String>,
+    team_score: Option<f64>,
+    metric: Option<f64>,
+}
+
+fn f64_at(b: &RecordBatch, name: &str, i: usize) -> Option<f64> {
+    let c = b.column_by_name(name)?;
+    let c = c.as_primitive_opt::<Float64Type>()?;
+    (!c.is_null(i)).then(|| c.value(i))
+}
+
+fn i32_at(b: &RecordBatch, name: &str, i: usize) -> Option<i32> {
+    let c = b.column_by_name(name)?;
+    let c = c.as_primitive_opt::<Int32Type>()?;
+    (!c.is_null(i)).then(|| c.value(i))
+}
+
+fn read_rows(lake: &std::path::Path, mode: &str) -> Vec<Row> {
+    let cols = [
+        "match_id",
+        "mode",
+        "start_time",
+        "team",
+        "player_id",
+        "outcome",
+        "party_id",
+        "kills",
+        "deaths",
+        "score",
+        "team_score",
+        "perf",
+    ];
+    let mut rows = Vec::new();
+    for f in Lake::open(lake).unwrap().matches_files().unwrap() {
+        for b in read_parquet_columns(&f, Some(&cols)).unwrap() {
+            let s = |n: &str| b.column_by_name(n).unwrap().as_string::<i32>().clone();
+            let (mid, md, pid, out, party) = (
+                s("match_id"),
+                s("mode"),
+                s("player_id"),
+                s("outcome"),
+                s("party_id"),
+            );
+            let start = b
+                .column_by_name("start_time")
+                .unwrap()
+                .as_primitive::<TimestampMillisecondType>()
+                .clone();
+            for i in 0..b.num_rows() {
+                if md.value(i) != mode {
+                    continue;
+                }
+                let metric = f64_at(&b, "perf", i)
+                    .or_else(|| {
+                        Some(f64::from(
+                            i32_at(&b, "kills", i)? - i32_at(&b, "deaths", i)?,
+                        ))
+                    })
+                    .or_else(|| f64_at(&b, "score", i));
+                rows.push(Row {
+                    match_id: mid.value(i).to_string(),
+                    player: pid.value(i).to_string(),
+                    start: start.value(i),
+                    team: i32_at(&b, "team", i).unwrap(),
+                    outcome: match out.value(i) {
+                        "win" => Outcome3::Win,
+                        "draw" => Outcome3::Draw,
+                        _ => Outcome3::Loss,
+                    },
+                    party_id: (!party.is_null(i)).then(|| party.value(i).to_string()),
+                    team_score: f64_at(&b, "team_score", i),
+                    metric,
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The reference table: (player, match) -> (features, label), computed row by row.
+fn reference(
+    rows: &[Row],
+    spec: FeatureSpec,
+    horizon_ms: i64,
+    margin: f64,
+) -> HashMap<(String, String), (Vec<f64>, Option<bool>)> {
+    let mut by_match: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        by_match.entry(&r.match_id).or_default().push(i);
+    }
+    // Per row: score difference, performance rank, party, blowout loss.
+    let mut played_of: Vec<(Played, bool)> = Vec::with_capacity(rows.len());
+    played_of.resize(
+        rows.len(),
+        (
+            Played {
+                start_ms: 0,
+                outcome: Outcome3::Loss,
+                score_diff: f64::NAN,
+                perf_rank: f64::NAN,
+                blowout_loss: false,
+            },
+            false,
+        ),
+    );
+    for idx in by_match.values() {
+        for &i in idx {
+            let r = &rows[i];
+            let others: Vec<usize> = idx
+                .iter()
+                .copied()
+                .filter(|&j| rows[j].team != r.team)
+                .collect();
+            let score_diff = match r.team_score {
+                Some(own) if !others.is_empty() => {
+                    let opp: Option<f64> = others.iter().map(|&j| rows[j].team_score).sum();
+                    opp.map_or(f64::NAN, |s| own - s / others.len() as f64)
+                }
+                _ => f64::NAN,
+            };
+            let ranked: Vec<f64> = idx.iter().filter_map(|&j| rows[j].metric).collect();
+            let perf_rank = match r.metric {
+                Some(m) if ranked.len() > 1 => {
+                    let below = ranked.iter().filter(|&&x| x < m).count() as f64;
+                    let ties = ranked.iter().filter(|&&x| x == m).count() as f64 - 1.0;
+                    (below + 0.5 * ties) / (ranked.len() as f64 - 1.0)
+                }
+                _ => f64::NAN,
+            };
+            let party = r.party_id.as_ref().is_some_and(|p| {
+                idx.iter()
+                    .filter(|&&j| rows[j].party_id.as_ref() == Some(p))
+                    .count()
+                    >= 2
+            });
+            played_of[i] = (
+                Played {
+                    start_ms: r.start,
+                    outcome: r.outcome,
+                    score_diff,
+                    perf_rank,
+                    blowout_loss: r.outcome == Outcome3::Loss && score_diff < -margin,
+                },
+                party,
+            );
+        }
+    }
+    let mut by_player: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        by_player.entry(&r.player).or_default().push(i);
+    }
+    let end = rows.iter().map(|r| r.start).max().unwrap();
+    let mut out = HashMap::new();
+    for idx in by_player.values_mut() {
+        idx.sort_by(|&a, &b| {
+            (rows[a].start, &rows[a].match_id).cmp(&(rows[b].start, &rows[b].match_id))
+        });
+        let played: Vec<Played> = idx.iter().map(|&i| played_of[i].0).collect();
+        for (k, &i) in idx.iter().enumerate() {
+            let r = &rows[i];
+            let mut feats = Vec::new();
+            spec.push_row(
+                &played,
+                &Upcoming {
+                    start_ms: r.start,
+                    party: played_of[i].1,
+                    skill_percentile: f64::NAN,
+                },
+                r.outcome,
+                &mut feats,
+            );
+            let next = idx.get(k + 1).map(|&j| rows[j].start);
+            out.insert(
+                (r.player.clone(), r.match_id.clone()),
+                (feats, label(r.start, next, end, horizon_ms)),
+            );
+        }
+    }
+    out
+}
+
+/// Every feature and label of the polars query equals the row-at-a-time reference, on both
+/// simulated modes (6v6 with parties and team scores; 1v1 with draws).
+#[test]
+fn polars_query_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    simulate(&SimConfig {
+        lake: lake.clone(),
+        players: 1_500,
+        days: 6,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let spec = FeatureSpec { history: 4 };
+    let horizon_ms = 8 * 3_600_000;
+    for mode in ["tdm-6v6", "duel-1v1"] {
+        let rows = read_rows(&lake, mode);
+        assert!(rows.len() > 1000, "{mode}: {} rows", rows.len());
+        let want = reference(&rows, spec, horizon_ms, 30.0);
+        let df = query(&FeatureQuery {
+            files: Lake::open(&lake).unwrap().matches_files().unwrap(),
+            mode: Some(mode.into()),
+            history: spec.history,
+            horizon_ms,
+            blowout_margin: 30.0,
+            skill: None,
+        })
+        .unwrap()
+        .collect()
+        .unwrap();
+        assert_eq!(df.height(), rows.len(), "{mode}");
+        let names = spec.names();
+        let pid = df.column("player_id").unwrap().str().unwrap().clone();
+        let mid = df.column("match_id").unwrap().str().unwrap().clone();
+        let churned: Vec<Option<bool>> = df
+            .column("churned")
+            .unwrap()
+            .bool()
+            .unwrap()
+            .iter()
+            .collect();
+        let cols: Vec<Vec<Option<f32>>> = names
+            .iter()
+            .map(|n| {
+                df.column(n.as_str())
+                    .unwrap()
+                    .f32()
+                    .unwrap()
+                    .iter()
+                    .collect()
+            })
+            .collect();
+        let (mut blowouts, mut parties, mut censored) = (0, 0, 0);
+        for i in 0..df.height() {
+            let key = (
+                pid.get(i).unwrap().to_string(),
+                mid.get(i).unwrap().to_string(),
+            );
+            let (feats, lab) = &want[&key];
+            assert_eq!(churned[i], *lab, "{mode} {key:?}: label");
+            censored += usize::from(lab.is_none());
+            for (k, name) in names.iter().enumerate() {
+                let got = f64::from(cols[k][i].unwrap());
+                let w = feats[k];
+                assert!(
+                    (got - w).abs() <= 1e-4 * w.abs().max(1.0),
+                    "{mode} {key:?}: {name} = {got}, reference {w}"
+                );
+                if name == "last_blowout_loss" {
+                    blowouts += usize::from(w > 0.5);
+                }
+                if name == "party" {
+                    parties += usize::from(w > 0.5);
+                }
+            }
+        }
+        // The comparison exercised what it checks.
+        assert!(censored > 0, "{mode}: no censored rows");
+        if mode == "tdm-6v6" {
+            assert!(
+                blowouts > 0 && parties > 0,
+                "{blowouts} blowouts, {parties} party rows"
+            );
+        }
+    }
+}
+
+/// On a simulated 6v6 lake, the 8-hour churn model scored on the last quarter is calibrated
+/// against the simulator's true churn probabilities, and ranks nearly as well as they do.
+#[test]
+fn churn_model_is_calibrated_against_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    simulate(&SimConfig {
+        lake: lake.clone(),
+        players: 5_000,
+        days: 21,
+        duel_share: 0.0,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    // The skill fit first (no tuning, no baselines): its pre-match percentiles are a feature.
+    let skill = dir.path().join("skill");
+    let mut sc = SkillConfig::new(lake.clone(), skill.clone());
+    sc.mode = Some("tdm-6v6".into());
+    sc.tune = false;
+    sc.baselines = Vec::new();
+    sc.html = false;
+    fit_skill(&sc).unwrap();
+    let out = dir.path().join("churn");
+    let mut cfg = ChurnConfig::new(&lake, &out);
+    cfg.mode = Some("tdm-6v6".into());
+    cfg.skill = Some(skill);
+    cfg.fit.c_grid = vec![0.001, 0.1, 10.0];
+    let r = fit_churn(&cfg).unwrap();
+    let t = r.truth.as_ref().unwrap();
+    eprintln!(
+        "rows {} censored {} train {} score {}: AUC {:.4} (truth {:.4}), ECE vs labels {:.4}, vs truth {:.4}, mean |diff| {:.4}, C {}",
+        r.rows,
+        r.censored,
+        r.train_rows,
+        r.score_rows,
+        r.auc,
+        t.truth_auc,
+        r.scored.ece,
+        t.ece_vs_truth,
+        t.mean_abs_diff,
+        r.c
+    );
+    assert_eq!(t.rows, r.score_rows, "every scored row has its truth");
+    assert!(r.censored > 0);
+    assert!(
+        t.ece_vs_truth < 0.01,
+        "calibration error vs truth {}",
+        t.ece_vs_truth
+    );
+    assert!(
+        r.auc > 0.55 && r.auc <= t.truth_auc + 0.01,
+        "{} vs {}",
+        r.auc,
+        t.truth_auc
+    );
+    // TDM has draws (the time limit): every pattern of wins and losses is there, and some with D.
+    for pat in ["WWW", "WWL", "WLW", "LWW", "WLL", "LWL", "LLW", "LLL"] {
+        assert!(r.by_last_three.iter().any(|g| g.group == pat), "{pat}");
+    }
+    assert_eq!(r.by_skill_decile.len(), 10, "{:?}", r.by_skill_decile);
+    assert_eq!(r.by_party.len(), 2);
+    for f in [
+        "churn_model.json",
+        "churn_metrics.json",
+        "churn_report.html",
+        "churn_features.parquet",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let html = std::fs::read_to_string(out.join("churn_report.html")).unwrap();
+    assert!(html.contains("Reliability") && html.contains("<svg"));
+}
