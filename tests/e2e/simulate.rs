@@ -86,6 +86,58 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no matches"), "{err}");
 
+    // The churn fit on the same lake, with the skill fit's percentiles: JSON report, outputs.
+    let churn = dir.path().join("churn");
+    let (code, stdout, err) = mm(&[
+        "fit",
+        "churn",
+        "--lake",
+        lake_s,
+        "--out",
+        churn.to_str().unwrap(),
+        "--mode",
+        "tdm-6v6",
+        "--skill",
+        out.to_str().unwrap(),
+        "--c-grid",
+        "0.01,1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let c: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (rows, censored) = (c["rows"].as_u64().unwrap(), c["censored"].as_u64().unwrap());
+    let (train, unused, scored) = (
+        c["train_rows"].as_u64().unwrap(),
+        c["train_rows_unused"].as_u64().unwrap(),
+        c["score_rows"].as_u64().unwrap(),
+    );
+    assert_eq!(rows, censored + train + unused + scored, "{c}");
+    assert!(
+        scored > 0 && c["truth"]["rows"].as_u64() == Some(scored),
+        "{c}"
+    );
+    for f in [
+        "churn_model.json",
+        "churn_metrics.json",
+        "churn_report.html",
+        "churn_features.parquet",
+    ] {
+        assert!(churn.join(f).exists(), "{f}");
+    }
+    for bad in [["--horizon", "8x"], ["--history", "0"]] {
+        let (code, _, err) = mm(&[
+            "fit",
+            "churn",
+            "--lake",
+            lake_s,
+            "--out",
+            churn.to_str().unwrap(),
+            bad[0],
+            bad[1],
+        ]);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+
     let before = snapshot(&lake);
     let (code, _, err) = mm(&args);
     assert_eq!(code, 2, "{err}");

@@ -232,12 +232,15 @@ fn matrix(cols: &[&[f32]], rows: &[usize]) -> Array2<f64> {
     x
 }
 
+/// A truth column's name and its value per scored row (null where the truth has no row).
+type TruthColumn = (String, Vec<Option<f64>>);
+
 /// The simulator's true churn probability of each scored row, when the lake has it.
 fn truth_probs(
     lake: &Path,
     horizon: &str,
     keys: &DataFrame,
-) -> Result<Option<(String, Vec<Option<f64>>)>, FitError> {
+) -> Result<Option<TruthColumn>, FitError> {
     let column = match horizon {
         "8h" => "churn_8h",
         "1d" | "24h" => "churn_1d",

@@ -581,8 +581,9 @@ fn write_match_skill(
     let mut skill = Vec::with_capacity(h.rows());
     let mut pct = Vec::with_capacity(h.rows());
     for m in &h.matches {
-        for r in m.lo as usize..m.hi as usize {
-            let s = f64::from(pre[r]);
+        let rows = m.lo as usize..m.hi as usize;
+        for (r, &s) in rows.clone().zip(&pre[rows]) {
+            let s = f64::from(s);
             if !s.is_finite() {
                 continue;
             }
