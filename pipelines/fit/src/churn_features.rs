@@ -13,8 +13,9 @@
 //! 2. **per player** (rows sorted by player, start, match): the last `history` matches by
 //!    shifting, the window counts by rolling sums over start time (closed on the left: matches
 //!    before now), games played so far, and the next match's start for the label;
-//! 3. **label**: churned when the next match starts more than `horizon` after this one, or
-//!    there is none and the data run on for at least `horizon`; otherwise censored (null).
+//! 3. **label**: censored (null) when the data end less than `horizon` after the match (all
+//!    such matches, so the labels near the end are not biased towards quick returns); else
+//!    churned unless the next match starts within `horizon`.
 
 use std::path::PathBuf;
 
@@ -250,13 +251,11 @@ pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
         .fill_null(lit(false));
     let gap = col("start_ms").shift(lit(-1)) - col("start_ms");
     let end = col("start_ms").max();
-    let label = when(next_same.clone().and(gap.clone().lt_eq(lit(q.horizon_ms))))
+    let label = when((end - col("start_ms")).lt(lit(q.horizon_ms)))
+        .then(lit(NULL).cast(DataType::Boolean))
+        .when(next_same.and(gap.lt_eq(lit(q.horizon_ms))))
         .then(lit(false))
-        .when(next_same)
-        .then(lit(true))
-        .when((end - col("start_ms")).gt_eq(lit(q.horizon_ms)))
-        .then(lit(true))
-        .otherwise(lit(NULL).cast(DataType::Boolean));
+        .otherwise(lit(true));
     let mut out = vec![
         col("player_id"),
         col("match_id"),

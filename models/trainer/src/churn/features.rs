@@ -168,8 +168,13 @@ impl FeatureSpec {
 }
 
 /// The churn label of a match at `start_ms` whose player's next match starts at `next_ms`:
-/// `Some(true)` if there is none within `horizon_ms`, `Some(false)` if there is, `None`
-/// (censored) when the data end before the horizon and no later match is seen.
+/// `None` (censored) when the data end less than `horizon_ms` after the match, else
+/// `Some(true)` if there is no next match within `horizon_ms`, `Some(false)` if there is.
+///
+/// Every match that close to the end is censored, even one whose next match is already seen:
+/// labelling only those would keep exactly the quick returns near the end and bias the labels
+/// towards "returned" (the simulated lakes showed it: 14% observed against 21% true churn on
+/// the last day).
 #[must_use]
 pub fn label(
     start_ms: i64,
@@ -177,12 +182,10 @@ pub fn label(
     data_end_ms: i64,
     horizon_ms: i64,
 ) -> Option<bool> {
-    match next_ms {
-        Some(n) if n - start_ms <= horizon_ms => Some(false),
-        Some(_) => Some(true),
-        None if data_end_ms - start_ms >= horizon_ms => Some(true),
-        None => None,
+    if data_end_ms - start_ms < horizon_ms {
+        return None;
     }
+    Some(!next_ms.is_some_and(|n| n - start_ms <= horizon_ms))
 }
 
 #[cfg(test)]
@@ -273,7 +276,9 @@ mod tests {
         assert_eq!(label(0, Some(8 * H), 100 * H, h8), Some(false));
         assert_eq!(label(0, Some(9 * H), 100 * H, h8), Some(true));
         assert_eq!(label(0, None, 100 * H, h8), Some(true));
-        // Too close to the end of the data to know.
+        // Too close to the end of the data to know, with or without a next match seen.
         assert_eq!(label(95 * H, None, 100 * H, h8), None);
+        assert_eq!(label(95 * H, Some(96 * H), 100 * H, h8), None);
+        assert_eq!(label(92 * H, Some(96 * H), 100 * H, h8), Some(false));
     }
 }
