@@ -486,6 +486,10 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     }
 
     // Against the simulator's truth, when the lake has it.
+    let matches = df
+        .column("match_id")
+        .and_then(|c| c.str())
+        .map_err(pl_err)?;
     let keys = DataFrame::new(
         score.len(),
         vec![
@@ -493,13 +497,8 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
                 "match_id".into(),
                 score
                     .iter()
-                    .map(|&i| {
-                        df.column("match_id")
-                            .and_then(|c| c.str())
-                            .map(|c| c.get(i).unwrap_or("").to_string())
-                    })
-                    .collect::<PolarsResult<Vec<String>>>()
-                    .map_err(pl_err)?,
+                    .map(|&i| matches.get(i).unwrap_or("").to_string())
+                    .collect::<Vec<String>>(),
             ),
             Column::new(
                 "player_id".into(),

@@ -94,6 +94,19 @@ fn f(x: f64, d: usize) -> String {
     }
 }
 
+/// The start of a report page: title and the shared style, up to `<body>`.
+fn page_head(title: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
+         th{{background:#f3f3f3}}td:first-child{{text-align:left}}\
+         .charts{{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}}\
+         code{{background:#f6f6f6}}</style></head><body>",
+        esc(title)
+    )
+}
+
 /// The report page.
 #[must_use]
 pub fn skill_html(
@@ -102,15 +115,10 @@ pub fn skill_html(
     map: &PercentileMap,
     scored: &[TeamSample],
 ) -> String {
-    let mut h = String::new();
+    let mut h = page_head("Skill report");
     let _ = write!(
         h,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Skill report</title>\
-         <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
-         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
-         th{{background:#f3f3f3}}td:first-child{{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}\
-         code{{background:#f6f6f6}}</style></head><body>\
-         <h1>Skill report</h1><p>Metric <code>{}</code>{}; {} matches ({} with two teams), {} players, \
+        "<h1>Skill report</h1><p>Metric <code>{}</code>{}; {} matches ({} with two teams), {} players, \
          {} player-match rows.</p><p>Tuned on {} to {} ({} two-team matches, after a burn-in), \
          scored on {} to {} ({} matches): every prediction is made before the match is learned from.</p>",
         r.metric.name(),
@@ -362,15 +370,10 @@ pub fn churn_html(
     r: &crate::churn::ChurnReport,
     m: &mm_trainer::churn::model::ChurnModel,
 ) -> String {
-    let mut h = String::new();
+    let mut h = page_head("Churn report");
     let _ = write!(
         h,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Churn report</title>\
-         <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
-         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
-         th{{background:#f3f3f3}}td:first-child{{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}}\
-         code{{background:#f6f6f6}}</style></head><body>\
-         <h1>Churn report</h1><p>Churn: no match in the next <b>{}</b>{}. {} player-match rows; \
+        "<h1>Churn report</h1><p>Churn: no match in the next <b>{}</b>{}. {} player-match rows; \
          {} censored (within {} of the end of the data, {}); trained on {} rows before {} \
          (churn rate {}{}), scored on {} later rows to {} (churn rate {}).</p>\
          <p>L2 logistic regression on {} standardised features; C = {} chosen by 5-fold \

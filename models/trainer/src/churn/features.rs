@@ -185,7 +185,7 @@ pub fn label(
     if data_end_ms - start_ms < horizon_ms {
         return None;
     }
-    Some(!next_ms.is_some_and(|n| n - start_ms <= horizon_ms))
+    Some(next_ms.is_none_or(|n| n - start_ms > horizon_ms))
 }
 
 #[cfg(test)]

@@ -129,15 +129,25 @@ struct Standardised {
 
 impl Standardised {
     fn predict(&self, row: ndarray::ArrayView1<'_, f64>) -> f64 {
-        let z: f64 = row
-            .iter()
-            .zip(&self.mean)
-            .zip(&self.sd)
-            .zip(&self.coef)
-            .map(|(((x, m), s), w)| (x - m) / s * w)
-            .sum();
-        sigmoid(self.intercept + z)
+        standardised_logit(row.iter(), &self.mean, &self.sd, &self.coef, self.intercept)
     }
+}
+
+/// `sigmoid(intercept + sum coef_k (x_k - mean_k) / sd_k)`.
+fn standardised_logit<'a>(
+    row: impl Iterator<Item = &'a f64>,
+    mean: &[f64],
+    sd: &[f64],
+    coef: &[f64],
+    intercept: f64,
+) -> f64 {
+    let z: f64 = row
+        .zip(mean)
+        .zip(sd)
+        .zip(coef)
+        .map(|(((x, m), s), w)| (x - m) / s * w)
+        .sum();
+    sigmoid(intercept + z)
 }
 
 /// A pair of vectors mapped alike.
@@ -275,14 +285,13 @@ impl ChurnModel {
     /// P(churn) of one feature row.
     #[must_use]
     pub fn predict(&self, row: &[f64]) -> f64 {
-        let z: f64 = row
-            .iter()
-            .zip(&self.mean)
-            .zip(&self.scale)
-            .zip(&self.coef)
-            .map(|(((x, m), s), w)| (x - m) / s * w)
-            .sum();
-        sigmoid(self.intercept + z)
+        standardised_logit(
+            row.iter(),
+            &self.mean,
+            &self.scale,
+            &self.coef,
+            self.intercept,
+        )
     }
 
     /// P(churn) for each hypothetical outcome of the upcoming match (win, draw, loss): the
