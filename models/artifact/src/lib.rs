@@ -1,11 +1,35 @@
-//! # mm-artifact: the versioned model artifact format (serde + thiserror only)
+//! # mm-artifact: the versioned model artifact format
 //!
 //! The contract between the trainer, which exports models, and the matcher services, which load
-//! them. This crate depends on serde and thiserror only, so that any service can embed it.
+//! them. It depends on serde, serde_json, thiserror, sha2 and parquet's own column API (no
+//! arrow, no polars), so that any service can embed it. `models/README.md` documents the format
+//! for readers in other languages.
 //!
-//! **Status:** the crate boundary exists; the format itself (manifest, checksums, format
-//! versions, load and verify) is the work of the artifact issue and is not written yet. What is
-//! here is the vocabulary every side already shares: [`Outcome`], which the lake stores too.
+//! - [`manifest`]: format versions, provenance, metrics and the sha256 of every file;
+//! - the parameter types, shared with the trainer that fits them: [`skill`] (raw skill
+//!   hyperparameters), [`percentile`] (the percentile map), [`team`] (team win model, party
+//!   adjustment), [`churn`] (the churn model) and [`features`] (its feature rows, so a service
+//!   computes exactly what the model was trained on);
+//! - [`snapshot`]: the per-player state (`players.parquet`);
+//! - [`load`]: loading and verifying one version ([`Artifact`]);
+//! - [`store`]: versions, `LATEST`, atomic publishing, promote, rollback and hot reload.
+
+pub mod churn;
+pub mod error;
+pub mod features;
+pub mod load;
+pub mod manifest;
+pub mod percentile;
+pub mod skill;
+pub mod snapshot;
+pub mod store;
+pub mod synthetic;
+pub mod team;
+
+pub use error::{ArtifactError, Problem};
+pub use load::Artifact;
+pub use manifest::{FORMAT_VERSION, Manifest, OLDEST_READABLE_FORMAT};
+pub use store::{Reload, Reloader, Store};
 
 use serde::{Deserialize, Serialize};
 

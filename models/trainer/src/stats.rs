@@ -20,11 +20,8 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
 }
 
-/// The logistic function.
-#[must_use]
-pub fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
+/// The logistic function (the artifact crate's, so trainer and services agree).
+pub use mm_artifact::team::sigmoid;
 
 /// Mean and (population) standard deviation; `NaN` for an empty sample.
 #[must_use]

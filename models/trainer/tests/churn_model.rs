@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use mm_trainer::churn::features::{FeatureSpec, Outcome3, Played, Upcoming};
-use mm_trainer::churn::model::{ChurnFitConfig, ChurnModel};
+use mm_trainer::churn::model::{ChurnFitConfig, ChurnModel, FitChurnModel};
 use mm_trainer::stats::auc;
 use ndarray::Array2;
 use rand::{Rng, SeedableRng};

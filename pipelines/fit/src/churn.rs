@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use mm_lake::Lake;
 use mm_trainer::churn::features::FeatureSpec;
-use mm_trainer::churn::model::{ChurnFitConfig, ChurnFitError, ChurnModel};
+use mm_trainer::churn::model::{ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel};
 use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin, auc};
 use ndarray::Array2;
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::churn_features::{FeatureQuery, query};
+use crate::churn_features::{FeatureQuery, query, state_query};
 use crate::skill::FitError;
 
 /// What `fit_churn` does.
@@ -42,6 +42,27 @@ pub struct ChurnConfig {
     pub html: bool,
     /// Write `churn_features.parquet` (the table, split and predictions).
     pub table: bool,
+}
+
+/// Writes a frame as zstd Parquet, atomically (a temporary file renamed).
+fn write_parquet(df: &mut DataFrame, p: &std::path::Path) -> Result<(), FitError> {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = p.with_file_name(format!(".{name}.tmp"));
+    let file = std::fs::File::create(&tmp).map_err(|e| FitError::Output {
+        path: tmp.clone(),
+        reason: e.to_string(),
+    })?;
+    ParquetWriter::new(file)
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(df)
+        .map_err(pl_err)?;
+    std::fs::rename(&tmp, p).map_err(|e| FitError::Output {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Parses a horizon such as `8h`, `1d`, `7d`, `14d` or `90m` into milliseconds.
@@ -592,21 +613,16 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             })
             .map_err(pl_err)?;
         let p = cfg.out.join("churn_features.parquet");
-        let tmp = cfg.out.join(".churn_features.parquet.tmp");
-        let file = std::fs::File::create(&tmp).map_err(|e| FitError::Output {
-            path: tmp.clone(),
-            reason: e.to_string(),
-        })?;
-        ParquetWriter::new(file)
-            .with_compression(ParquetCompression::Zstd(None))
-            .finish(&mut table)
-            .map_err(pl_err)?;
-        std::fs::rename(&tmp, &p).map_err(|e| FitError::Output {
-            path: p.clone(),
-            reason: e.to_string(),
-        })?;
+        write_parquet(&mut table, &p)?;
         outputs.push(p);
     }
+    // The players' state at the end of the data: what `mm export` puts in the snapshot.
+    let mut state = state_query(&q)
+        .and_then(LazyFrame::collect)
+        .map_err(pl_err)?;
+    let p = cfg.out.join("churn_state.parquet");
+    write_parquet(&mut state, &p)?;
+    outputs.push(p);
     let rate = |rows: &[usize]| {
         rows.iter().filter(|&&i| label[i] == Some(true)).count() as f64 / rows.len() as f64
     };

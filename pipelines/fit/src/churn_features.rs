@@ -57,6 +57,13 @@ fn hours(e: Expr) -> Expr {
 
 /// The lazy query: key columns, then the features in `FeatureSpec::names()` order.
 pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    let per_match = per_match(q)?;
+    features(q, per_match)
+}
+
+/// Step 1: one row per player-match with the per-match values, sorted by player, start and
+/// match, with a row index.
+fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     let paths: Vec<PlRefPath> = q
         .files
         .iter()
@@ -158,7 +165,57 @@ pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
         SortMultipleOptions::default().with_maintain_order(true),
     )
     .with_row_index("row", None);
+    Ok(per_match)
+}
 
+/// The player state a matcher service starts from (the artifact's snapshot): per player, the
+/// last `history + 1` matches (`slot` 1 is the most recent; the extra one gives the time
+/// before the oldest), games played, and the matches in the 8h, 1d, 1w and 1m before the
+/// data's end (`as_of_ms`, the last match's start), one row per player and slot.
+pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    let p = || [col("player_id")];
+    let end = col("start_ms").max();
+    let mut windows = Vec::new();
+    for (w, h) in WINDOWS_H {
+        windows.push(
+            col("start_ms")
+                .gt_eq(end.clone() - lit(h * 3_600_000))
+                .and(col("start_ms").lt(end.clone()))
+                .cast(DataType::UInt32)
+                .sum()
+                .over(p())?
+                .alias(format!("matches_{w}")),
+        );
+    }
+    let games = len().over(p())?.cast(DataType::Int64);
+    let idx = (col("row") - col("row").first().over(p())?).cast(DataType::Int64);
+    let mut lf = per_match(q)?
+        .with_columns(windows)
+        .with_columns([
+            games.clone().alias("games"),
+            (games - idx).alias("slot"),
+            end.alias("as_of_ms"),
+        ])
+        .filter(col("slot").lt_eq(lit(q.history as i64 + 1)));
+    let mut cols = vec![
+        col("player_id"),
+        col("slot"),
+        col("start_ms"),
+        col("win"),
+        col("draw"),
+        col("score_diff"),
+        col("perf_rank"),
+        col("blowout_loss"),
+        col("games"),
+        col("as_of_ms"),
+    ];
+    cols.extend(WINDOWS_H.iter().map(|(w, _)| col(format!("matches_{w}"))));
+    lf = lf.select(cols);
+    Ok(lf)
+}
+
+/// Steps 2 and 3: the features and the label.
+fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     // Per player: row k back is the same player's k-th previous match when the ids agree.
     let same = |k: i64| {
         col("player_id")

@@ -10,7 +10,7 @@ use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkill, RawSkillParams, ValidRawSkillParams};
 use mm_trainer::skill::team::{
-    PartyAdjustment, TeamFitConfig, TeamFitError, TeamSample, TeamWinModel,
+    FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamFitError, TeamSample, TeamWinModel,
 };
 use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin, mean_sd};
 use serde::Serialize;
@@ -139,6 +139,10 @@ pub enum FitError {
     Output { path: PathBuf, reason: String },
     #[error("feature query: {0}")]
     Query(String),
+    #[error("{path}: {reason}")]
+    Input { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Artifact(#[from] mm_artifact::ArtifactError),
 }
 
 /// One model's line of the metrics table.

@@ -9,7 +9,7 @@ use arrow_array::types::{Float64Type, Int64Type};
 use mm_fit::{Metric, SkillConfig, fit_skill};
 use mm_lake::store::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
-use mm_trainer::skill::team::{TeamFitConfig, TeamSample, TeamWinModel};
+use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig, TeamSample, TeamWinModel};
 use mm_trainer::stats::spearman;
 
 fn column_f64(path: &std::path::Path, key: &str, col: &str) -> HashMap<String, f64> {

@@ -13,9 +13,10 @@
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
-use crate::churn::features::{FeatureSpec, Outcome3};
+use crate::churn::features::FeatureSpec;
 use crate::logit::newton::{NewtonFit, fit_newton_weighted};
-use crate::stats::{BinaryScore, auc, sigmoid};
+use crate::stats::{BinaryScore, auc};
+pub use mm_artifact::churn::{ChurnModel, GridPoint, standardised_logit};
 
 /// How to fit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,31 +52,6 @@ pub enum ChurnFitError {
     Data(String),
     #[error("churn model: {0}")]
     Solver(String),
-}
-
-/// Cross-validation result of one `C`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GridPoint {
-    pub c: f64,
-    pub cv_log_loss: f64,
-    pub cv_auc: f64,
-}
-
-/// The fitted model: `P(churn) = sigmoid(intercept + sum coef_k (x_k - mean_k) / scale_k)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChurnModel {
-    pub spec: FeatureSpec,
-    pub feature_names: Vec<String>,
-    pub mean: Vec<f64>,
-    pub scale: Vec<f64>,
-    pub coef: Vec<f64>,
-    pub intercept: f64,
-    pub c: f64,
-    pub grid: Vec<GridPoint>,
-    pub rows: u64,
-    pub positives: u64,
-    /// Rows the cross-validation used.
-    pub cv_rows: u64,
 }
 
 /// Column means and standard deviations (1 for a constant column).
@@ -133,23 +109,6 @@ impl Standardised {
     }
 }
 
-/// `sigmoid(intercept + sum coef_k (x_k - mean_k) / sd_k)`.
-fn standardised_logit<'a>(
-    row: impl Iterator<Item = &'a f64>,
-    mean: &[f64],
-    sd: &[f64],
-    coef: &[f64],
-    intercept: f64,
-) -> f64 {
-    let z: f64 = row
-        .zip(mean)
-        .zip(sd)
-        .zip(coef)
-        .map(|(((x, m), s), w)| (x - m) / s * w)
-        .sum();
-    sigmoid(intercept + z)
-}
-
 /// A pair of vectors mapped alike.
 trait MapPair<T> {
     fn map_pair<U>(self, f: impl Fn(T) -> U) -> (U, U);
@@ -177,9 +136,21 @@ fn fold_of(group: u32, folds: usize) -> usize {
     (h % folds as u64) as usize
 }
 
-impl ChurnModel {
+/// Fitting, which needs ndarray; the model itself is the artifact crate's.
+pub trait FitChurnModel: Sized {
     /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
-    pub fn fit(
+    fn fit(
+        spec: FeatureSpec,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        groups: &[u32],
+        cfg: &ChurnFitConfig,
+    ) -> Result<Self, ChurnFitError>;
+}
+
+impl FitChurnModel for ChurnModel {
+    /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
+    fn fit(
         spec: FeatureSpec,
         x: ArrayView2<'_, f64>,
         y: &[bool],
@@ -279,33 +250,6 @@ impl ChurnModel {
             rows: y.len() as u64,
             positives: pos as u64,
             cv_rows,
-        })
-    }
-
-    /// P(churn) of one feature row.
-    #[must_use]
-    pub fn predict(&self, row: &[f64]) -> f64 {
-        standardised_logit(
-            row.iter(),
-            &self.mean,
-            &self.scale,
-            &self.coef,
-            self.intercept,
-        )
-    }
-
-    /// P(churn) for each hypothetical outcome of the upcoming match (win, draw, loss): the
-    /// input EOMM needs. `row` is any row of the player's state; its outcome columns are
-    /// replaced.
-    #[must_use]
-    pub fn counterfactual(&self, row: &[f64]) -> [f64; 3] {
-        let cols = self.spec.outcome_columns();
-        let mut r = row.to_vec();
-        [Outcome3::Win, Outcome3::Draw, Outcome3::Loss].map(|o| {
-            for (k, &c) in cols.iter().enumerate() {
-                r[c] = f64::from(u8::from(k == o as usize));
-            }
-            self.predict(&r)
         })
     }
 }

@@ -137,9 +137,7 @@ fn softplus(z: f64) -> f64 {
     }
 }
 
-fn sigmoid(z: f64) -> f64 {
-    1.0 / (1.0 + (-z).exp())
-}
+use crate::stats::sigmoid;
 
 impl Problem<'_> {
     fn d(&self) -> usize {

@@ -26,112 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::sigmoid;
 
-/// Hyperparameters, as given (see [`RawSkillParams::check`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RawSkillParams {
-    /// Matches for an established player to move halfway to a new level. Default 12.
-    pub half_life_matches: f64,
-    /// Log-odds of outperforming per unit of raw-skill difference. Default 6.
-    pub scale: f64,
-    /// Matches after which a player is established. Default 20.
-    pub provisional_matches: u32,
-    /// Extra learning rate of a brand-new player (linearly down to 0 when established). Default 3.
-    pub provisional_boost: f64,
-    /// Smallest weight of a brand-new opponent's evidence. Default 0.05.
-    pub min_opponent_weight: f64,
-    /// How the metric's margin counts. 0 (the default): only the ordering counts, a comparison
-    /// is won, drawn or lost (`s_ij` is 1, 1/2 or 0). Positive: the comparison is scored
-    /// `s_ij = sigmoid((m_i - m_j) / margin)`, so a wide margin counts more than a narrow one
-    /// (for tennis, a 60% share of points won says more than 51%). In the metric's units.
-    #[serde(default)]
-    pub margin: f64,
-}
-
-impl Default for RawSkillParams {
-    fn default() -> Self {
-        RawSkillParams {
-            half_life_matches: 12.0,
-            scale: 6.0,
-            provisional_matches: 20,
-            provisional_boost: 3.0,
-            min_opponent_weight: 0.05,
-            margin: 0.0,
-        }
-    }
-}
-
-/// A hyperparameter out of range.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("raw skill: {field} = {value} is invalid: {reason}")]
-pub struct ParamError {
-    pub field: &'static str,
-    pub value: f64,
-    pub reason: &'static str,
-}
-
-/// Checked hyperparameters with the derived learning rate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ValidRawSkillParams {
-    params: RawSkillParams,
-    rate: f64,
-}
-
-impl ValidRawSkillParams {
-    #[must_use]
-    pub fn params(&self) -> &RawSkillParams {
-        &self.params
-    }
-
-    /// The learning rate of an established player.
-    #[must_use]
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-}
-
-impl RawSkillParams {
-    pub fn check(self) -> Result<ValidRawSkillParams, ParamError> {
-        let bad = |field, value: f64, reason| {
-            Err(ParamError {
-                field,
-                value,
-                reason,
-            })
-        };
-        if !(self.half_life_matches.is_finite() && self.half_life_matches >= 1.0) {
-            return bad(
-                "half_life_matches",
-                self.half_life_matches,
-                "must be at least 1",
-            );
-        }
-        if !(self.scale.is_finite() && self.scale > 0.0) {
-            return bad("scale", self.scale, "must be positive");
-        }
-        if !(self.provisional_boost.is_finite() && self.provisional_boost >= 0.0) {
-            return bad(
-                "provisional_boost",
-                self.provisional_boost,
-                "must be non-negative",
-            );
-        }
-        if !(0.0..=1.0).contains(&self.min_opponent_weight) {
-            return bad(
-                "min_opponent_weight",
-                self.min_opponent_weight,
-                "must be in [0, 1]",
-            );
-        }
-        if !(self.margin.is_finite() && self.margin >= 0.0) {
-            return bad("margin", self.margin, "must be finite and non-negative");
-        }
-        let alpha = 1.0 - 0.5f64.powf(1.0 / self.half_life_matches);
-        Ok(ValidRawSkillParams {
-            params: self,
-            rate: 4.0 * alpha / self.scale,
-        })
-    }
-}
+pub use mm_artifact::skill::{ParamError, RawSkillParams, ValidRawSkillParams};
 
 /// One player's state.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -173,18 +68,18 @@ impl RawSkill {
     /// P(player i outperforms player j) under the current skills.
     #[must_use]
     pub fn p_outperform(&self, i: usize, j: usize) -> f64 {
-        sigmoid(self.p.params.scale * (self.skill(i) - self.skill(j)))
+        sigmoid(self.p.params().scale * (self.skill(i) - self.skill(j)))
     }
 
     fn weight(&self, games: u32) -> f64 {
-        let prov = f64::from(self.p.params.provisional_matches.max(1));
-        (f64::from(games) / prov).clamp(self.p.params.min_opponent_weight, 1.0)
+        let prov = f64::from(self.p.params().provisional_matches.max(1));
+        (f64::from(games) / prov).clamp(self.p.params().min_opponent_weight, 1.0)
     }
 
     fn rate(&self, games: u32) -> f64 {
-        let prov = f64::from(self.p.params.provisional_matches.max(1));
+        let prov = f64::from(self.p.params().provisional_matches.max(1));
         let left = (1.0 - f64::from(games) / prov).max(0.0);
-        self.p.rate * (1.0 + self.p.params.provisional_boost * left)
+        self.p.rate() * (1.0 + self.p.params().provisional_boost * left)
     }
 
     /// Updates the players of one lobby from their performance metric (higher is better; equal
@@ -206,7 +101,7 @@ impl RawSkill {
         // The players with a metric, their skill in log-odds units (offset included), weight
         // and metric; then per player the weighted surprise and the weight sum. Each unordered
         // pair is evaluated once (p_ji = 1 - p_ij, s_ji = 1 - s_ij).
-        let (scale, margin) = (self.p.params.scale, self.p.params.margin);
+        let (scale, margin) = (self.p.params().scale, self.p.params().margin);
         self.scratch.clear();
         for (k, &(i, m)) in lobby.iter().enumerate() {
             if m.is_finite() {

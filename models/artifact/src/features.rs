@@ -1,0 +1,269 @@
+//! The EOMM churn features (section 5.2 of the paper) and the churn label.
+//!
+//! A row describes a player about to play a match ("now") and that match's outcome:
+//! - for each of the player's `history` most recent earlier matches (most recent first): whether
+//!   it exists, its outcome (win, draw; loss is the rest), the time from the match before it, the
+//!   time from it to now, and the score difference against the opponents;
+//! - the upcoming outcome, one-hot (win, draw, loss): the part a matchmaker changes, so the model
+//!   gives churn for each hypothetical outcome;
+//! - matches played in the last 8 hours, 1 day, 1 week and 1 month before now;
+//! - what the data offers beyond the paper: experience (log of 1 + games played, as Dota 2 does),
+//!   party or solo, the skill percentile, and for the last match the performance rank in its
+//!   lobby and whether it was a blowout.
+//!
+//! Missing values are explicit: a history slot that does not exist has `present = 0` and zeros
+//! elsewhere; an unknown score difference, performance or percentile has its own `known` flag,
+//! so a zero never stands for "unknown".
+//!
+//! Times are in hours, as `ln(1 + hours)`.
+
+pub use crate::Outcome as Outcome3;
+
+/// One earlier match of the player.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Played {
+    pub start_ms: i64,
+    pub outcome: Outcome3,
+    /// Own team's score minus the opponents' (`NaN` when unknown).
+    pub score_diff: f64,
+    /// Performance rank in the lobby, 0 (worst) to 1 (best) (`NaN` when unknown).
+    pub perf_rank: f64,
+    /// Lost by a wide margin.
+    pub blowout_loss: bool,
+}
+
+/// What is known of the player and the upcoming match before it is played.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Upcoming {
+    pub start_ms: i64,
+    /// Queued in a party of two or more.
+    pub party: bool,
+    /// Skill percentile, in [0, 1] (`NaN` when unknown).
+    pub skill_percentile: f64,
+}
+
+const HOUR_MS: f64 = 3_600_000.0;
+const WINDOWS_H: [(&str, f64); 4] = [("8h", 8.0), ("1d", 24.0), ("1w", 168.0), ("1m", 720.0)];
+/// The match-count windows (8 hours, 1 day, 1 week, 1 month), milliseconds.
+pub const WINDOWS_MS: [i64; 4] = [
+    8 * 3_600_000,
+    24 * 3_600_000,
+    168 * 3_600_000,
+    720 * 3_600_000,
+];
+const PER_SLOT: [&str; 7] = [
+    "present",
+    "win",
+    "draw",
+    "log_hours_from_previous",
+    "log_hours_to_now",
+    "score_diff",
+    "score_known",
+];
+
+/// The feature layout: how many earlier matches to describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FeatureSpec {
+    pub history: usize,
+}
+
+impl Default for FeatureSpec {
+    fn default() -> Self {
+        FeatureSpec { history: 10 }
+    }
+}
+
+impl FeatureSpec {
+    /// The feature names, in column order.
+    #[must_use]
+    pub fn names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for k in 1..=self.history {
+            v.extend(PER_SLOT.iter().map(|f| format!("last{k}_{f}")));
+        }
+        v.extend(["now_win", "now_draw", "now_loss"].map(String::from));
+        v.extend(WINDOWS_H.iter().map(|(w, _)| format!("matches_last_{w}")));
+        v.extend(
+            [
+                "log_games",
+                "party",
+                "skill_percentile",
+                "skill_known",
+                "last_perf_rank",
+                "last_perf_known",
+                "last_blowout_loss",
+            ]
+            .map(String::from),
+        );
+        v
+    }
+
+    /// Columns of the upcoming outcome's one-hot.
+    #[must_use]
+    pub fn outcome_columns(&self) -> [usize; 3] {
+        let base = self.history * PER_SLOT.len();
+        [base, base + 1, base + 2]
+    }
+
+    /// Appends one row: `earlier` is every earlier match of the player, oldest first (only
+    /// those before `now.start_ms` are read); `outcome` is the upcoming match's.
+    pub fn push_row(
+        &self,
+        earlier: &[Played],
+        now: &Upcoming,
+        outcome: Outcome3,
+        out: &mut Vec<f64>,
+    ) {
+        let past = &earlier[..earlier.partition_point(|p| p.start_ms < now.start_ms)];
+        let counts = WINDOWS_MS.map(|w| {
+            let from = now.start_ms - w;
+            (past.len() - past.partition_point(|p| p.start_ms < from)) as u32
+        });
+        self.push_row_from(past, None, past.len() as u64, counts, now, outcome, out);
+    }
+
+    /// Appends one row from a player's state rather than their whole history (what a matcher
+    /// service holds): `recent` is the last matches before now, oldest first (the row reads the
+    /// last `history` of them); `before_recent_ms` the start of the match before `recent[0]`,
+    /// if any; `games` the number of matches played before now; `window_counts` the matches
+    /// played in the 8 hours, 1 day, 1 week and 1 month before now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_row_from(
+        &self,
+        recent: &[Played],
+        before_recent_ms: Option<i64>,
+        games: u64,
+        window_counts: [u32; 4],
+        now: &Upcoming,
+        outcome: Outcome3,
+        out: &mut Vec<f64>,
+    ) {
+        let past = &recent[..recent.partition_point(|p| p.start_ms < now.start_ms)];
+        let hours = |a: i64, b: i64| ((b - a) as f64 / HOUR_MS).max(0.0).ln_1p();
+        for k in 0..self.history {
+            let Some(idx) = past.len().checked_sub(k + 1) else {
+                out.extend([0.0; PER_SLOT.len()]);
+                continue;
+            };
+            let m = past[idx];
+            let previous = match idx.checked_sub(1) {
+                Some(j) => Some(past[j].start_ms),
+                None => before_recent_ms,
+            };
+            let from_prev = previous.map_or(0.0, |t| hours(t, m.start_ms));
+            let known = m.score_diff.is_finite();
+            out.extend([
+                1.0,
+                f64::from(u8::from(m.outcome == Outcome3::Win)),
+                f64::from(u8::from(m.outcome == Outcome3::Draw)),
+                from_prev,
+                hours(m.start_ms, now.start_ms),
+                if known { m.score_diff } else { 0.0 },
+                f64::from(u8::from(known)),
+            ]);
+        }
+        out.extend(
+            [Outcome3::Win, Outcome3::Draw, Outcome3::Loss]
+                .map(|o| f64::from(u8::from(o == outcome))),
+        );
+        out.extend(window_counts.map(f64::from));
+        let last = past.last();
+        let pct_known = now.skill_percentile.is_finite();
+        let perf_known = last.is_some_and(|m| m.perf_rank.is_finite());
+        out.extend([
+            (games as f64).ln_1p(),
+            f64::from(u8::from(now.party)),
+            if pct_known { now.skill_percentile } else { 0.0 },
+            f64::from(u8::from(pct_known)),
+            if perf_known {
+                last.map_or(0.0, |m| m.perf_rank)
+            } else {
+                0.0
+            },
+            f64::from(u8::from(perf_known)),
+            f64::from(u8::from(last.is_some_and(|m| m.blowout_loss))),
+        ]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+
+    fn played(h: i64, outcome: Outcome3, diff: f64) -> Played {
+        Played {
+            start_ms: h * H,
+            outcome,
+            score_diff: diff,
+            perf_rank: f64::NAN,
+            blowout_loss: false,
+        }
+    }
+
+    /// Hand case with two slots: earlier matches at hours 0 (win, +3) and 5 (loss, unknown
+    /// score), upcoming at hour 6, and a match at hour 7 that must not leak into the row.
+    #[test]
+    fn hand_computed_row() {
+        let spec = FeatureSpec { history: 2 };
+        let earlier = [
+            played(0, Outcome3::Win, 3.0),
+            played(5, Outcome3::Loss, f64::NAN),
+            played(7, Outcome3::Win, 1.0),
+        ];
+        let now = Upcoming {
+            start_ms: 6 * H,
+            party: true,
+            skill_percentile: 0.8,
+        };
+        let mut row = Vec::new();
+        spec.push_row(&earlier, &now, Outcome3::Draw, &mut row);
+        let names = spec.names();
+        assert_eq!(row.len(), names.len());
+        let get = |n: &str| row[names.iter().position(|x| x == n).unwrap()];
+        // Most recent first: the loss at hour 5, 5 h after the win, 1 h before now.
+        assert_eq!(get("last1_present"), 1.0);
+        assert_eq!((get("last1_win"), get("last1_draw")), (0.0, 0.0));
+        assert!((get("last1_log_hours_from_previous") - 6f64.ln()).abs() < 1e-12);
+        assert!((get("last1_log_hours_to_now") - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            (get("last1_score_diff"), get("last1_score_known")),
+            (0.0, 0.0)
+        );
+        assert_eq!((get("last2_win"), get("last2_score_diff")), (1.0, 3.0));
+        assert!((get("last2_log_hours_to_now") - 7f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            spec.outcome_columns().map(|c| row[c]),
+            [0.0, 1.0, 0.0],
+            "draw one-hot"
+        );
+        assert_eq!(get("matches_last_8h"), 2.0);
+        assert!((get("log_games") - 3f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            (get("party"), get("skill_percentile"), get("skill_known")),
+            (1.0, 0.8, 1.0)
+        );
+        assert_eq!(get("last_perf_known"), 0.0);
+    }
+
+    /// A first match: every slot absent, explicitly.
+    #[test]
+    fn no_history_is_explicit() {
+        let spec = FeatureSpec::default();
+        let mut row = Vec::new();
+        let now = Upcoming {
+            start_ms: 0,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        spec.push_row(&[], &now, Outcome3::Win, &mut row);
+        let names = spec.names();
+        for (n, v) in names.iter().zip(&row) {
+            if n.ends_with("_present") || n == "skill_known" {
+                assert_eq!(*v, 0.0, "{n}");
+            }
+        }
+        assert_eq!(row[spec.outcome_columns()[0]], 1.0);
+    }
+}

@@ -1,0 +1,94 @@
+//! The manifest: what an artifact is, where it came from, and the checksum of every file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The format this crate writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The oldest format this crate still reads.
+pub const OLDEST_READABLE_FORMAT: u32 = 1;
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The format this artifact is written in.
+    pub format_version: u32,
+    /// The oldest reader format that can read it: a reader of format `r` reads the artifact
+    /// when `min_reader_format <= r` and `format_version` is not older than the oldest format
+    /// the reader still reads.
+    pub min_reader_format: u32,
+    /// The model's name (its directory under the models root), e.g. `tdm-6v6`.
+    pub name: String,
+    /// The version (its directory under the name), e.g. `v0003`.
+    pub model_version: String,
+    /// When it was exported (RFC 3339, UTC). The only field that differs between two exports
+    /// of the same fit.
+    pub created_at: String,
+    /// The `mm` version that wrote it.
+    pub code_version: String,
+    /// The game mode the models were fitted on, when one was chosen.
+    pub mode: Option<String>,
+    /// The training data.
+    pub data: DataWindow,
+    /// The player snapshot's window counts and recent matches are as of this time (ms since
+    /// the Unix epoch): the start of the last match in the data.
+    pub snapshot_as_of_ms: i64,
+    /// The churn model's feature names, in coefficient order.
+    pub feature_names: Vec<String>,
+    /// The fit steps' metrics (`skill`, `churn`), timings removed.
+    pub metrics: BTreeMap<String, serde_json::Value>,
+    /// Every other file of the artifact, sorted by path.
+    pub files: Vec<FileEntry>,
+}
+
+/// The data the models were fitted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataWindow {
+    /// The lake, as given to the fit.
+    pub lake: String,
+    /// First and last match start (ms since the Unix epoch).
+    pub first_match_ms: i64,
+    pub last_match_ms: i64,
+    /// Player-match rows, matches and players in the skill fit.
+    pub rows: u64,
+    pub matches: u64,
+    pub players: u64,
+    /// Rows the churn model was trained on, and rows censored (too close to the end to label).
+    pub churn_train_rows: u64,
+    pub churn_censored_rows: u64,
+}
+
+/// One file of the artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the version directory.
+    pub path: String,
+    pub bytes: u64,
+    /// Lower-case hex.
+    pub sha256: String,
+}
+
+impl FileEntry {
+    #[must_use]
+    pub fn of(path: &str, content: &[u8]) -> FileEntry {
+        FileEntry {
+            path: path.to_string(),
+            bytes: content.len() as u64,
+            sha256: sha256_hex(content),
+        }
+    }
+}
+
+/// Lower-case hex sha256.
+#[must_use]
+pub fn sha256_hex(content: &[u8]) -> String {
+    let d = Sha256::digest(content);
+    let mut s = String::with_capacity(64);
+    for b in d {
+        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        s.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
+    }
+    s
+}

@@ -1,0 +1,126 @@
+//! The team win model and the party adjustment as exported (fitted by `mm-trainer`'s
+//! `skill::team`, which documents the model).
+
+use serde::{Deserialize, Serialize};
+
+/// The logistic function.
+#[must_use]
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// One match seen from team A's side, with the teams' state before it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TeamSample {
+    /// `sum r_A - sum r_B`, raw skill.
+    pub skill_diff: f64,
+    /// `members_A - members_B`: players in parties of two or more.
+    pub party_members_diff: f64,
+    /// `spread_A - spread_B`: per team, the sum over its party members of their party's
+    /// raw-skill standard deviation.
+    pub party_spread_diff: f64,
+    /// 1 when A won, 0 when B won, 1/2 for a draw.
+    pub outcome: f64,
+}
+
+impl TeamSample {
+    /// The same match from team B's side.
+    #[must_use]
+    pub fn mirrored(&self) -> TeamSample {
+        TeamSample {
+            skill_diff: -self.skill_diff,
+            party_members_diff: -self.party_members_diff,
+            party_spread_diff: -self.party_spread_diff,
+            outcome: 1.0 - self.outcome,
+        }
+    }
+}
+
+/// `logit P(draw) = intercept + abs_diff_coef * |skill_diff|`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DrawModel {
+    pub intercept: f64,
+    pub abs_diff_coef: f64,
+}
+
+/// The fitted model. Coefficients are in log-odds per raw-skill unit (skill), per party member
+/// (members) and per party member per unit of party raw-skill standard deviation (spread).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TeamWinModel {
+    pub skill_coef: f64,
+    pub party_members_coef: f64,
+    pub party_spread_coef: f64,
+    pub draw: Option<DrawModel>,
+    /// Matches it was fitted on, and how many were draws.
+    pub samples: u64,
+    pub draws: u64,
+}
+
+/// The party adjustment in raw-skill units per party member: `per_member + per_member_per_sd *
+/// sd`, where `sd` is the standard deviation of the party's raw skills.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PartyAdjustment {
+    pub per_member: f64,
+    pub per_member_per_sd: f64,
+}
+
+impl PartyAdjustment {
+    #[must_use]
+    pub fn for_spread(&self, sd: f64) -> f64 {
+        self.per_member + self.per_member_per_sd * sd
+    }
+}
+
+impl TeamWinModel {
+    /// Log-odds that A beats B in a decisive match.
+    #[must_use]
+    pub fn logit(&self, s: &TeamSample) -> f64 {
+        self.skill_coef * s.skill_diff
+            + self.party_members_coef * s.party_members_diff
+            + self.party_spread_coef * s.party_spread_diff
+    }
+
+    /// `(P(A wins), P(draw), P(B wins))`.
+    #[must_use]
+    pub fn probs(&self, s: &TeamSample) -> (f64, f64, f64) {
+        let d = self.draw.map_or(0.0, |d| {
+            sigmoid(d.intercept + d.abs_diff_coef * s.skill_diff.abs())
+        });
+        let w = sigmoid(self.logit(s));
+        ((1.0 - d) * w, d, (1.0 - d) * (1.0 - w))
+    }
+
+    /// A's expected score, `P(win) + P(draw) / 2`.
+    #[must_use]
+    pub fn expected_score(&self, s: &TeamSample) -> f64 {
+        let (w, d, _) = self.probs(s);
+        w + 0.5 * d
+    }
+
+    /// The party coefficients in raw-skill units per party member; `None` when the skill
+    /// coefficient is not positive (the skill does not predict, and nothing can be converted).
+    #[must_use]
+    pub fn party_adjustment(&self) -> Option<PartyAdjustment> {
+        (self.skill_coef > 0.0).then(|| PartyAdjustment {
+            per_member: self.party_members_coef / self.skill_coef,
+            per_member_per_sd: self.party_spread_coef / self.skill_coef,
+        })
+    }
+
+    /// The win curve: `(skill_diff, P(A wins | decisive))` at `points` even steps over
+    /// `[-half_width, half_width]`, solo teams.
+    #[must_use]
+    pub fn curve(&self, half_width: f64, points: usize) -> Vec<(f64, f64)> {
+        let n = points.max(2);
+        (0..n)
+            .map(|k| {
+                let d = -half_width + 2.0 * half_width * k as f64 / (n - 1) as f64;
+                let s = TeamSample {
+                    skill_diff: d,
+                    ..TeamSample::default()
+                };
+                (d, sigmoid(self.logit(&s)))
+            })
+            .collect()
+    }
+}

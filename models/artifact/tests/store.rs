@@ -1,0 +1,360 @@
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+//! The artifact store: atomic publishing with a failure injected before every step, loading
+//! that names the file and the problem for every kind of corruption, rollback and hot reload.
+
+use std::fs;
+use std::path::Path;
+
+use mm_artifact::features::{FeatureSpec, Outcome3, Played, Upcoming};
+use mm_artifact::load::{CHURN_FILE, PERCENTILES_FILE, PLAYERS_FILE, TEAM_WIN_FILE};
+use mm_artifact::store::{PublishStep, Reload, Reloader, Store};
+use mm_artifact::{Artifact, Problem, synthetic};
+use proptest::prelude::*;
+
+fn publish(store: &Store, version: &str, players: usize, seed: u64) {
+    let (m, files) = synthetic::artifact(players, seed);
+    store.publish(version, m, &files, true, None).unwrap();
+}
+
+#[test]
+fn a_failure_before_any_publish_step_leaves_the_previous_version_loadable() {
+    for step in PublishStep::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("m"));
+        publish(&store, "v0001", 50, 1);
+        let (m, files) = synthetic::artifact(60, 2);
+        let err = store
+            .publish("v0002", m.clone(), &files, true, Some(step))
+            .unwrap_err();
+        assert!(err.to_string().contains("injected"), "{err}");
+        // LATEST still loads and verifies; before the rename, the new version does not exist.
+        let latest = store.latest().unwrap().unwrap();
+        let a = store.open_latest().unwrap();
+        let expect_new_latest = false;
+        assert_eq!(
+            latest == "v0002",
+            expect_new_latest || step == PublishStep::AppendHistory,
+            "{step:?}"
+        );
+        assert_eq!(a.snapshot.len(), if latest == "v0002" { 60 } else { 50 });
+        let renamed = matches!(
+            step,
+            PublishStep::WriteLatest | PublishStep::MoveLatest | PublishStep::AppendHistory
+        );
+        assert_eq!(
+            store.versions().unwrap().contains(&"v0002".to_string()),
+            renamed,
+            "{step:?}"
+        );
+        if renamed {
+            // A published but unpromoted version is complete and verifies.
+            store.open("v0002").unwrap();
+        } else {
+            // A retry publishes cleanly (the leftover temporary directory is removed).
+            store.publish("v0002", m, &files, true, None).unwrap();
+            assert_eq!(store.open_latest().unwrap().snapshot.len(), 60);
+            let leftovers = fs::read_dir(store.root())
+                .unwrap()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp"))
+                .count();
+            assert_eq!(leftovers, 0);
+        }
+    }
+}
+
+#[test]
+fn versions_are_immutable_and_names_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    publish(&store, "v0001", 10, 1);
+    let (m, files) = synthetic::artifact(10, 1);
+    let e = store
+        .publish("v0001", m.clone(), &files, true, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("exists already"), "{e}");
+    let e = store
+        .publish("../escape", m, &files, true, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("version name"), "{e}");
+}
+
+#[test]
+fn snapshot_round_trips_and_features_match_the_training_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let (m, files) = synthetic::artifact(5000, 9);
+    store.publish("v1", m, &files, true, None).unwrap();
+    let a = store.open_latest().unwrap();
+    let original = synthetic::snapshot(5000, 10, a.manifest.snapshot_as_of_ms, 9);
+    assert_eq!(a.snapshot.len(), original.len());
+    for (x, y) in a.snapshot.iter().zip(original.iter()) {
+        assert_eq!(x.player_id, y.player_id);
+        assert_eq!(x.raw_skill.to_bits(), y.raw_skill.to_bits());
+        assert_eq!(x.window_counts, y.window_counts);
+        assert_eq!(x.before_recent_ms, y.before_recent_ms);
+        assert_eq!(x.recent.len(), y.recent.len());
+        for (p, q) in x.recent.iter().zip(&y.recent) {
+            assert_eq!(
+                (p.start_ms, p.outcome, p.blowout_loss),
+                (q.start_ms, q.outcome, q.blowout_loss)
+            );
+            assert!(
+                p.score_diff.to_bits() == q.score_diff.to_bits()
+                    || (p.score_diff.is_nan() && q.score_diff.is_nan())
+            );
+        }
+        assert_eq!(a.snapshot.get(&x.player_id).map(|p| p.games), Some(y.games));
+    }
+    // Counterfactual churn from the loaded state: three different probabilities in (0, 1).
+    let p = &a.snapshot.player(0);
+    let probs = [Outcome3::Win, Outcome3::Draw, Outcome3::Loss].map(|o| {
+        let row = mm_artifact::snapshot::features_of(
+            &a.churn.model.spec,
+            p,
+            a.manifest.snapshot_as_of_ms + 3_600_000,
+            false,
+            o,
+        );
+        a.churn.model.predict(&row)
+    });
+    assert!(probs.iter().all(|p| *p > 0.0 && *p < 1.0));
+}
+
+fn played(h: i64) -> Played {
+    Played {
+        start_ms: h * 3_600_000,
+        outcome: Outcome3::Win,
+        score_diff: 1.0,
+        perf_rank: 0.5,
+        blowout_loss: false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A service that keeps a player's state (snapshot, then `record` after every match)
+    /// computes the same feature row as the trainer from the whole history, within the
+    /// documented limit of the window counts.
+    #[test]
+    fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300) {
+        let spec = FeatureSpec { history: 10 };
+        let mut t = 0;
+        let all: Vec<Played> = gaps.iter().map(|g| { t += g; played(t) }).collect();
+        let cut = cut.min(all.len());
+        let as_of = all[..cut].last().map_or(0, |p| p.start_ms) + 1;
+        // The snapshot at `as_of`, built from the first `cut` matches, then the rest recorded.
+        let past = &all[..cut];
+        let keep = past.len().saturating_sub(spec.history);
+        let mut s = mm_artifact::snapshot::PlayerState::new_player("x", as_of, 0.5, 0.0);
+        s.games = past.len() as u64;
+        s.recent = past[keep..].to_vec();
+        s.before_recent_ms = keep.checked_sub(1).map(|i| past[i].start_ms);
+        s.window_counts = mm_artifact::features::WINDOWS_MS.map(|w| past.iter().filter(|p| p.start_ms >= as_of - w).count() as u32);
+        for p in &all[cut..] {
+            s.record(*p, spec.history);
+        }
+        let now = Upcoming { start_ms: all.last().unwrap().start_ms + later * 3_600_000, party: false, skill_percentile: 0.5 };
+        // The documented limit: a match dropped from the kept history while inside a window
+        // is not seen leaving it. Exact when no dropped match leaves a window it was counted in.
+        let h = spec.history;
+        let exact = (0..all.len().saturating_sub(h)).all(|i| {
+            let dropped_at = if i + h < cut { as_of } else { all[i + h].start_ms.max(as_of) };
+            mm_artifact::features::WINDOWS_MS.iter().all(|w| {
+                !(all[i].start_ms >= dropped_at - w && all[i].start_ms < now.start_ms - w)
+            })
+        });
+        prop_assume!(exact);
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        spec.push_row(&all, &now, Outcome3::Loss, &mut a);
+        s.push_features(&spec, &now, Outcome3::Loss, &mut b);
+        prop_assert_eq!(a, b);
+    }
+
+    /// Any corruption of any file is refused with the file named, and never panics.
+    #[test]
+    fn corrupted_files_are_refused_and_named(file in 0usize..7, pos in any::<u64>(), byte in any::<u8>(), mode in 0u8..3) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        publish(&store, "v1", 20, 3);
+        let names = ["manifest.json", "skill.json", PERCENTILES_FILE, TEAM_WIN_FILE, "party_adjustment.json", CHURN_FILE, PLAYERS_FILE];
+        let path = dir.path().join("v1").join(names[file]);
+        let mut bytes = fs::read(&path).unwrap();
+        let i = (pos % bytes.len() as u64) as usize;
+        match mode {
+            0 => { prop_assume!(bytes[i] != byte); bytes[i] = byte; }
+            1 => bytes.truncate(i),
+            _ => bytes.insert(i, byte),
+        }
+        fs::write(&path, &bytes).unwrap();
+        match Artifact::open(&dir.path().join("v1")) {
+            // A manifest edit that changes nothing it describes (e.g. whitespace) still loads.
+            Ok(_) => prop_assert_eq!(file, 0),
+            Err(e) => {
+                let shown = e.to_string();
+                prop_assert!(shown.contains(names[file]) || (file == 0 && shown.contains("v1")), "{}", shown);
+                if file > 0 {
+                    let checksum_or_size = matches!(e.problem, Problem::Checksum { .. } | Problem::Size { .. });
+                    prop_assert!(checksum_or_size, "{}", shown);
+                }
+            }
+        }
+    }
+}
+
+/// Rewrites a JSON file of a published version and its manifest entry, so that only the
+/// content check (not the checksum) can refuse it.
+fn rewrite(dir: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join(name);
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    edit(&mut v);
+    let bytes = serde_json::to_vec_pretty(&v).unwrap();
+    fs::write(&path, &bytes).unwrap();
+    if name != "manifest.json" {
+        let mpath = dir.join("manifest.json");
+        let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&mpath).unwrap()).unwrap();
+        for f in m["files"].as_array_mut().unwrap() {
+            if f["path"] == name {
+                let e = mm_artifact::manifest::FileEntry::of(name, &bytes);
+                f["bytes"] = e.bytes.into();
+                f["sha256"] = e.sha256.into();
+            }
+        }
+        fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    }
+}
+
+fn refused(edit: impl FnOnce(&Path)) -> mm_artifact::ArtifactError {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    publish(&store, "v1", 5, 4);
+    let v = dir.path().join("v1");
+    edit(&v);
+    Artifact::open(&v).unwrap_err()
+}
+
+#[test]
+fn content_problems_are_named() {
+    let e = refused(|v| fs::remove_file(v.join(PLAYERS_FILE)).unwrap());
+    assert_eq!(e.problem, Problem::Missing);
+    assert!(e.file.ends_with(PLAYERS_FILE));
+
+    let e = refused(|v| rewrite(v, "manifest.json", |m| m["format_version"] = 0.into()));
+    assert!(
+        matches!(e.problem, Problem::FormatVersion { found: 0, .. }),
+        "{e}"
+    );
+    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 2.into()));
+    assert!(
+        e.to_string().contains("this reader reads formats 1 to 1"),
+        "{e}"
+    );
+
+    let e = refused(|v| {
+        rewrite(v, CHURN_FILE, |c| {
+            c["model"]["coef"].as_array_mut().unwrap().pop();
+        })
+    });
+    assert!(
+        matches!(
+            e.problem,
+            Problem::FeatureMismatch {
+                what: "coefficients",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.file.ends_with(CHURN_FILE));
+
+    // JSON has no NaN; an overflowing literal is how a non-finite number arrives.
+    let e = refused(|v| {
+        let p = v.join(CHURN_FILE);
+        let s = fs::read_to_string(&p).unwrap().replacen(
+            "\"intercept\": ",
+            "\"intercept\": 1e999, \"x\": ",
+            1,
+        );
+        fs::write(&p, &s).unwrap();
+        rewrite(v, "manifest.json", |m| {
+            for f in m["files"].as_array_mut().unwrap() {
+                if f["path"] == CHURN_FILE {
+                    let e = mm_artifact::manifest::FileEntry::of(CHURN_FILE, s.as_bytes());
+                    f["bytes"] = e.bytes.into();
+                    f["sha256"] = e.sha256.into();
+                }
+            }
+        });
+    });
+    assert!(e.file.ends_with(CHURN_FILE), "{e}");
+
+    let e = refused(|v| {
+        rewrite(v, PERCENTILES_FILE, |p| {
+            p["skill"].as_array_mut().unwrap().reverse();
+        })
+    });
+    assert!(e.to_string().contains("non-decreasing"), "{e}");
+
+    let e = refused(|v| {
+        rewrite(v, "manifest.json", |m| {
+            m["feature_names"].as_array_mut().unwrap().swap(0, 1);
+        })
+    });
+    assert!(e.to_string().contains("feature_names differ"), "{e}");
+
+    let e = refused(|v| rewrite(v, TEAM_WIN_FILE, |t| t["skill_coef"] = "high".into()));
+    assert!(
+        matches!(e.problem, Problem::Parse(_)) && e.file.ends_with(TEAM_WIN_FILE),
+        "{e}"
+    );
+}
+
+#[test]
+fn promote_rollback_and_hot_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    publish(&store, "v1", 10, 1);
+    let reloader = Reloader::start(store.clone()).unwrap();
+    assert!(matches!(reloader.check(), Reload::Unchanged));
+    publish(&store, "v2", 20, 2);
+    assert!(matches!(reloader.check(), Reload::Swapped { ref to, .. } if to == "v2"));
+    assert_eq!(reloader.current().snapshot.len(), 20);
+
+    // A bad v3 is promoted behind the loader's back: it keeps v2 and says why.
+    let (m, files) = synthetic::artifact(30, 3);
+    store.publish("v3", m, &files, false, None).unwrap();
+    fs::write(dir.path().join("v3").join(CHURN_FILE), b"{}").unwrap();
+    assert!(store.promote("v3").is_err(), "promote verifies first");
+    fs::write(dir.path().join("LATEST"), b"v3\n").unwrap();
+    match reloader.check() {
+        Reload::Kept { current, error } => {
+            assert_eq!(current, "v2");
+            assert!(error.file.ends_with(CHURN_FILE), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(reloader.current().manifest.model_version, "v2");
+
+    // Rollback walks the promotions back: v3 was never promoted, so from v3 it goes to v2,
+    // then to v1, then there is nothing left.
+    assert_eq!(store.rollback().unwrap(), "v2");
+    assert_eq!(store.rollback().unwrap(), "v1");
+    assert!(store.rollback().is_err());
+    assert_eq!(store.latest().unwrap().as_deref(), Some("v1"));
+}
+
+/// The committed artifact of every format version still loads.
+#[test]
+fn committed_artifacts_of_every_format_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/artifacts");
+    let mut seen = 0;
+    for e in fs::read_dir(&root).unwrap() {
+        let dir = e.unwrap().path();
+        let a = Artifact::open(&dir).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!a.snapshot.is_empty());
+        seen += 1;
+    }
+    assert!(seen >= mm_artifact::FORMAT_VERSION as usize);
+}
