@@ -138,6 +138,97 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
         assert_eq!(code, 2, "{bad:?}: {err}");
     }
 
+    // Export: the same fits, refitted, give byte-identical artifacts (the manifest's creation
+    // time and version name apart); verify, diff, a corrupted file refused, rollback.
+    let churn2 = dir.path().join("churn2");
+    let (code, _, err) = mm(&[
+        "fit",
+        "churn",
+        "--lake",
+        lake_s,
+        "--out",
+        churn2.to_str().unwrap(),
+        "--mode",
+        "tdm-6v6",
+        "--skill",
+        out.to_str().unwrap(),
+        "--c-grid",
+        "0.01,1",
+        "--no-html",
+        "--no-table",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let models = dir.path().join("models");
+    let m_s = models.to_str().unwrap();
+    for (c, v) in [(&churn, "a"), (&churn2, "b")] {
+        let (code, stdout, err) = mm(&[
+            "export",
+            "--skill",
+            out.to_str().unwrap(),
+            "--churn",
+            c.to_str().unwrap(),
+            "--models",
+            m_s,
+            "--version",
+            v,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(r["name"], "tdm-6v6");
+    }
+    let store = models.join("tdm-6v6");
+    for f in [
+        "players.parquet",
+        "churn.json",
+        "skill.json",
+        "percentiles.json",
+        "team_win.json",
+        "party_adjustment.json",
+    ] {
+        assert_eq!(
+            std::fs::read(store.join("a").join(f)).unwrap(),
+            std::fs::read(store.join("b").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let manifest = |v: &str| {
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(store.join(v).join("manifest.json")).unwrap())
+                .unwrap();
+        m["created_at"] = serde_json::Value::Null;
+        m["model_version"] = serde_json::Value::Null;
+        m
+    };
+    assert_eq!(manifest("a"), manifest("b"));
+    let (code, stdout, err) = mm(&["models", "verify", "--all", "--models", m_s]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("a: ok") && stdout.contains("b: ok"),
+        "{stdout}"
+    );
+    let (code, stdout, err) = mm(&["models", "diff", "a", "b", "--models", m_s, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(d["metrics"].as_array().map(Vec::len), Some(0), "{d}");
+    // LATEST is b; corrupt it: verify and promote refuse and name the file; rollback to a.
+    let players = store.join("b").join("players.parquet");
+    let mut bytes = std::fs::read(&players).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&players, &bytes).unwrap();
+    let (code, _, err) = mm(&["models", "verify", "--models", m_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("players.parquet") && err.contains("sha256"),
+        "{err}"
+    );
+    let (code, _, err) = mm(&["models", "promote", "b", "--models", m_s]);
+    assert_eq!(code, 2, "{err}");
+    let (code, stdout, err) = mm(&["models", "rollback", "--models", m_s]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("LATEST -> a"), "{stdout}");
+
     let before = snapshot(&lake);
     let (code, _, err) = mm(&args);
     assert_eq!(code, 2, "{err}");

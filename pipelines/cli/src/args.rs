@@ -28,6 +28,12 @@ pub enum Cmd {
     /// Fit models from the lake.
     #[command(subcommand)]
     Fit(FitCmd),
+    /// Bundle the skill and churn fits into a versioned, checksummed artifact
+    /// (`<models>/<name>/<version>/`), published atomically and promoted to LATEST.
+    Export(ExportArgs),
+    /// List, show, verify, promote, roll back and diff exported artifacts.
+    #[command(subcommand)]
+    Models(ModelsCmd),
     /// Pair a 1v1 pool (EOMM or a baseline policy) and print the pairs, objective and solve time.
     Pair(PairArgs),
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
@@ -439,6 +445,80 @@ pub struct LakeShowArgs {
     pub out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The skill fit's output folder.
+    #[arg(long, default_value = "out/skill")]
+    pub skill: PathBuf,
+    /// The churn fit's output folder.
+    #[arg(long, default_value = "out/churn")]
+    pub churn: PathBuf,
+    /// The models root: artifacts go to <models>/<name>/<version>/.
+    #[arg(long, env = "MM_MODELS", default_value = "models")]
+    pub models: PathBuf,
+    /// The model's name. Default: the fits' mode (e.g. tdm-6v6), else `all-modes`.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The version's name. Default: v0001, or one more than the highest vNNNN there.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Publish without moving LATEST (promote later with `mm models promote`).
+    #[arg(long)]
+    pub no_promote: bool,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+/// Which model: `--models` root and `--name` (optional when the root holds one model).
+#[derive(Debug, Args)]
+pub struct ModelSel {
+    #[arg(long, env = "MM_MODELS", default_value = "models")]
+    pub models: PathBuf,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCmd {
+    /// Versions with their main metrics; `*` marks LATEST.
+    List(ModelSel),
+    /// One version's manifest (LATEST by default).
+    Show {
+        version: Option<String>,
+        #[command(flatten)]
+        sel: ModelSel,
+    },
+    /// Verify checksums, format and contents of one version (LATEST by default) or all.
+    Verify {
+        version: Option<String>,
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        sel: ModelSel,
+    },
+    /// Point LATEST at a version, after verifying it.
+    Promote {
+        version: String,
+        #[command(flatten)]
+        sel: ModelSel,
+    },
+    /// Point LATEST back at the version promoted before the current one.
+    Rollback(ModelSel),
+    /// What changed between two versions: metrics and parameters (the churn coefficients that
+    /// moved most, the team win model, the party adjustment, the percentile table).
+    Diff {
+        a: String,
+        b: String,
+        /// Churn coefficients to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        #[command(flatten)]
+        sel: ModelSel,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
     /// Canonical CSV to the lake: rows per second and peak memory at each size, beside Python
@@ -453,6 +533,25 @@ pub enum BenchCmd {
     /// The churn model's solver on the peers' synthetic 1M x 40 churn table, beside
     /// scikit-learn's 200-iteration lbfgs on the same files in the same run.
     Logistic(BenchLogisticArgs),
+    /// Loading (verify + parse) of an artifact with a synthetic population: time and memory.
+    Artifact(BenchArtifactArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArtifactArgs {
+    /// Players in the synthetic snapshot (10 recent matches each, most of them).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub players: usize,
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Where to write the artifact (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Internal: load the artifact in `--dir` once and print time and memory as JSON.
+    #[arg(long, hide = true)]
+    pub load_only: bool,
+    #[command(flatten)]
+    pub out: Output,
 }
 
 #[derive(Debug, Args)]

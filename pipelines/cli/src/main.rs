@@ -10,6 +10,7 @@ mod bench;
 mod bench_logistic;
 mod bench_pair;
 mod bench_skill;
+mod models;
 mod pair;
 mod progress;
 
@@ -41,7 +42,17 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     {
         return 2;
     }
-    if let Some(mm_fit::FitError::Config { .. } | mm_fit::FitError::Empty(_)) = e.downcast_ref() {
+    if let Some(
+        mm_fit::FitError::Config { .. }
+        | mm_fit::FitError::Empty(_)
+        | mm_fit::FitError::Input { .. }
+        | mm_fit::FitError::Artifact(_),
+    ) = e.downcast_ref()
+    {
+        return 2;
+    }
+    // A refused artifact (verify, promote, rollback, diff) is bad input.
+    if e.downcast_ref::<mm_artifact::ArtifactError>().is_some() {
         return 2;
     }
     match e.downcast_ref::<IngestError>() {
@@ -115,9 +126,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Export(a) => models::export(&a),
+        Cmd::Models(c) => models::run(&c),
         Cmd::Pair(a) => pair::run(&a),
         Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
+        Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a),
         Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
         Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
     }

@@ -15,6 +15,7 @@
 
 pub mod churn;
 pub mod churn_features;
+pub mod export;
 pub mod history;
 pub mod replay;
 mod report;

@@ -1,0 +1,405 @@
+//! `mm export`: bundles the skill and churn fits into a versioned artifact
+//! (`<models>/<name>/<version>/`, the format of `mm-artifact`), published atomically.
+//!
+//! Inputs: the skill fit's folder (`team_model.json`, `percentiles.json`, `players.parquet`,
+//! `skill_metrics.json`) and the churn fit's (`churn_model.json`, `churn_metrics.json`,
+//! `churn_state.parquet`). The two must come from the same lake and mode. The player snapshot
+//! joins the skill fit's players with the churn fit's state; players are sorted by id, and
+//! timings are dropped from the metrics, so the same fits give the same bytes (the manifest's
+//! `created_at` apart).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use mm_artifact::churn::ChurnModel;
+use mm_artifact::features::{Outcome3, Played};
+use mm_artifact::load::{
+    CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
+    TEAM_WIN_FILE,
+};
+use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, Manifest};
+use mm_artifact::percentile::PercentileMap;
+use mm_artifact::skill::RawSkillParams;
+use mm_artifact::snapshot::{PlayerState, write_snapshot};
+use mm_artifact::store::{PublishStep, Store};
+use mm_artifact::team::{PartyAdjustment, TeamWinModel};
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::FitError;
+
+/// What to export.
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    pub skill: PathBuf,
+    pub churn: PathBuf,
+    /// The models root; the artifact goes to `<models>/<name>/<version>/`.
+    pub models: PathBuf,
+    /// Default: the fits' mode, else `all-modes`.
+    pub name: Option<String>,
+    /// Default: `v0001`, or one more than the highest `vNNNN` already there.
+    pub version: Option<String>,
+    /// Move `LATEST` to the new version.
+    pub promote: bool,
+    /// RFC 3339 creation time (default: now).
+    pub created_at: Option<String>,
+    /// Tests: fail before this step of the publish.
+    pub fail_before: Option<PublishStep>,
+}
+
+/// What was exported.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportReport {
+    pub name: String,
+    pub version: String,
+    pub dir: PathBuf,
+    pub promoted: bool,
+    pub players: usize,
+    pub files: Vec<mm_artifact::manifest::FileEntry>,
+}
+
+#[derive(Deserialize)]
+struct TeamModelFile {
+    metric: String,
+    model: Option<TeamWinModel>,
+    party_adjustment: Option<PartyAdjustment>,
+    raw_skill: RawSkillParams,
+}
+
+#[derive(Deserialize)]
+struct ChurnModelFile {
+    blowout_margin: f64,
+    horizon: String,
+    horizon_ms: i64,
+    mode: Option<String>,
+    model: ChurnModel,
+}
+
+fn input_err(path: &Path, reason: impl ToString) -> FitError {
+    FitError::Input {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FitError> {
+    let bytes = std::fs::read(path).map_err(|e| input_err(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| input_err(path, e))
+}
+
+/// Drops timings (keys ending in `seconds` or `per_s`) and the output list, recursively:
+/// they describe the run, not the model, and would make two exports of one fit differ.
+fn without_timings(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.into_iter()
+                .filter(|(k, _)| {
+                    !(k.ends_with("seconds") || k.ends_with("per_s") || k == "outputs")
+                })
+                .map(|(k, v)| (k, without_timings(v)))
+                .collect(),
+        ),
+        serde_json::Value::Array(a) => {
+            serde_json::Value::Array(a.into_iter().map(without_timings).collect())
+        }
+        other => other,
+    }
+}
+
+fn read_frame(path: &Path) -> Result<DataFrame, FitError> {
+    if !path.exists() {
+        return Err(input_err(path, "not found (run the fit first)"));
+    }
+    LazyFrame::scan_parquet(
+        PlRefPath::from(path.to_string_lossy().as_ref()),
+        ScanArgsParquet::default(),
+    )
+    .and_then(LazyFrame::collect)
+    .map_err(|e| input_err(path, e))
+}
+
+fn column<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column, FitError> {
+    df.column(name).map_err(|e| input_err(path, e))
+}
+
+fn f64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<f64>>, FitError> {
+    let c = column(df, path, name)?
+        .cast(&DataType::Float64)
+        .map_err(|e| input_err(path, e))?;
+    Ok(c.f64().map_err(|e| input_err(path, e))?.iter().collect())
+}
+
+fn i64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<i64>>, FitError> {
+    let c = column(df, path, name)?
+        .cast(&DataType::Int64)
+        .map_err(|e| input_err(path, e))?;
+    Ok(c.i64().map_err(|e| input_err(path, e))?.iter().collect())
+}
+
+fn bools(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<bool>>, FitError> {
+    let c = column(df, path, name)?;
+    Ok(c.bool().map_err(|e| input_err(path, e))?.iter().collect())
+}
+
+fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, FitError> {
+    let c = column(df, path, name)?;
+    c.str()
+        .map_err(|e| input_err(path, e))?
+        .iter()
+        .map(|s| {
+            s.map(String::from)
+                .ok_or_else(|| input_err(path, format!("{name} has a null")))
+        })
+        .collect()
+}
+
+/// The churn fit's state, per player: (games, window counts, as of, slots by number).
+struct State {
+    games: u64,
+    counts: [u32; 4],
+    slots: Vec<(i64, Played)>,
+}
+
+fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
+    let df = read_frame(path)?;
+    let ids = strings(&df, path, "player_id")?;
+    let slot = i64s(&df, path, "slot")?;
+    let start = i64s(&df, path, "start_ms")?;
+    let win = bools(&df, path, "win")?;
+    let draw = bools(&df, path, "draw")?;
+    let diff = f64s(&df, path, "score_diff")?;
+    let perf = f64s(&df, path, "perf_rank")?;
+    let blow = bools(&df, path, "blowout_loss")?;
+    let games = i64s(&df, path, "games")?;
+    let asof = i64s(&df, path, "as_of_ms")?;
+    let w: Vec<Vec<Option<i64>>> = ["8h", "1d", "1w", "1m"]
+        .iter()
+        .map(|w| i64s(&df, path, &format!("matches_{w}")))
+        .collect::<Result<_, _>>()?;
+    let mut out: HashMap<String, State> = HashMap::new();
+    let mut as_of = i64::MIN;
+    for (r, id) in ids.into_iter().enumerate() {
+        let need = |v: Option<i64>, what: &str| {
+            v.ok_or_else(|| input_err(path, format!("row {r}: {what} is null")))
+        };
+        as_of = as_of.max(need(asof[r], "as_of_ms")?);
+        let outcome = match (win[r], draw[r]) {
+            (Some(true), _) => Outcome3::Win,
+            (_, Some(true)) => Outcome3::Draw,
+            _ => Outcome3::Loss,
+        };
+        let played = Played {
+            start_ms: need(start[r], "start_ms")?,
+            outcome,
+            score_diff: diff[r].unwrap_or(f64::NAN),
+            perf_rank: perf[r].unwrap_or(f64::NAN),
+            blowout_loss: blow[r].unwrap_or(false),
+        };
+        let counts =
+            [0, 1, 2, 3].map(|k| w[k][r].unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32);
+        let g = need(games[r], "games")?.max(0) as u64;
+        let e = out.entry(id).or_insert_with(|| State {
+            games: g,
+            counts,
+            slots: Vec::new(),
+        });
+        e.slots.push((need(slot[r], "slot")?, played));
+    }
+    Ok((out, as_of))
+}
+
+fn next_version(store: &Store) -> Result<String, FitError> {
+    let n = store
+        .versions()?
+        .iter()
+        .filter_map(|v| v.strip_prefix('v').and_then(|d| d.parse::<u32>().ok()))
+        .max()
+        .unwrap_or(0);
+    Ok(format!("v{:04}", n + 1))
+}
+
+/// The metric value at a JSON path, for the manifest's data window.
+fn u64_at(v: &serde_json::Value, key: &str) -> u64 {
+    v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+/// Builds the snapshot from the skill fit's players and the churn fit's state.
+fn snapshot(
+    skill_players: &Path,
+    state: HashMap<String, State>,
+    history: usize,
+    as_of: i64,
+) -> Result<Vec<PlayerState>, FitError> {
+    let df = read_frame(skill_players)?;
+    let ids = strings(&df, skill_players, "player_id")?;
+    let raw = f64s(&df, skill_players, "raw_skill")?;
+    let pct = f64s(&df, skill_players, "percentile")?;
+    let games = i64s(&df, skill_players, "games")?;
+    let seen = i64s(&df, skill_players, "last_seen_ms")?;
+    let mut players = Vec::with_capacity(ids.len());
+    let mut state = state;
+    for (r, id) in ids.into_iter().enumerate() {
+        let bad = |what: &str| input_err(skill_players, format!("row {r} ({id}): {what}"));
+        let raw_skill = raw[r]
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| bad("raw_skill"))?;
+        let percentile = pct[r]
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| bad("percentile"))?;
+        let mut p = PlayerState::new_player(&id, as_of, percentile, raw_skill);
+        p.games = games[r].unwrap_or(0).max(0) as u64;
+        p.last_seen_ms = seen[r].unwrap_or(i64::MIN);
+        if let Some(mut s) = state.remove(&id) {
+            s.slots.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
+            // Slots `history + 1` and beyond only give the time before the oldest kept.
+            p.before_recent_ms = s
+                .slots
+                .iter()
+                .find(|(k, _)| *k == history as i64 + 1)
+                .map(|(_, m)| m.start_ms);
+            p.recent = s
+                .slots
+                .iter()
+                .filter(|(k, _)| *k <= history as i64)
+                .map(|(_, m)| *m)
+                .collect();
+            p.games = s.games;
+            p.window_counts = s.counts;
+        }
+        players.push(p);
+    }
+    players.sort_by(|a, b| a.player_id.cmp(&b.player_id));
+    Ok(players)
+}
+
+/// Exports and publishes one version.
+///
+/// # Errors
+/// A missing or unreadable input, fits of different modes, or a publish failure; nothing is
+/// published then, and the previous versions and `LATEST` are untouched.
+pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
+    let team: TeamModelFile = read_json(&cfg.skill.join("team_model.json"))?;
+    let percentiles: PercentileMap = read_json(&cfg.skill.join("percentiles.json"))?;
+    let skill_metrics: serde_json::Value = read_json(&cfg.skill.join("skill_metrics.json"))?;
+    let churn_path = cfg.churn.join("churn_model.json");
+    let churn: ChurnModelFile = read_json(&churn_path)?;
+    let churn_metrics: serde_json::Value = read_json(&cfg.churn.join("churn_metrics.json"))?;
+    let skill_mode = skill_metrics
+        .get("mode")
+        .and_then(serde_json::Value::as_str)
+        .map(String::from);
+    if skill_mode != churn.mode {
+        return Err(input_err(
+            &churn_path,
+            format!(
+                "mode {:?}, but the skill fit's is {:?}: export fits of the same mode",
+                churn.mode, skill_mode
+            ),
+        ));
+    }
+    let history = churn.model.spec.history;
+    let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
+    let players = snapshot(&cfg.skill.join("players.parquet"), state, history, as_of)?;
+    let players_bytes = write_snapshot(history, &players)
+        .map_err(|e| input_err(&cfg.skill.join("players.parquet"), e))?;
+
+    let json = |v: &dyn erased::Json| v.to_json();
+    let files: Vec<(String, Vec<u8>)> = vec![
+        (
+            SKILL_FILE.into(),
+            json(&SkillFile {
+                metric: team.metric.clone(),
+                raw_skill: team.raw_skill,
+            }),
+        ),
+        (PERCENTILES_FILE.into(), json(&percentiles)),
+        (TEAM_WIN_FILE.into(), json(&team.model)),
+        (PARTY_FILE.into(), json(&team.party_adjustment)),
+        (
+            CHURN_FILE.into(),
+            json(&ChurnFile {
+                horizon: churn.horizon.clone(),
+                horizon_ms: churn.horizon_ms,
+                blowout_margin: churn.blowout_margin,
+                model: churn.model.clone(),
+            }),
+        ),
+        (PLAYERS_FILE.into(), players_bytes),
+    ];
+    let name = cfg
+        .name
+        .clone()
+        .or_else(|| churn.mode.clone())
+        .unwrap_or_else(|| "all-modes".to_string());
+    let root = cfg.models.join(&name);
+    if root.join("Cargo.toml").exists() {
+        return Err(input_err(
+            &root,
+            "is a crate of this workspace, not a model: choose another --name",
+        ));
+    }
+    let store = Store::new(root);
+    let version = match &cfg.version {
+        Some(v) => v.clone(),
+        None => next_version(&store)?,
+    };
+    let mut metrics = BTreeMap::new();
+    metrics.insert("skill".to_string(), without_timings(skill_metrics.clone()));
+    metrics.insert("churn".to_string(), without_timings(churn_metrics.clone()));
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        min_reader_format: 1,
+        name: name.clone(),
+        model_version: version.clone(),
+        created_at: cfg.created_at.clone().unwrap_or_else(|| {
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        }),
+        code_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: churn.mode.clone(),
+        data: DataWindow {
+            lake: churn_metrics
+                .get("lake")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            first_match_ms: churn_metrics
+                .get("train_from_ms")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or_default(),
+            last_match_ms: as_of,
+            rows: u64_at(&skill_metrics, "player_matches"),
+            matches: u64_at(&skill_metrics, "matches"),
+            players: players.len() as u64,
+            churn_train_rows: u64_at(&churn_metrics, "train_rows"),
+            churn_censored_rows: u64_at(&churn_metrics, "censored"),
+        },
+        snapshot_as_of_ms: as_of,
+        feature_names: churn.model.feature_names.clone(),
+        metrics,
+        files: Vec::new(),
+    };
+    let dir = store.publish(&version, manifest, &files, cfg.promote, cfg.fail_before)?;
+    let m = mm_artifact::load::read_manifest(&dir)?;
+    Ok(ExportReport {
+        name,
+        version,
+        dir,
+        promoted: cfg.promote,
+        players: players.len(),
+        files: m.files,
+    })
+}
+
+/// Pretty JSON with a trailing newline, for any serialisable parameter file.
+mod erased {
+    pub trait Json {
+        fn to_json(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> Vec<u8> {
+            let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+            v.push(b'\n');
+            v
+        }
+    }
+}
