@@ -65,6 +65,14 @@ pub struct Artifact {
     pub snapshot: Snapshot,
 }
 
+/// A parameter file's bytes: pretty JSON and a final newline (what the exporter writes).
+#[must_use]
+pub fn json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
+    b.push(b'\n');
+    b
+}
+
 /// Only the format fields, read before anything else so that a future format with other
 /// fields is refused for its version, not for a parse error.
 #[derive(Deserialize)]

@@ -398,7 +398,7 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
         let mut rg = w.next_row_group().map_err(|e| e.to_string())?;
         let mut col = 0usize;
         while let Some(mut c) = rg.next_column().map_err(|e| e.to_string())? {
-            write_column(c.untyped(), col, h, chunk).map_err(|e| e.to_string())?;
+            write_column(c.untyped(), col, chunk).map_err(|e| e.to_string())?;
             c.close().map_err(|e| e.to_string())?;
             col += 1;
         }
@@ -416,7 +416,6 @@ fn slot(p: &PlayerState, k: usize) -> Option<&Played> {
 fn write_column(
     w: &mut ColumnWriter<'_>,
     col: usize,
-    _h: usize,
     rows: &[PlayerState],
 ) -> parquet::errors::Result<usize> {
     const FIXED: usize = 10;

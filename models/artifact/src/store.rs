@@ -193,16 +193,7 @@ impl Store {
         fail_before: Option<PublishStep>,
     ) -> Result<PathBuf, ArtifactError> {
         check_version(version, &self.root)?;
-        let inject = |step: PublishStep| -> Result<(), ArtifactError> {
-            if fail_before == Some(step) {
-                Err(ArtifactError::new(
-                    &self.root,
-                    Problem::Io(format!("injected failure before {step:?}")),
-                ))
-            } else {
-                Ok(())
-            }
-        };
+        let inject = |step| self.inject(fail_before, step);
         let dest = self.dir(version);
         if dest.exists() {
             return Err(ArtifactError::new(
@@ -240,6 +231,22 @@ impl Store {
         Ok(dest)
     }
 
+    /// The injected failure of tests, if `step` is the chosen one.
+    fn inject(
+        &self,
+        fail_before: Option<PublishStep>,
+        step: PublishStep,
+    ) -> Result<(), ArtifactError> {
+        if fail_before == Some(step) {
+            Err(ArtifactError::new(
+                &self.root,
+                Problem::Io(format!("injected failure before {step:?}")),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
     fn remove_stale_temps(&self) -> Result<(), ArtifactError> {
         let rd = fs::read_dir(&self.root).map_err(|e| ArtifactError::io(&self.root, &e))?;
         for e in rd.filter_map(Result::ok) {
@@ -262,16 +269,7 @@ impl Store {
         fail_before: Option<PublishStep>,
         append: bool,
     ) -> Result<(), ArtifactError> {
-        let inject = |step: PublishStep| -> Result<(), ArtifactError> {
-            if fail_before == Some(step) {
-                Err(ArtifactError::new(
-                    &self.root,
-                    Problem::Io(format!("injected failure before {step:?}")),
-                ))
-            } else {
-                Ok(())
-            }
-        };
+        let inject = |step| self.inject(fail_before, step);
         inject(PublishStep::WriteLatest)?;
         let tmp = self.root.join(format!("{TMP_PREFIX}{LATEST}"));
         write_synced(&tmp, format!("{version}\n").as_bytes())?;

@@ -7,7 +7,7 @@ use crate::churn::{ChurnModel, GridPoint};
 use crate::features::{FeatureSpec, Outcome3, Played};
 use crate::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
-    TEAM_WIN_FILE,
+    TEAM_WIN_FILE, json_bytes as json,
 };
 use crate::manifest::{DataWindow, FORMAT_VERSION, Manifest};
 use crate::percentile::PercentileMap;
@@ -29,12 +29,6 @@ impl Mix {
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
-}
-
-fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
-    let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
-    b.push(b'\n');
-    b
 }
 
 /// The snapshot of `players` players with `history` recent matches each (fewer for some).

@@ -15,7 +15,7 @@ use mm_artifact::churn::ChurnModel;
 use mm_artifact::features::{Outcome3, Played};
 use mm_artifact::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
-    TEAM_WIN_FILE,
+    TEAM_WIN_FILE, json_bytes as json,
 };
 use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, Manifest};
 use mm_artifact::percentile::PercentileMap;
@@ -303,7 +303,6 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     let players_bytes = write_snapshot(history, &players)
         .map_err(|e| input_err(&cfg.skill.join("players.parquet"), e))?;
 
-    let json = |v: &dyn erased::Json| v.to_json();
     let files: Vec<(String, Vec<u8>)> = vec![
         (
             SKILL_FILE.into(),
@@ -388,18 +387,4 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
         players: players.len(),
         files: m.files,
     })
-}
-
-/// Pretty JSON with a trailing newline, for any serialisable parameter file.
-mod erased {
-    pub trait Json {
-        fn to_json(&self) -> Vec<u8>;
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn to_json(&self) -> Vec<u8> {
-            let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-            v.push(b'\n');
-            v
-        }
-    }
 }
