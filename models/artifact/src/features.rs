@@ -61,15 +61,25 @@ const PER_SLOT: [&str; 7] = [
     "score_known",
 ];
 
-/// The feature layout: how many earlier matches to describe.
+/// The feature layout: how many earlier matches to describe, and where the data begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeatureSpec {
     pub history: usize,
+    /// The first match start of the data the model was fitted on. A match-count window that
+    /// reaches before it is left-censored (matches before the data are not seen): its count
+    /// is then unknown, 0 with its `matches_last_*_known` flag 0, rather than a low count that
+    /// looks like a quiet player. `None` (artifacts before this field): no censoring and no
+    /// flags.
+    #[serde(default)]
+    pub data_start_ms: Option<i64>,
 }
 
 impl Default for FeatureSpec {
     fn default() -> Self {
-        FeatureSpec { history: 10 }
+        FeatureSpec {
+            history: 10,
+            data_start_ms: None,
+        }
     }
 }
 
@@ -83,6 +93,13 @@ impl FeatureSpec {
         }
         v.extend(["now_win", "now_draw", "now_loss"].map(String::from));
         v.extend(WINDOWS_H.iter().map(|(w, _)| format!("matches_last_{w}")));
+        if self.data_start_ms.is_some() {
+            v.extend(
+                WINDOWS_H
+                    .iter()
+                    .map(|(w, _)| format!("matches_last_{w}_known")),
+            );
+        }
         v.extend(
             [
                 "log_games",
@@ -166,7 +183,17 @@ impl FeatureSpec {
             [Outcome3::Win, Outcome3::Draw, Outcome3::Loss]
                 .map(|o| f64::from(u8::from(o == outcome))),
         );
-        out.extend(window_counts.map(f64::from));
+        // A window reaching before the data is censored: unknown, not a low count.
+        let known = WINDOWS_MS.map(|w| self.data_start_ms.is_none_or(|d| now.start_ms - w >= d));
+        out.extend(
+            window_counts
+                .iter()
+                .zip(known)
+                .map(|(&c, k)| if k { f64::from(c) } else { 0.0 }),
+        );
+        if self.data_start_ms.is_some() {
+            out.extend(known.map(|k| f64::from(u8::from(k))));
+        }
         let last = past.last();
         let pct_known = now.skill_percentile.is_finite();
         let perf_known = last.is_some_and(|m| m.perf_rank.is_finite());
@@ -206,7 +233,10 @@ mod tests {
     /// score), upcoming at hour 6, and a match at hour 7 that must not leak into the row.
     #[test]
     fn hand_computed_row() {
-        let spec = FeatureSpec { history: 2 };
+        let spec = FeatureSpec {
+            history: 2,
+            data_start_ms: None,
+        };
         let earlier = [
             played(0, Outcome3::Win, 3.0),
             played(5, Outcome3::Loss, f64::NAN),
@@ -245,6 +275,60 @@ mod tests {
             (1.0, 0.8, 1.0)
         );
         assert_eq!(get("last_perf_known"), 0.0);
+    }
+
+    /// Count windows that reach before the data's start are unknown (0, flag 0), not low.
+    #[test]
+    fn windows_before_the_data_are_censored() {
+        let spec = FeatureSpec {
+            history: 1,
+            data_start_ms: Some(0),
+        };
+        let earlier = [
+            played(1, Outcome3::Win, 1.0),
+            played(9, Outcome3::Loss, 1.0),
+        ];
+        let now = Upcoming {
+            start_ms: 10 * H,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        let mut row = Vec::new();
+        spec.push_row(&earlier, &now, Outcome3::Win, &mut row);
+        let names = spec.names();
+        assert_eq!(row.len(), names.len());
+        let get = |n: &str| row[names.iter().position(|x| x == n).unwrap()];
+        // [2h, 10h) lies within the data: known, one match (hour 9; hour 1 is outside).
+        assert_eq!(
+            (get("matches_last_8h"), get("matches_last_8h_known")),
+            (1.0, 1.0)
+        );
+        // [-14h, 10h) reaches before the data: unknown, although two matches are seen.
+        assert_eq!(
+            (get("matches_last_1d"), get("matches_last_1d_known")),
+            (0.0, 0.0)
+        );
+        assert_eq!(get("matches_last_1m_known"), 0.0);
+        // Without a data start (older artifacts) there is no flag and no censoring.
+        let old = FeatureSpec {
+            history: 1,
+            data_start_ms: None,
+        };
+        assert!(
+            !old.names()
+                .iter()
+                .any(|n| n.ends_with("_known") && n.starts_with("matches"))
+        );
+        let mut row = Vec::new();
+        old.push_row(&earlier, &now, Outcome3::Win, &mut row);
+        assert_eq!(
+            row[old
+                .names()
+                .iter()
+                .position(|x| x == "matches_last_1d")
+                .unwrap()],
+            2.0
+        );
     }
 
     /// A first match: every slot absent, explicitly.

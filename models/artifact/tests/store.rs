@@ -139,7 +139,10 @@ proptest! {
     /// documented limit of the window counts.
     #[test]
     fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300) {
-        let spec = FeatureSpec { history: 10 };
+        let spec = FeatureSpec {
+            history: 10,
+            data_start_ms: None,
+        };
         let mut t = 0;
         let all: Vec<Played> = gaps.iter().map(|g| { t += g; played(t) }).collect();
         let cut = cut.min(all.len());

@@ -112,7 +112,10 @@ fn calibrated_against_the_truth_and_ranks_as_the_truth_allows() {
 
 #[test]
 fn refuses_bad_shapes_and_single_class() {
-    let spec = FeatureSpec { history: 1 };
+    let spec = FeatureSpec {
+        history: 1,
+        data_start_ms: None,
+    };
     let k = spec.names().len();
     let x = Array2::<f64>::zeros((4, k));
     let e = ChurnModel::fit(

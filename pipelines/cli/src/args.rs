@@ -119,8 +119,10 @@ impl FitChurnArgs {
             mode: self.mode.clone(),
             horizon: self.horizon.clone(),
             horizon_ms,
+            // The data's start is set by the fit, from the lake.
             spec: mm_trainer::churn::features::FeatureSpec {
                 history: self.history,
+                data_start_ms: None,
             },
             blowout_margin: self.blowout_margin,
             score_from_ms: day_ms(self.score_from),

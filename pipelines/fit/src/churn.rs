@@ -329,6 +329,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         files,
         mode: cfg.mode.clone(),
         history: cfg.spec.history,
+        censor_windows: true,
         horizon_ms: cfg.horizon_ms,
         blowout_margin: cfg.blowout_margin,
         skill: match &cfg.skill {
@@ -352,7 +353,6 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     if n == 0 {
         return Err(FitError::Empty(cfg.lake.clone()));
     }
-    let names = cfg.spec.names();
     let label: Vec<Option<bool>> = df
         .column("churned")
         .and_then(|c| c.bool())
@@ -371,6 +371,12 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let (tmin, tmax) = start
         .iter()
         .fold((i64::MAX, i64::MIN), |(a, b), &s| (a.min(s), b.max(s)));
+    // The query censored the count windows that reach before this first match.
+    let spec = FeatureSpec {
+        data_start_ms: Some(tmin),
+        ..cfg.spec
+    };
+    let names = spec.names();
     let score_from = cfg.score_from_ms.unwrap_or(tmin + (tmax - tmin) / 4 * 3);
     if score_from <= tmin || score_from > tmax {
         return Err(FitError::Config {
@@ -425,7 +431,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let gtr: Vec<u32> = train.iter().map(|&i| group[i]).collect();
     let model = {
         let xtr = matrix(&cols, &train);
-        ChurnModel::fit(cfg.spec, xtr.view(), &ytr, &gtr, &cfg.fit).map_err(fit_err)?
+        ChurnModel::fit(spec, xtr.view(), &ytr, &gtr, &cfg.fit).map_err(fit_err)?
     };
     let fit_seconds = t_fit.elapsed().as_secs_f64();
 

@@ -36,6 +36,9 @@ pub struct FeatureQuery {
     pub horizon_ms: i64,
     /// A loss by more than this many team-score points is a blowout.
     pub blowout_margin: f64,
+    /// Censor the match-count windows that reach before the data's first match (their count
+    /// 0 and a `matches_last_*_known` flag 0), as `FeatureSpec::data_start_ms` does.
+    pub censor_windows: bool,
     /// The skill fit's `match_skill.parquet` (player, match start, pre-match percentile): the
     /// skill percentile feature. Without it the feature is unknown (`skill_known = 0`).
     pub skill: Option<PathBuf>,
@@ -257,24 +260,35 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         flag(col("win").not().and(col("draw").not())).alias("now_loss"),
     ]);
     let p = || [col("player_id")];
+    let mut known_flags = Vec::new();
     for (name, h) in WINDOWS_H {
+        let count = flag(col("start_ms").is_not_null())
+            .rolling_sum_by(
+                col("start_ms").cast(DataType::Datetime(TimeUnit::Milliseconds, None)),
+                RollingOptionsDynamicWindow {
+                    window_size: Duration::parse(&format!("{h}h")),
+                    min_periods: 0,
+                    closed_window: ClosedWindow::Left,
+                    fn_params: None,
+                },
+            )
+            .over(p())?
+            .fill_null(lit(0.0));
+        let count = if q.censor_windows {
+            // The window [now - h, now) must lie within the data.
+            let known = (col("start_ms") - lit(h * 3_600_000)).gt_eq(col("start_ms").min());
+            known_flags.push(flag(known.clone()).alias(format!("matches_last_{name}_known")));
+            when(known).then(count).otherwise(lit(0.0))
+        } else {
+            count
+        };
         feats.push(
-            flag(col("start_ms").is_not_null())
-                .rolling_sum_by(
-                    col("start_ms").cast(DataType::Datetime(TimeUnit::Milliseconds, None)),
-                    RollingOptionsDynamicWindow {
-                        window_size: Duration::parse(&format!("{h}h")),
-                        min_periods: 0,
-                        closed_window: ClosedWindow::Left,
-                        fn_params: None,
-                    },
-                )
-                .over(p())?
-                .fill_null(lit(0.0))
+            count
                 .cast(DataType::Float32)
                 .alias(format!("matches_last_{name}")),
         );
     }
+    feats.extend(known_flags);
     let prev1 = same(1);
     let perf_known = prev1
         .clone()

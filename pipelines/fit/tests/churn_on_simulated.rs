@@ -219,16 +219,21 @@ fn polars_query_matches_the_reference() {
         ..SimConfig::default()
     })
     .unwrap();
-    let spec = FeatureSpec { history: 4 };
     let horizon_ms = 8 * 3_600_000;
     for mode in ["tdm-6v6", "duel-1v1"] {
         let rows = read_rows(&lake, mode);
         assert!(rows.len() > 1000, "{mode}: {} rows", rows.len());
+        // Count windows reaching before the mode's first match are censored.
+        let spec = FeatureSpec {
+            history: 4,
+            data_start_ms: rows.iter().map(|r| r.start).min(),
+        };
         let want = reference(&rows, spec, horizon_ms, 30.0);
         let df = query(&FeatureQuery {
             files: Lake::open(&lake).unwrap().matches_files().unwrap(),
             mode: Some(mode.into()),
             history: spec.history,
+            censor_windows: true,
             horizon_ms,
             blowout_margin: 30.0,
             skill: None,
