@@ -229,6 +229,44 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("LATEST -> a"), "{stdout}");
 
+    // The matcher scores a pool with the artifact (LATEST): every policy, exact ones certified.
+    let pool = dir.path().join("pool.csv");
+    let ids: String = (0..50).map(|i| format!("p{i:07}\n")).collect();
+    std::fs::write(&pool, format!("id\n{ids}")).unwrap();
+    let (code, stdout, err) = mm(&[
+        "pair",
+        "--players",
+        pool.to_str().unwrap(),
+        "--artifact",
+        store.to_str().unwrap(),
+        "--policy",
+        "all",
+        "--verify",
+        "--summary",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let objective = |p: &str| {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["policy"] == p)
+            .unwrap()["objective"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        objective("eomm") <= objective("skill") && objective("skill") <= objective("worst"),
+        "{r}"
+    );
+    for x in r["results"].as_array().unwrap() {
+        if x["policy"] == "eomm" || x["policy"] == "worst" {
+            assert_eq!(x["certified"], true, "{x}");
+        }
+    }
+
     let before = snapshot(&lake);
     let (code, _, err) = mm(&args);
     assert_eq!(code, 2, "{err}");

@@ -30,10 +30,11 @@
 //! ```
 //!
 //! Modules: [`blossom`] (the exact solver and its optimality certificate), [`scoring`] (models
-//! and the EOMM weight), [`pairing`] (EOMM, WorstMM, SkillMM, RandomMM, greedy), [`teams`]
+//! and the EOMM weight), [`from_artifact`] (those models from an exported artifact), [`pairing`] (EOMM, WorstMM, SkillMM, RandomMM, greedy), [`teams`]
 //! (Karmarkar–Karp feasibility, exhaustive and ABBA splits).
 
 pub mod blossom;
+pub mod from_artifact;
 pub mod pairing;
 pub mod scoring;
 pub mod teams;

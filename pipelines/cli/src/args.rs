@@ -335,9 +335,18 @@ pub struct PairArgs {
     #[arg(long)]
     pub costs: Option<PathBuf>,
     /// Players with states, CSV `id,skill,c_win,c_lose,c_draw` (the peers' pool CSV): churn per
-    /// outcome and an Elo skill, scored with the Elo-with-draws win model.
+    /// outcome and an Elo skill, scored with the Elo-with-draws win model. With --artifact,
+    /// only the `id` (or `player_id`) column is read and the artifact scores the pool.
     #[arg(long)]
     pub players: Option<PathBuf>,
+    /// Score --players with an exported artifact: a version directory, or a model directory
+    /// (its LATEST). Win model: the team win model on raw skills; churn: the churn model on
+    /// each player's snapshot state.
+    #[arg(long, requires = "players")]
+    pub artifact: Option<PathBuf>,
+    /// Search time for --artifact, ms since the Unix epoch. Default: the snapshot's time.
+    #[arg(long, requires = "artifact")]
+    pub now_ms: Option<i64>,
     /// Draw probability of the win model (with --players).
     #[arg(long, default_value_t = 0.2)]
     pub p_draw: f64,

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use mm_matcher::blossom::{DenseBlossom, SolveStats};
+use mm_matcher::from_artifact::ArtifactPool;
 use mm_matcher::pairing::{self, PairPolicy, Pairing};
 use mm_matcher::scoring::{EloDraw, TabularChurn, eomm_matrix};
 use serde::Serialize;
@@ -110,6 +111,61 @@ fn read_players(path: &Path, p_draw: f64, scale: f64) -> Result<Pool> {
     Ok(Pool::Float { ids, w, skills })
 }
 
+/// The `id` (or `player_id`) column of a CSV.
+fn read_ids(path: &Path) -> Result<Vec<String>> {
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| input_error(path, e.to_string()))?;
+    let headers = rdr
+        .headers()
+        .map_err(|e| input_error(path, e.to_string()))?
+        .clone();
+    let c = headers
+        .iter()
+        .position(|h| {
+            ["id", "player_id"]
+                .iter()
+                .any(|n| h.trim().eq_ignore_ascii_case(n))
+        })
+        .ok_or_else(|| input_error(path, "missing column `id`"))?;
+    let mut ids = Vec::new();
+    for (k, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| input_error(path, format!("line {}: {e}", k + 2)))?;
+        let id = rec.get(c).unwrap_or("").trim().to_string();
+        if id.is_empty() {
+            return Err(input_error(
+                path,
+                format!("line {}, field `id`: empty", k + 2),
+            ));
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// A pool scored by an artifact (a version directory, or a model directory's LATEST).
+fn read_with_artifact(players: &Path, dir: &Path, now_ms: Option<i64>) -> Result<Pool> {
+    let art = if dir.join("manifest.json").exists() {
+        mm_artifact::Artifact::open(dir)?
+    } else {
+        mm_artifact::Store::new(dir).open_latest()?
+    };
+    let ids = read_ids(players)?;
+    let now = now_ms.unwrap_or(art.manifest.snapshot_as_of_ms);
+    let pool = ArtifactPool::new(&art, &ids, now).map_err(|e| input_error(dir, e.to_string()))?;
+    if !pool.unknown.is_empty() {
+        eprintln!(
+            "mm pair: {} of {} players are not in the artifact's snapshot; scored as new players",
+            pool.unknown.len(),
+            ids.len()
+        );
+    }
+    let w = eomm_matrix(ids.len(), &pool, &pool);
+    Ok(Pool::Float {
+        ids,
+        w,
+        skills: pool.skills,
+    })
+}
+
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Objective {
@@ -168,7 +224,10 @@ pub fn run(a: &PairArgs) -> Result<()> {
     }
     let (path, pool) = match (&a.costs, &a.players) {
         (Some(p), _) => (p, read_costs(p)?),
-        (None, Some(p)) => (p, read_players(p, a.p_draw, a.elo_scale)?),
+        (None, Some(p)) => match &a.artifact {
+            Some(dir) => (p, read_with_artifact(p, dir, a.now_ms)?),
+            None => (p, read_players(p, a.p_draw, a.elo_scale)?),
+        },
         (None, None) => unreachable!("clap requires one input"),
     };
     let policies: Vec<PairPolicy> = match a.policy {

@@ -1,0 +1,151 @@
+//! Scoring a 1v1 pool with an exported artifact ([`mm_artifact::Artifact`]): the team win model
+//! gives each pairing's outcome probabilities, the churn model each player's churn after a win, a
+//! draw and a loss, from the player's state in the snapshot at the time of the search.
+
+use mm_artifact::Artifact;
+use mm_artifact::snapshot::{PlayerState, features_of};
+use mm_artifact::team::TeamSample;
+
+use crate::Outcome;
+use crate::scoring::{ChurnModel, OutcomeProbs, WinModel};
+
+/// Why a pool cannot be scored with an artifact.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArtifactScoringError {
+    #[error("the artifact has no team win model (too few matches when it was fitted)")]
+    NoWinModel,
+    #[error("player id {0:?} is empty")]
+    EmptyId(usize),
+}
+
+/// The models of an artifact bound to one pool of players.
+#[derive(Debug, Clone)]
+pub struct ArtifactPool {
+    win: mm_artifact::team::TeamWinModel,
+    /// Raw skill per player.
+    pub skills: Vec<f64>,
+    /// Churn per player after a win, a draw and a loss.
+    pub churn: Vec<[f64; 3]>,
+    /// Players the snapshot did not hold (scored as new players).
+    pub unknown: Vec<usize>,
+}
+
+impl ArtifactPool {
+    /// Binds the artifact to the pool `ids`, searching at `now_ms` (solo queue). A player the
+    /// snapshot does not hold is a new player: raw skill 0 (where every player starts), its
+    /// percentile from the artifact's table, no history.
+    ///
+    /// # Errors
+    /// The artifact has no win model, or an id is empty.
+    pub fn new(art: &Artifact, ids: &[String], now_ms: i64) -> Result<Self, ArtifactScoringError> {
+        let win = art.team_win.ok_or(ArtifactScoringError::NoWinModel)?;
+        let spec = art.churn.model.spec;
+        let mut skills = Vec::with_capacity(ids.len());
+        let mut churn = Vec::with_capacity(ids.len());
+        let mut unknown = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            if id.is_empty() {
+                return Err(ArtifactScoringError::EmptyId(i));
+            }
+            let p = art.snapshot.get(id).unwrap_or_else(|| {
+                unknown.push(i);
+                PlayerState::new_player(
+                    id,
+                    art.manifest.snapshot_as_of_ms,
+                    art.percentiles.percentile(0.0),
+                    0.0,
+                )
+            });
+            skills.push(p.raw_skill);
+            let row = features_of(&spec, &p, now_ms, false, Outcome::Win);
+            churn.push(art.churn.model.counterfactual(&row));
+        }
+        Ok(ArtifactPool {
+            win,
+            skills,
+            churn,
+            unknown,
+        })
+    }
+}
+
+impl WinModel for ArtifactPool {
+    fn outcome_probs(&self, i: usize, j: usize) -> OutcomeProbs {
+        let (win, draw, loss) = self.win.probs(&TeamSample {
+            skill_diff: self.skills[i] - self.skills[j],
+            ..TeamSample::default()
+        });
+        OutcomeProbs { win, draw, loss }
+    }
+
+    fn skill(&self, i: usize) -> f64 {
+        self.skills[i]
+    }
+}
+
+impl ChurnModel for ArtifactPool {
+    fn churn(&self, i: usize, outcome: Outcome) -> f64 {
+        let c = &self.churn[i];
+        match outcome {
+            Outcome::Win => c[0],
+            Outcome::Draw => c[1],
+            Outcome::Loss => c[2],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blossom::DenseBlossom;
+    use crate::pairing::{PairPolicy, pair_f64};
+    use crate::scoring::eomm_matrix;
+
+    #[test]
+    fn a_synthetic_artifact_scores_and_pairs_a_pool() {
+        let dir = std::env::temp_dir().join(format!("mm-matcher-art-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = mm_artifact::Store::new(&dir);
+        let (m, files) = mm_artifact::synthetic::artifact(200, 5);
+        store.publish("v1", m, &files, true, None).expect("publish");
+        let art = store.open_latest().expect("load");
+        let mut ids: Vec<String> = (0..40)
+            .map(|i| art.snapshot.id(i * 5).to_string())
+            .collect();
+        ids.push("newcomer".into());
+        ids.push("p99999999".into());
+        let now = art.manifest.snapshot_as_of_ms + 3_600_000;
+        let pool = ArtifactPool::new(&art, &ids, now).expect("pool");
+        assert_eq!(pool.unknown, vec![40, 41]);
+        for i in 0..ids.len() {
+            // Churn is the artifact's model on the player's state, outcome by outcome.
+            let p = art.snapshot.get(&ids[i]);
+            if let Some(p) = p {
+                for (k, o) in [Outcome::Win, Outcome::Draw, Outcome::Loss]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let row = features_of(&art.churn.model.spec, &p, now, false, o);
+                    assert!((pool.churn(i, o) - art.churn.model.predict(&row)).abs() < 1e-12);
+                    assert!(pool.churn[i][k] > 0.0 && pool.churn[i][k] < 1.0);
+                }
+            }
+            for j in 0..ids.len() {
+                let a = pool.outcome_probs(i, j);
+                let b = pool.outcome_probs(j, i);
+                assert!((a.win + a.draw + a.loss - 1.0).abs() < 1e-12);
+                assert!((a.win - b.loss).abs() < 1e-12 && (a.draw - b.draw).abs() < 1e-12);
+            }
+        }
+        let n = ids.len();
+        let w = eomm_matrix(n, &pool, &pool);
+        let mut solver = DenseBlossom::new();
+        let eomm = pair_f64(PairPolicy::Eomm, n, &w, None, &mut solver).expect("eomm");
+        let worst = pair_f64(PairPolicy::Worst, n, &w, None, &mut solver).expect("worst");
+        let skill =
+            pair_f64(PairPolicy::Skill, n, &w, Some(&pool.skills), &mut solver).expect("skill");
+        assert_eq!(eomm.pairs.len(), n / 2);
+        assert!(eomm.objective <= skill.objective && skill.objective <= worst.objective);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
