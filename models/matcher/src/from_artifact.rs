@@ -7,7 +7,7 @@ use mm_artifact::snapshot::{PlayerState, features_of};
 use mm_artifact::team::TeamSample;
 
 use crate::Outcome;
-use crate::scoring::{ChurnModel, OutcomeProbs, WinModel};
+use crate::scoring::{ChurnModel, OutcomeProbs, TabularChurn, WinModel};
 
 /// Why a pool cannot be scored with an artifact.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -25,7 +25,7 @@ pub struct ArtifactPool {
     /// Raw skill per player.
     pub skills: Vec<f64>,
     /// Churn per player after a win, a draw and a loss.
-    pub churn: Vec<[f64; 3]>,
+    pub churn: TabularChurn,
     /// Players the snapshot did not hold (scored as new players).
     pub unknown: Vec<usize>,
 }
@@ -63,7 +63,7 @@ impl ArtifactPool {
         Ok(ArtifactPool {
             win,
             skills,
-            churn,
+            churn: TabularChurn { by_outcome: churn },
             unknown,
         })
     }
@@ -85,12 +85,7 @@ impl WinModel for ArtifactPool {
 
 impl ChurnModel for ArtifactPool {
     fn churn(&self, i: usize, outcome: Outcome) -> f64 {
-        let c = &self.churn[i];
-        match outcome {
-            Outcome::Win => c[0],
-            Outcome::Draw => c[1],
-            Outcome::Loss => c[2],
-        }
+        self.churn.churn(i, outcome)
     }
 }
 
@@ -127,7 +122,7 @@ mod tests {
                 {
                     let row = features_of(&art.churn.model.spec, &p, now, false, o);
                     assert!((pool.churn(i, o) - art.churn.model.predict(&row)).abs() < 1e-12);
-                    assert!(pool.churn[i][k] > 0.0 && pool.churn[i][k] < 1.0);
+                    assert!(pool.churn.by_outcome[i][k] > 0.0 && pool.churn.by_outcome[i][k] < 1.0);
                 }
             }
             for j in 0..ids.len() {
