@@ -61,6 +61,21 @@ const PER_SLOT: [&str; 7] = [
     "score_known",
 ];
 
+/// A player's past as a matcher service holds it: the last matches and running totals.
+#[derive(Debug, Clone, Copy)]
+pub struct PastSummary<'a> {
+    /// The most recent matches before now, oldest first (rows read the last `history`).
+    pub recent: &'a [Played],
+    /// The start of the match before `recent[0]`, if any.
+    pub before_recent_ms: Option<i64>,
+    /// The start of the player's first match in the data (`None`: no match yet).
+    pub first_seen_ms: Option<i64>,
+    /// Matches played before now.
+    pub games: u64,
+    /// Matches in the 8 hours, 1 day, 1 week and 1 month before now.
+    pub window_counts: [u32; 4],
+}
+
 /// The feature layout: how many earlier matches to describe, and where the data begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeatureSpec {
@@ -68,8 +83,9 @@ pub struct FeatureSpec {
     /// The first match start of the data the model was fitted on. A match-count window that
     /// reaches before it is left-censored (matches before the data are not seen): its count
     /// is then unknown, 0 with its `matches_last_*_known` flag 0, rather than a low count that
-    /// looks like a quiet player. `None` (artifacts before this field): no censoring and no
-    /// flags.
+    /// looks like a quiet player. Games played are likewise unknown (`log_games_known` 0)
+    /// unless the player's first match in the data comes a month or more after its start.
+    /// `None` (artifacts before this field): no censoring and no flags.
     #[serde(default)]
     pub data_start_ms: Option<i64>,
 }
@@ -100,9 +116,12 @@ impl FeatureSpec {
                     .map(|(w, _)| format!("matches_last_{w}_known")),
             );
         }
+        v.push("log_games".to_string());
+        if self.data_start_ms.is_some() {
+            v.push("log_games_known".to_string());
+        }
         v.extend(
             [
-                "log_games",
                 "party",
                 "skill_percentile",
                 "skill_known",
@@ -136,25 +155,32 @@ impl FeatureSpec {
             let from = now.start_ms - w;
             (past.len() - past.partition_point(|p| p.start_ms < from)) as u32
         });
-        self.push_row_from(past, None, past.len() as u64, counts, now, outcome, out);
+        let summary = PastSummary {
+            recent: past,
+            before_recent_ms: None,
+            first_seen_ms: past.first().map(|p| p.start_ms),
+            games: past.len() as u64,
+            window_counts: counts,
+        };
+        self.push_row_from(&summary, now, outcome, out);
     }
 
-    /// Appends one row from a player's state rather than their whole history (what a matcher
-    /// service holds): `recent` is the last matches before now, oldest first (the row reads the
-    /// last `history` of them); `before_recent_ms` the start of the match before `recent[0]`,
-    /// if any; `games` the number of matches played before now; `window_counts` the matches
-    /// played in the 8 hours, 1 day, 1 week and 1 month before now.
-    #[allow(clippy::too_many_arguments)]
+    /// Appends one row from a summary of the player's past (what a matcher service holds)
+    /// rather than their whole history.
     pub fn push_row_from(
         &self,
-        recent: &[Played],
-        before_recent_ms: Option<i64>,
-        games: u64,
-        window_counts: [u32; 4],
+        summary: &PastSummary<'_>,
         now: &Upcoming,
         outcome: Outcome3,
         out: &mut Vec<f64>,
     ) {
+        let PastSummary {
+            recent,
+            before_recent_ms,
+            first_seen_ms,
+            games,
+            window_counts,
+        } = *summary;
         let past = &recent[..recent.partition_point(|p| p.start_ms < now.start_ms)];
         let hours = |a: i64, b: i64| ((b - a) as f64 / HOUR_MS).max(0.0).ln_1p();
         for k in 0..self.history {
@@ -197,8 +223,21 @@ impl FeatureSpec {
         let last = past.last();
         let pct_known = now.skill_percentile.is_finite();
         let perf_known = last.is_some_and(|m| m.perf_rank.is_finite());
+        // Games played count from the player's first match; when that could be a return
+        // rather than a first game (seen within a month of the data's start), it is unknown.
+        let first = first_seen_ms.unwrap_or(now.start_ms).min(now.start_ms);
+        let games_known = self
+            .data_start_ms
+            .is_none_or(|d| first - WINDOWS_MS[3] >= d);
+        out.push(if games_known {
+            (games as f64).ln_1p()
+        } else {
+            0.0
+        });
+        if self.data_start_ms.is_some() {
+            out.push(f64::from(u8::from(games_known)));
+        }
         out.extend([
-            (games as f64).ln_1p(),
             f64::from(u8::from(now.party)),
             if pct_known { now.skill_percentile } else { 0.0 },
             f64::from(u8::from(pct_known)),

@@ -5,8 +5,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The format this crate writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this crate writes. 2 added the snapshot's `first_seen_ms` (the churn model's
+/// `log_games_known`); a format-1 reader refuses its snapshot, so format-2 artifacts need a
+/// format-2 reader ([`MIN_READER_FORMAT`]).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest reader format that reads what this crate writes.
+pub const MIN_READER_FORMAT: u32 = 2;
 /// The oldest format this crate still reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 

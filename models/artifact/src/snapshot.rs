@@ -6,6 +6,8 @@
 //! - `matches_8h`, `matches_1d`, `matches_1w`, `matches_1m`: matches in the windows before the
 //!   manifest's `snapshot_as_of_ms`;
 //! - `before_recent_ms`: the start of the match before the oldest recent one (null if none);
+//! - `first_seen_ms`: the start of the player's first match in the data (null if none; format
+//!   2 on: a format-1 snapshot lacks the column and loads with it null);
 //! - for `k` in 1..=history (1 is the most recent): `last{k}_start_ms`, `last{k}_outcome`
 //!   (2 win, 1 draw, 0 loss), `last{k}_score_diff`, `last{k}_perf_rank`, `last{k}_blowout_loss`;
 //!   all null when the player has fewer than `k` matches; score difference and performance rank
@@ -27,7 +29,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
 use crate::error::{ArtifactError, Problem};
-use crate::features::{FeatureSpec, Outcome3, Played, Upcoming, WINDOWS_MS};
+use crate::features::{FeatureSpec, Outcome3, PastSummary, Played, Upcoming, WINDOWS_MS};
 
 /// Rows per row group.
 pub const ROW_GROUP: usize = 131_072;
@@ -42,6 +44,8 @@ pub struct PlayerState {
     /// Matches played.
     pub games: u64,
     pub last_seen_ms: i64,
+    /// The start of the player's first match in the data (`None`: none yet).
+    pub first_seen_ms: Option<i64>,
     /// `window_counts` are the matches in the 8h, 1d, 1w and 1m before this time.
     pub counts_as_of_ms: i64,
     pub window_counts: [u32; 4],
@@ -61,6 +65,7 @@ impl PlayerState {
             percentile,
             games: 0,
             last_seen_ms: i64::MIN,
+            first_seen_ms: None,
             counts_as_of_ms: as_of_ms,
             window_counts: [0; 4],
             recent: Vec::new(),
@@ -102,6 +107,7 @@ impl PlayerState {
         self.recent.push(played);
         self.games += 1;
         self.last_seen_ms = self.last_seen_ms.max(played.start_ms);
+        self.first_seen_ms.get_or_insert(played.start_ms);
         if self.recent.len() > history {
             let drop = self.recent.len() - history;
             self.before_recent_ms = Some(self.recent[drop - 1].start_ms);
@@ -118,15 +124,14 @@ impl PlayerState {
         outcome: Outcome3,
         out: &mut Vec<f64>,
     ) {
-        spec.push_row_from(
-            &self.recent,
-            self.before_recent_ms,
-            self.games,
-            self.window_counts_at(now.start_ms),
-            now,
-            outcome,
-            out,
-        );
+        let summary = PastSummary {
+            recent: &self.recent,
+            before_recent_ms: self.before_recent_ms,
+            first_seen_ms: self.first_seen_ms,
+            games: self.games,
+            window_counts: self.window_counts_at(now.start_ms),
+        };
+        spec.push_row_from(&summary, now, outcome, out);
     }
 }
 
@@ -147,6 +152,8 @@ pub struct Snapshot {
     window_counts: Vec<[u32; 4]>,
     /// `i64::MIN` for none.
     before_recent_ms: Vec<i64>,
+    /// `i64::MIN` for none (and for every player of a format-1 snapshot).
+    first_seen_ms: Vec<i64>,
     /// Slot columns, one vector per slot (index 0 is slot 1, the most recent) with one value
     /// per player: start (`i64::MIN` when absent), outcome code, score difference and rank
     /// (`NaN` when unknown), blowout.
@@ -188,6 +195,7 @@ impl Snapshot {
             s.last_seen_ms.push(p.last_seen_ms);
             s.window_counts.push(p.window_counts);
             s.before_recent_ms.push(p.before_recent_ms.unwrap_or(NONE));
+            s.first_seen_ms.push(p.first_seen_ms.unwrap_or(NONE));
             for k in 0..history {
                 let m = slot(p, k + 1);
                 s.start[k].push(m.map_or(NONE, |m| m.start_ms));
@@ -271,6 +279,7 @@ impl Snapshot {
             counts_as_of_ms: self.as_of_ms,
             window_counts: self.window_counts[i],
             recent,
+            first_seen_ms: (self.first_seen_ms[i] != NONE).then_some(self.first_seen_ms[i]),
             before_recent_ms: (self.before_recent_ms[i] != NONE)
                 .then_some(self.before_recent_ms[i]),
         }
@@ -298,6 +307,7 @@ impl Snapshot {
         self.last_seen_ms.append(&mut o.last_seen_ms);
         self.window_counts.append(&mut o.window_counts);
         self.before_recent_ms.append(&mut o.before_recent_ms);
+        self.first_seen_ms.append(&mut o.first_seen_ms);
         for k in 0..self.history {
             self.start[k].append(&mut o.start[k]);
             self.outcome[k].append(&mut o.outcome[k]);
@@ -308,7 +318,8 @@ impl Snapshot {
     }
 }
 
-fn schema(history: usize) -> String {
+/// The snapshot's columns; format 1 had no `first_seen_ms`.
+fn schema(history: usize, first_seen: bool) -> String {
     let mut s = String::from(
         "message players {
   required binary player_id (UTF8);
@@ -323,6 +334,9 @@ fn schema(history: usize) -> String {
   optional int64 before_recent_ms;
 ",
     );
+    if first_seen {
+        s.push_str("  optional int64 first_seen_ms;\n");
+    }
     for k in 1..=history {
         s.push_str(&format!(
             "  optional int64 last{k}_start_ms;
@@ -381,7 +395,7 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
         ));
     }
     let h = history;
-    let schema = Arc::new(parse_message_type(&schema(h)).map_err(|e| e.to_string())?);
+    let schema = Arc::new(parse_message_type(&schema(h, true)).map_err(|e| e.to_string())?);
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -418,7 +432,7 @@ fn write_column(
     col: usize,
     rows: &[PlayerState],
 ) -> parquet::errors::Result<usize> {
-    const FIXED: usize = 10;
+    const FIXED: usize = 11;
     match (col, w) {
         (0, ColumnWriter::ByteArrayColumnWriter(w)) => {
             let v: Vec<ByteArray> = rows
@@ -456,6 +470,10 @@ fn write_column(
         }
         (9, ColumnWriter::Int64ColumnWriter(w)) => {
             let (v, d) = optional(rows.iter().map(|p| p.before_recent_ms));
+            w.write_batch(&v, Some(&d), None)
+        }
+        (10, ColumnWriter::Int64ColumnWriter(w)) => {
+            let (v, d) = optional(rows.iter().map(|p| p.first_seen_ms));
             w.write_batch(&v, Some(&d), None)
         }
         (c, w) => {
@@ -568,6 +586,7 @@ fn read_group(
     rg: &dyn parquet::file::reader::RowGroupReader,
     history: usize,
     as_of_ms: i64,
+    first_seen: bool,
 ) -> Result<Snapshot, String> {
     let rows =
         usize::try_from(rg.metadata().num_rows()).map_err(|_| "negative row count".to_string())?;
@@ -649,11 +668,26 @@ fn read_group(
         &mut s.before_recent_ms,
         "before_recent_ms"
     )?;
+    let fixed = if first_seen {
+        column!(
+            col(10)?,
+            Int64ColumnReader,
+            rows,
+            false,
+            NONE,
+            &mut s.first_seen_ms,
+            "first_seen_ms"
+        )?;
+        11
+    } else {
+        s.first_seen_ms = vec![NONE; rows];
+        10
+    };
     // Slot columns, straight into their vectors.
     let h = history;
     let mut codes: Vec<i32> = Vec::with_capacity(rows);
     for k in 0..h {
-        let base = 10 + 5 * k;
+        let base = fixed + 5 * k;
         column!(
             col(base)?,
             Int64ColumnReader,
@@ -777,8 +811,11 @@ pub fn parse_snapshot(
 ) -> Result<Snapshot, ArtifactError> {
     let bad = |m: String| ArtifactError::new(path, Problem::Parse(m));
     let reader = SerializedFileReader::new(bytes).map_err(|e| bad(e.to_string()))?;
-    let expected = parse_message_type(&schema(history)).map_err(|e| bad(e.to_string()))?;
     let got = reader.metadata().file_metadata().schema();
+    // Format 2 added `first_seen_ms`; a format-1 snapshot has every other column.
+    let first_seen = got.get_fields().iter().any(|f| f.name() == "first_seen_ms");
+    let expected =
+        parse_message_type(&schema(history, first_seen)).map_err(|e| bad(e.to_string()))?;
     if got.get_fields().len() != expected.get_fields().len()
         || got
             .get_fields()
@@ -803,7 +840,7 @@ pub fn parse_snapshot(
                     let mut mine = Vec::new();
                     for g in (t..groups).step_by(threads) {
                         let rg = reader.get_row_group(g).map_err(|e| e.to_string())?;
-                        mine.push((g, read_group(rg.as_ref(), history, as_of_ms)?));
+                        mine.push((g, read_group(rg.as_ref(), history, as_of_ms, first_seen)?));
                     }
                     Ok(mine)
                 })

@@ -9,7 +9,7 @@ use crate::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
     TEAM_WIN_FILE, json_bytes as json,
 };
-use crate::manifest::{DataWindow, FORMAT_VERSION, Manifest};
+use crate::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manifest};
 use crate::percentile::PercentileMap;
 use crate::skill::RawSkillParams;
 use crate::snapshot::{PlayerState, Snapshot, write_snapshot};
@@ -70,6 +70,9 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
                 percentile: r.unit(),
                 games: n as u64 + r.next() % 200,
                 last_seen_ms: recent.last().map_or(i64::MIN, |p| p.start_ms),
+                first_seen_ms: recent
+                    .first()
+                    .map(|p| p.start_ms - (r.unit() * 2000.0) as i64 * hour),
                 counts_as_of_ms: as_of_ms,
                 window_counts: [0, 1, 2, 3].map(|k| {
                     recent
@@ -152,7 +155,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
     metrics.insert("churn".to_string(), serde_json::json!({"auc": 0.61}));
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        min_reader_format: 1,
+        min_reader_format: MIN_READER_FORMAT,
         name: "synthetic".into(),
         model_version: String::new(),
         created_at: "2026-01-01T00:00:00Z".into(),

@@ -93,6 +93,7 @@ fn snapshot_round_trips_and_features_match_the_training_rows() {
         assert_eq!(x.raw_skill.to_bits(), y.raw_skill.to_bits());
         assert_eq!(x.window_counts, y.window_counts);
         assert_eq!(x.before_recent_ms, y.before_recent_ms);
+        assert_eq!(x.first_seen_ms, y.first_seen_ms);
         assert_eq!(x.recent.len(), y.recent.len());
         for (p, q) in x.recent.iter().zip(&y.recent) {
             assert_eq!(
@@ -138,13 +139,15 @@ proptest! {
     /// computes the same feature row as the trainer from the whole history, within the
     /// documented limit of the window counts.
     #[test]
-    fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300) {
-        let spec = FeatureSpec {
-            history: 10,
-            data_start_ms: None,
-        };
+    fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300, lead in proptest::option::of(0i64..1500)) {
         let mut t = 0;
         let all: Vec<Played> = gaps.iter().map(|g| { t += g; played(t) }).collect();
+        // With a data start (`lead` hours before the first match), windows and games reaching
+        // before it are censored, in both computations alike.
+        let spec = FeatureSpec {
+            history: 10,
+            data_start_ms: lead.map(|l| all[0].start_ms - l * 3_600_000),
+        };
         let cut = cut.min(all.len());
         let as_of = all[..cut].last().map_or(0, |p| p.start_ms) + 1;
         // The snapshot at `as_of`, built from the first `cut` matches, then the rest recorded.
@@ -154,6 +157,7 @@ proptest! {
         s.games = past.len() as u64;
         s.recent = past[keep..].to_vec();
         s.before_recent_ms = keep.checked_sub(1).map(|i| past[i].start_ms);
+        s.first_seen_ms = past.first().map(|p| p.start_ms);
         s.window_counts = mm_artifact::features::WINDOWS_MS.map(|w| past.iter().filter(|p| p.start_ms >= as_of - w).count() as u32);
         for p in &all[cut..] {
             s.record(*p, spec.history);
@@ -249,9 +253,9 @@ fn content_problems_are_named() {
         matches!(e.problem, Problem::FormatVersion { found: 0, .. }),
         "{e}"
     );
-    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 2.into()));
+    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 3.into()));
     assert!(
-        e.to_string().contains("this reader reads formats 1 to 1"),
+        e.to_string().contains("this reader reads formats 1 to 2"),
         "{e}"
     );
 

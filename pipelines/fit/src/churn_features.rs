@@ -46,6 +46,7 @@ pub struct FeatureQuery {
 
 const HOUR_MS: f64 = 3_600_000.0;
 const WINDOWS_H: [(&str, i64); 4] = [("8h", 8), ("1d", 24), ("1w", 168), ("1m", 720)];
+const MONTH_MS: i64 = 720 * 3_600_000;
 
 /// Columns of the table besides the features: identity, time and label.
 pub const KEY_COLUMNS: [&str; 4] = ["player_id", "match_id", "start_ms", "churned"];
@@ -173,7 +174,7 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
 
 /// The player state a matcher service starts from (the artifact's snapshot): per player, the
 /// last `history + 1` matches (`slot` 1 is the most recent; the extra one gives the time
-/// before the oldest), games played, and the matches in the 8h, 1d, 1w and 1m before the
+/// before the oldest), games played, the first match's start, and the matches in the 8h, 1d, 1w and 1m before the
 /// data's end (`as_of_ms`, the last match's start), one row per player and slot.
 pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     let p = || [col("player_id")];
@@ -198,6 +199,7 @@ pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
             games.clone().alias("games"),
             (games - idx).alias("slot"),
             end.alias("as_of_ms"),
+            col("start_ms").first().over(p())?.alias("first_seen_ms"),
         ])
         .filter(col("slot").lt_eq(lit(q.history as i64 + 1)));
     let mut cols = vec![
@@ -211,6 +213,7 @@ pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
         col("blowout_loss"),
         col("games"),
         col("as_of_ms"),
+        col("first_seen_ms"),
     ];
     cols.extend(WINDOWS_H.iter().map(|(w, _)| col(format!("matches_{w}"))));
     lf = lf.select(cols);
@@ -293,13 +296,27 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     let perf_known = prev1
         .clone()
         .and(col("perf_rank").shift(lit(1)).is_not_null());
+    // Rows are sorted by player: earlier matches = row index - the player's first index.
+    let log_games = (col("row") - col("row").first().over(p())?)
+        .cast(DataType::Float64)
+        .log1p();
+    if q.censor_windows {
+        // Games played are known only for a player first seen a month or more after the
+        // data's start; earlier, the first match seen may be a return, not a first game.
+        let known =
+            (col("start_ms").first().over(p())? - lit(MONTH_MS)).gt_eq(col("start_ms").min());
+        feats.extend([
+            when(known.clone())
+                .then(log_games)
+                .otherwise(lit(0.0))
+                .cast(DataType::Float32)
+                .alias("log_games"),
+            flag(known).alias("log_games_known"),
+        ]);
+    } else {
+        feats.push(log_games.cast(DataType::Float32).alias("log_games"));
+    }
     feats.extend([
-        // Rows are sorted by player: earlier matches = row index - the player's first index.
-        ((col("row") - col("row").first().over(p())?)
-            .cast(DataType::Float64)
-            .log1p())
-        .cast(DataType::Float32)
-        .alias("log_games"),
         flag(col("party")).alias("party"),
         // The skill fit's percentiles are already in [0, 1].
         when(col("percentile").is_not_null())

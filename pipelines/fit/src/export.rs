@@ -17,7 +17,7 @@ use mm_artifact::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
     TEAM_WIN_FILE, json_bytes as json,
 };
-use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, Manifest};
+use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manifest};
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RawSkillParams;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
@@ -153,9 +153,10 @@ fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, FitEr
         .collect()
 }
 
-/// The churn fit's state, per player: (games, window counts, as of, slots by number).
+/// The churn fit's state, per player: games, first match, window counts, slots by number.
 struct State {
     games: u64,
+    first_seen_ms: Option<i64>,
     counts: [u32; 4],
     slots: Vec<(i64, Played)>,
 }
@@ -172,6 +173,7 @@ fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
     let blow = bools(&df, path, "blowout_loss")?;
     let games = i64s(&df, path, "games")?;
     let asof = i64s(&df, path, "as_of_ms")?;
+    let first = i64s(&df, path, "first_seen_ms")?;
     let w: Vec<Vec<Option<i64>>> = ["8h", "1d", "1w", "1m"]
         .iter()
         .map(|w| i64s(&df, path, &format!("matches_{w}")))
@@ -200,6 +202,7 @@ fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
         let g = need(games[r], "games")?.max(0) as u64;
         let e = out.entry(id).or_insert_with(|| State {
             games: g,
+            first_seen_ms: first[r],
             counts,
             slots: Vec::new(),
         });
@@ -264,6 +267,7 @@ fn snapshot(
                 .map(|(_, m)| *m)
                 .collect();
             p.games = s.games;
+            p.first_seen_ms = s.first_seen_ms;
             p.window_counts = s.counts;
         }
         players.push(p);
@@ -347,7 +351,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     metrics.insert("churn".to_string(), without_timings(churn_metrics.clone()));
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        min_reader_format: 1,
+        min_reader_format: MIN_READER_FORMAT,
         name: name.clone(),
         model_version: version.clone(),
         created_at: cfg.created_at.clone().unwrap_or_else(|| {
