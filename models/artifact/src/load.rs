@@ -187,18 +187,6 @@ fn read_verified(dir: &Path, m: &Manifest, name: &str) -> Result<Vec<u8>, Artifa
     Ok(bytes)
 }
 
-/// Checks every listed file's size and sha256 without parsing (`mm models verify` does both).
-///
-/// # Errors
-/// The first file that fails.
-pub fn verify_checksums(dir: &Path) -> Result<Manifest, ArtifactError> {
-    let m = read_manifest(dir)?;
-    for f in &m.files {
-        read_verified(dir, &m, &f.path)?;
-    }
-    Ok(m)
-}
-
 fn check_churn(
     path: &Path,
     c: &ChurnFile,

@@ -782,26 +782,13 @@ fn read_group(
     Ok(s)
 }
 
-/// Reads `players.parquet`, row groups in parallel on `threads` threads.
+/// Parses `players.parquet` from its bytes, already in memory (the loader has read them to
+/// check the checksum), row groups in parallel on `threads` threads. Threads share the
+/// buffer; a shared `File` would share its offset.
 ///
 /// # Errors
 /// Names the file and the problem: not Parquet, a column missing or of the wrong type, a
 /// non-finite skill, an unknown outcome code, a player twice.
-pub fn read_snapshot(
-    path: &Path,
-    history: usize,
-    as_of_ms: i64,
-    threads: usize,
-) -> Result<Snapshot, ArtifactError> {
-    let bytes = std::fs::read(path).map_err(|e| ArtifactError::io(path, &e))?;
-    parse_snapshot(path, bytes.into(), history, as_of_ms, threads)
-}
-
-/// [`read_snapshot`] from the file's bytes, already in memory (the loader has read them to
-/// check the checksum). Threads share the buffer; a shared `File` would share its offset.
-///
-/// # Errors
-/// See [`read_snapshot`].
 pub fn parse_snapshot(
     path: &Path,
     bytes: bytes::Bytes,

@@ -17,8 +17,6 @@ pub fn export(a: &ExportArgs) -> Result<()> {
         name: a.name.clone(),
         version: a.version.clone(),
         promote: !a.no_promote,
-        created_at: None,
-        fail_before: None,
     })?;
     if a.out.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

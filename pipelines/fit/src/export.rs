@@ -21,7 +21,7 @@ use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manif
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RawSkillParams;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
-use mm_artifact::store::{PublishStep, Store};
+use mm_artifact::store::Store;
 use mm_artifact::team::{PartyAdjustment, TeamWinModel};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -41,10 +41,6 @@ pub struct ExportConfig {
     pub version: Option<String>,
     /// Move `LATEST` to the new version.
     pub promote: bool,
-    /// RFC 3339 creation time (default: now).
-    pub created_at: Option<String>,
-    /// Tests: fail before this step of the publish.
-    pub fail_before: Option<PublishStep>,
 }
 
 /// What was exported.
@@ -354,9 +350,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
         min_reader_format: MIN_READER_FORMAT,
         name: name.clone(),
         model_version: version.clone(),
-        created_at: cfg.created_at.clone().unwrap_or_else(|| {
-            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        }),
+        created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         code_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: churn.mode.clone(),
         data: DataWindow {
@@ -381,7 +375,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
         metrics,
         files: Vec::new(),
     };
-    let dir = store.publish(&version, manifest, &files, cfg.promote, cfg.fail_before)?;
+    let dir = store.publish(&version, manifest, &files, cfg.promote, None)?;
     let m = mm_artifact::load::read_manifest(&dir)?;
     Ok(ExportReport {
         name,
