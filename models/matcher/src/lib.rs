@@ -34,9 +34,14 @@
 //! (Karmarkar–Karp feasibility, exhaustive and ABBA splits).
 
 pub mod blossom;
+pub mod cod;
+pub mod eomm_teams;
 pub mod from_artifact;
 pub mod pairing;
+pub mod queue;
 pub mod scoring;
+pub mod sim_queue;
 pub mod teams;
+pub mod threshold;
 
 pub use mm_artifact::Outcome;

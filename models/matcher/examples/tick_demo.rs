@@ -1,0 +1,47 @@
+//! Runs each queue policy on a synthetic 6v6 queue and prints lobbies formed, tick time and
+//! mean quality: `cargo run --release -p mm-matcher --example tick_demo -- [searches] [seed]`.
+
+use std::time::Instant;
+
+use mm_matcher::cod::{CodConfig, CodRules};
+use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
+use mm_matcher::queue::{LobbyModels, Policy};
+use mm_matcher::sim_queue::realistic_queue;
+use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|x| x.parse().ok()).unwrap_or(10_000);
+    let seed: u64 = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(7);
+    let now = 1_700_000_000_000;
+    let models = LobbyModels::skill_only(4.0);
+    let mut policies: Vec<Box<dyn Policy>> = vec![
+        Box::new(CodRules::new(CodConfig::new(6), models)),
+        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
+        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
+    ];
+    for p in &mut policies {
+        let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
+        let players = q.players();
+        let t = Instant::now();
+        let lobbies = p.tick(now, &mut q);
+        let dt = t.elapsed();
+        let k = lobbies.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&mm_matcher::queue::Lobby) -> f64| lobbies.iter().map(f).sum::<f64>() / k;
+        println!(
+            "{:<10} {:>6} searches ({players} players): {:>5} lobbies ({} rescued) in {:>8.1} ms; \
+             mean quality {:.3}, balance {:.3}, |P(win)-0.5| {:.3}, churn/player {:.4}, left {}",
+            p.name(),
+            n,
+            lobbies.len(),
+            lobbies.iter().filter(|l| l.rescued).count(),
+            dt.as_secs_f64() * 1e3,
+            mean(&|l| l.quality.total),
+            mean(&|l| l.quality.balance),
+            mean(&|l| (l.p[0] / (l.p[0] + l.p[2]) - 0.5).abs()),
+            lobbies.iter().map(|l| l.expected_churn).sum::<f64>()
+                / lobbies.iter().map(|l| (l.players[0] + l.players[1]) as f64).sum::<f64>().max(1.0),
+            q.len(),
+        );
+    }
+}

@@ -1,0 +1,546 @@
+//! The Call of Duty rules policy ("How is Skill Incorporated into Matchmaking?", Figures 9-11,
+//! and "Team Balance" in the CoD paper).
+//!
+//! Every tick, each search in turn (oldest first) is the anchor of a forming lobby:
+//! 1. **Heuristic selection** (Figure 9): its top K candidates by N-dimensional distance
+//!    (great-circle km + weight x skill-percentile difference + input-device penalty).
+//! 2. Candidates are tried nearest first; one is added when every rule still holds:
+//!    - **skill similarity** (Figure 10): each search accepts the skill range
+//!      `[skill - h, skill + h]` around its mean percentile, `h` from its backoff curve; the
+//!      intersection of the lobby's ranges must contain every search's skill;
+//!    - **skill disparity** (Figure 11): the lobby's disparity (best minus worst player
+//!      percentile) must not exceed any search's acceptable disparity, its own disparity plus
+//!      the allowance of its backoff curve;
+//!    - **delta ping**: some data centre keeps every search within its allowed extra ping over
+//!      its best data centre (searches that report no pings do not constrain it);
+//!    - **grouping** ("Grouping Phase"): the parties can still be balanced into two teams
+//!      (Karmarkar–Karp, confirmed by an exact subset sum when it refuses), and a full lobby has
+//!      equal teams;
+//!    - platforms compatible, and the party fits the players still needed.
+//! 3. When the lobby is full it forms, split by the exhaustive lobby-phase rule (fewest size
+//!    difference, then least skill-sum difference, parties intact).
+//!
+//! All allowances loosen with the search's age; by default skill loosens faster than ping, as the
+//! paper says. Searches that reach `max_wait_s` are then placed by the maximum-wait rule.
+
+use serde::{Deserialize, Serialize};
+
+use crate::queue::{
+    Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, Policy, Queue, QueueError, Rule,
+    Search, SearchId, TickState, View, balanced_split, best_data_centre, check_structure,
+    groupable, make_lobby, rescue_overdue, score_split, QualityWeights,
+};
+
+/// Settings of the CoD rules policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodConfig {
+    pub team_size: usize,
+    /// Candidates per search (the paper's K).
+    pub k: usize,
+    pub distance: Distance,
+    /// Half-width of the accepted skill range (percentile) by search age (s).
+    pub skill_range: Backoff,
+    /// Disparity allowance over the search's own disparity, by age.
+    pub disparity: Backoff,
+    /// Extra ping (ms) over the search's best data centre, by age.
+    pub delta_ping: Backoff,
+    pub max_wait_s: f64,
+    /// Weights of the quality score reported with each lobby (not a rule of this policy).
+    pub quality: QualityWeights,
+}
+
+impl CodConfig {
+    /// Defaults for a mode: skill reaches the full range by 90 s, ping its widest at 180 s.
+    #[must_use]
+    pub fn new(team_size: usize) -> CodConfig {
+        CodConfig {
+            team_size,
+            k: 32,
+            distance: Distance::default(),
+            skill_range: Backoff::new(&[(0.0, 0.05), (10.0, 0.1), (30.0, 0.2), (60.0, 0.5), (90.0, 1.0)]),
+            disparity: Backoff::new(&[(0.0, 0.2), (60.0, 0.8), (120.0, 1.0)]),
+            delta_ping: Backoff::new(&[(0.0, 20.0), (30.0, 40.0), (90.0, 80.0), (180.0, 200.0)]),
+            max_wait_s: 120.0,
+            quality: QualityWeights::default(),
+        }
+    }
+}
+
+/// A lobby being formed under the CoD rules: add searches one at a time with
+/// [`LobbyBuilder::try_add`], which says which rule refuses a search. The figures of the paper
+/// are tests of this type, step by step.
+#[derive(Debug, Clone)]
+pub struct LobbyBuilder {
+    team_size: usize,
+    members: Vec<usize>,
+    sizes: Vec<usize>,
+    players: usize,
+    /// Intersection of the skill ranges.
+    lo: f64,
+    hi: f64,
+    /// Least and greatest search skill.
+    s_min: f64,
+    s_max: f64,
+    /// Least and greatest player percentile.
+    p_min: f64,
+    p_max: f64,
+    /// Least acceptable disparity among the searches.
+    disp_cap: f64,
+    /// Searches with pings: (index, allowed extra ping).
+    pinged: Vec<(usize, f64)>,
+}
+
+/// What a search brings to a forming lobby (see [`LobbyBuilder::try_add`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub index: usize,
+    pub size: usize,
+    /// Mean skill percentile.
+    pub skill: f64,
+    /// Half-width of its accepted skill range.
+    pub range: f64,
+    pub pct_min: f64,
+    pub pct_max: f64,
+    /// Its acceptable lobby disparity.
+    pub max_disparity: f64,
+    /// Its allowed extra ping.
+    pub max_delta_ping: f64,
+}
+
+const EPS: f64 = 1e-9;
+
+impl LobbyBuilder {
+    #[must_use]
+    pub fn new(team_size: usize) -> LobbyBuilder {
+        LobbyBuilder {
+            team_size,
+            members: Vec::new(),
+            sizes: Vec::new(),
+            players: 0,
+            lo: f64::NEG_INFINITY,
+            hi: f64::INFINITY,
+            s_min: f64::INFINITY,
+            s_max: f64::NEG_INFINITY,
+            p_min: f64::INFINITY,
+            p_max: f64::NEG_INFINITY,
+            disp_cap: f64::INFINITY,
+            pinged: Vec::new(),
+        }
+    }
+
+    /// The intersection of the skill ranges so far.
+    #[must_use]
+    pub fn skill_range(&self) -> (f64, f64) {
+        (self.lo, self.hi)
+    }
+
+    /// The lobby's skill disparity so far, and the least disparity its searches accept.
+    #[must_use]
+    pub fn disparity(&self) -> (f64, f64) {
+        (self.p_max - self.p_min, self.disp_cap)
+    }
+
+    #[must_use]
+    pub fn players(&self) -> usize {
+        self.players
+    }
+
+    #[must_use]
+    pub fn members(&self) -> &[usize] {
+        &self.members
+    }
+
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        self.players == 2 * self.team_size
+    }
+
+    /// Tries to add `c`; on success the lobby includes it. `searches` resolves pings (pass an
+    /// empty slice to leave ping out).
+    ///
+    /// # Errors
+    /// The first rule that refuses `c`; the lobby is then unchanged.
+    pub fn try_add(&mut self, c: &Candidate, searches: &[Search]) -> Result<(), Rule> {
+        if self.players + c.size > 2 * self.team_size {
+            return Err(Rule::LobbyFull);
+        }
+        // Skill similarity: the new intersection must hold every search's skill.
+        let (lo, hi) = (self.lo.max(c.skill - c.range), self.hi.min(c.skill + c.range));
+        let (s_min, s_max) = (self.s_min.min(c.skill), self.s_max.max(c.skill));
+        if s_min < lo - EPS || s_max > hi + EPS {
+            return Err(Rule::SkillSimilarity);
+        }
+        // Skill disparity: the lobby's spread of players within every search's bound.
+        let (p_min, p_max) = (self.p_min.min(c.pct_min), self.p_max.max(c.pct_max));
+        let cap = self.disp_cap.min(c.max_disparity);
+        if p_max - p_min > cap + EPS {
+            return Err(Rule::SkillDisparity);
+        }
+        let mut pinged = self.pinged.clone();
+        if !searches.is_empty() && !searches[c.index].pings.is_empty() {
+            pinged.push((c.index, c.max_delta_ping));
+            if !ping_ok(searches, &pinged) {
+                return Err(Rule::Ping);
+            }
+        }
+        let mut sizes = self.sizes.clone();
+        sizes.push(c.size);
+        let players = self.players + c.size;
+        if !groupable(&sizes, self.team_size, players == 2 * self.team_size) {
+            return Err(Rule::TeamBalance);
+        }
+        self.members.push(c.index);
+        self.sizes = sizes;
+        self.players = players;
+        (self.lo, self.hi, self.s_min, self.s_max) = (lo, hi, s_min, s_max);
+        (self.p_min, self.p_max, self.disp_cap) = (p_min, p_max, cap);
+        self.pinged = pinged;
+        Ok(())
+    }
+}
+
+/// Some data centre keeps every pinged search within its allowed extra ping.
+fn ping_ok(searches: &[Search], pinged: &[(usize, f64)]) -> bool {
+    let ids: Vec<usize> = pinged.iter().map(|p| p.0).collect();
+    let first = &searches[ids[0]];
+    first.pings.iter().any(|&(dc, _)| {
+        pinged.iter().all(|&(i, allowed)| {
+            let s = &searches[i];
+            let best = s.pings.iter().map(|x| x.1).fold(f32::INFINITY, f32::min);
+            s.pings
+                .iter()
+                .find(|x| x.0 == dc)
+                .is_some_and(|&(_, p)| f64::from(p - best) <= allowed + EPS)
+        })
+    }) && best_data_centre(searches, &ids).is_ok()
+}
+
+/// The CoD rules policy.
+#[derive(Debug, Clone)]
+pub struct CodRules {
+    pub config: CodConfig,
+    pub models: LobbyModels,
+}
+
+impl CodRules {
+    #[must_use]
+    pub fn new(config: CodConfig, models: LobbyModels) -> CodRules {
+        CodRules { config, models }
+    }
+
+    /// The candidate record of search `i` at this tick.
+    fn candidate(&self, v: &View, i: usize) -> Candidate {
+        let c = &self.config;
+        Candidate {
+            index: i,
+            size: v.size,
+            skill: v.skill,
+            range: c.skill_range.at(v.age_s),
+            pct_min: v.pct_min,
+            pct_max: v.pct_max,
+            max_disparity: v.disparity() + c.disparity.at(v.age_s),
+            max_delta_ping: c.delta_ping.at(v.age_s),
+        }
+    }
+
+    /// Grows a lobby around `anchor` from its candidates; returns it and, per candidate, the
+    /// rule that refused it.
+    fn grow(&self, st: &TickState<'_>, anchor: usize) -> (LobbyBuilder, Vec<(usize, Rule)>) {
+        let mut b = LobbyBuilder::new(self.config.team_size);
+        let mut refused = Vec::new();
+        if b
+            .try_add(&self.candidate(&st.views[anchor], anchor), st.searches)
+            .is_err()
+        {
+            return (b, refused);
+        }
+        for (_, j) in st.nearest(anchor, self.config.k) {
+            if b.is_full() {
+                break;
+            }
+            if let Err(rule) = b.try_add(&self.candidate(&st.views[j], j), st.searches) {
+                refused.push((j, rule));
+            }
+        }
+        (b, refused)
+    }
+
+    /// When the pair (anchor, candidate) passes `rule` by backoff alone, ms since the epoch.
+    fn relaxes_at(&self, st: &TickState<'_>, a: usize, j: usize, rule: Rule) -> Option<i64> {
+        let c = &self.config;
+        let (va, vj) = (&st.views[a], &st.views[j]);
+        let (sa, sj) = (&st.searches[a], &st.searches[j]);
+        let when = |curve: &Backoff, need: f64, start: i64| {
+            curve
+                .age_at_least(need)
+                .map(|age| start + (age * 1000.0).ceil() as i64)
+        };
+        let both = |x: Option<i64>, y: Option<i64>| Some(x?.max(y?));
+        match rule {
+            Rule::SkillSimilarity => {
+                let need = (va.skill - vj.skill).abs();
+                both(
+                    when(&c.skill_range, need, sa.start_ms),
+                    when(&c.skill_range, need, sj.start_ms),
+                )
+            }
+            Rule::SkillDisparity => {
+                let d = va.pct_max.max(vj.pct_max) - va.pct_min.min(vj.pct_min);
+                both(
+                    when(&c.disparity, d - va.disparity(), sa.start_ms),
+                    when(&c.disparity, d - vj.disparity(), sj.start_ms),
+                )
+            }
+            Rule::Ping => {
+                let ids = [a, j];
+                let need = best_data_centre(st.searches, &ids).ok().flatten()?.1;
+                both(
+                    when(&c.delta_ping, need, sa.start_ms),
+                    when(&c.delta_ping, need, sj.start_ms),
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Policy for CodRules {
+    fn name(&self) -> &'static str {
+        "cod"
+    }
+
+    fn tick(&mut self, now_ms: i64, queue: &mut Queue) -> Vec<Lobby> {
+        let c = &self.config;
+        let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
+        let mut lobbies = Vec::new();
+        for a in st.age_order() {
+            if st.taken[a] {
+                continue;
+            }
+            let (b, _) = self.grow(&st, a);
+            if !b.is_full() {
+                continue;
+            }
+            let ids = b.members().to_vec();
+            let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
+                continue;
+            };
+            let scored = score_split(&st, &self.models, &c.quality, &teams, c.team_size, c.max_wait_s);
+            lobbies.push(make_lobby(&st, teams, &scored, now_ms, false));
+            st.take(&ids);
+        }
+        lobbies.extend(rescue_overdue(
+            &mut st,
+            &self.models,
+            &c.quality,
+            c.team_size,
+            c.max_wait_s,
+            now_ms,
+        ));
+        let placed: Vec<SearchId> = lobbies.iter().flat_map(Lobby::search_ids).collect();
+        queue.remove(&placed);
+        lobbies
+    }
+
+    fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {
+        let a = queue
+            .searches()
+            .iter()
+            .position(|s| s.id == id)
+            .ok_or(QueueError::Unknown(id))?;
+        let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
+        let (b, refused) = self.grow(&st, a);
+        let mut blockers: Vec<Blocker> = Vec::new();
+        for &(j, rule) in &refused {
+            let at = self.relaxes_at(&st, a, j, rule);
+            if let Some(x) = blockers.iter_mut().find(|x| x.rule == rule) {
+                x.candidates += 1;
+                x.relaxes_at_ms = match (x.relaxes_at_ms, at) {
+                    (Some(p), Some(q)) => Some(p.min(q)),
+                    (p, q) => p.or(q),
+                };
+            } else {
+                blockers.push(Blocker {
+                    rule,
+                    candidates: 1,
+                    relaxes_at_ms: at,
+                    detail: String::new(),
+                });
+            }
+        }
+        let needed = self.config.team_size * 2;
+        if blockers.is_empty() || refused.len() < self.config.k {
+            blockers.push(Blocker {
+                rule: Rule::NotEnoughPlayers,
+                candidates: 0,
+                relaxes_at_ms: None,
+                detail: format!(
+                    "{} of {} compatible candidates considered",
+                    refused.len() + b.members().len().saturating_sub(1),
+                    self.config.k
+                ),
+            });
+        }
+        let (lo, hi) = b.skill_range();
+        let (disp, cap) = b.disparity();
+        for x in &mut blockers {
+            x.detail = match x.rule {
+                Rule::SkillSimilarity => format!(
+                    "lobby skill range [{lo:.3}, {hi:.3}]; search skill {:.3} accepts +-{:.3}",
+                    st.views[a].skill,
+                    self.config.skill_range.at(st.views[a].age_s)
+                ),
+                Rule::SkillDisparity => format!("lobby disparity {disp:.3}, accepted up to {cap:.3}"),
+                Rule::Ping => format!(
+                    "allowed extra ping {:.0} ms",
+                    self.config.delta_ping.at(st.views[a].age_s)
+                ),
+                _ => std::mem::take(&mut x.detail),
+            };
+        }
+        blockers.sort_by(|x, y| y.candidates.cmp(&x.candidates).then(x.rule.cmp(&y.rule)));
+        let s = &queue.searches()[a];
+        Ok(Explanation {
+            search: id,
+            wait_ms: (now_ms - s.start_ms).max(0),
+            players_found: b.players(),
+            players_needed: needed,
+            blockers,
+            max_wait_at_ms: s.start_ms + (self.config.max_wait_s * 1000.0).ceil() as i64,
+        })
+    }
+
+    fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule> {
+        let teams = check_structure(queue, lobby)?;
+        if lobby.rescued {
+            return Ok(());
+        }
+        let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
+        let mut b = LobbyBuilder::new(self.config.team_size);
+        for &i in teams[0].iter().chain(&teams[1]) {
+            b.try_add(&self.candidate(&st.views[i], i), st.searches)?;
+        }
+        if b.is_full() { Ok(()) } else { Err(Rule::TeamBalance) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(index: usize, size: usize, skill: f64, range: f64) -> Candidate {
+        Candidate {
+            index,
+            size,
+            skill,
+            range,
+            pct_min: skill,
+            pct_max: skill,
+            max_disparity: 1.0,
+            max_delta_ping: f64::INFINITY,
+        }
+    }
+
+    fn close(a: (f64, f64), b: (f64, f64)) -> bool {
+        (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9
+    }
+
+    /// Figure 10 of the CoD paper, step by step: a 5v5 lobby from searches A..F. The text gives
+    /// A the range 0.55-0.75 (half-width 0.1, although it calls it "a 0.3 skill range") and B a
+    /// 0.4 range (half-width 0.2); the other half-widths follow from the intersections the
+    /// steps report. Party sizes (not in the text) are chosen to fill ten slots.
+    #[test]
+    fn figure_10_skill_similarity_step_by_step() {
+        let mut b = LobbyBuilder::new(5);
+        b.try_add(&cand(0, 3, 0.65, 0.1), &[]).expect("A");
+        assert!(close(b.skill_range(), (0.55, 0.75)));
+        // Step 2: B at 0.5 with +-0.2: intersection [0.55, 0.70], B below it.
+        let mut probe = b.clone();
+        assert_eq!(probe.try_add(&cand(1, 2, 0.5, 0.2), &[]), Err(Rule::SkillSimilarity));
+        let (lo, hi) = (0.55f64.max(0.5 - 0.2), 0.75f64.min(0.5 + 0.2));
+        assert!(close((lo, hi), (0.55, 0.70)));
+        // Step 3: C at 0.575: [0.55, 0.675], added.
+        b.try_add(&cand(2, 2, 0.575, 0.1), &[]).expect("C");
+        assert!(close(b.skill_range(), (0.55, 0.675)));
+        // Step 4: D at 0.55: [0.55, 0.65], added.
+        b.try_add(&cand(3, 2, 0.55, 0.1), &[]).expect("D");
+        assert!(close(b.skill_range(), (0.55, 0.65)));
+        // Step 5: E at 0.625 with +-0.05: [0.575, 0.65] would exclude D.
+        assert_eq!(b.try_add(&cand(4, 1, 0.625, 0.05), &[]), Err(Rule::SkillSimilarity));
+        assert!(close(b.skill_range(), (0.55, 0.65)), "a refusal leaves the lobby unchanged");
+        // Step 6: F at 0.6: [0.55, 0.65], added; ten players, the lobby is ready.
+        b.try_add(&cand(5, 3, 0.6, 0.05), &[]).expect("F");
+        assert!(close(b.skill_range(), (0.55, 0.65)));
+        assert!(b.is_full());
+        assert_eq!(b.members(), &[0, 2, 3, 5]);
+    }
+
+    fn disp(index: usize, size: usize, lo: f64, hi: f64, accepts: f64) -> Candidate {
+        Candidate {
+            index,
+            size,
+            skill: 0.5,
+            range: 1.0,
+            pct_min: lo,
+            pct_max: hi,
+            max_disparity: accepts,
+            max_delta_ping: f64::INFINITY,
+        }
+    }
+
+    /// Figure 11 of the CoD paper, step by step: the skill disparity rule. Player percentiles
+    /// are chosen to give the disparities the text states.
+    #[test]
+    fn figure_11_skill_disparity_step_by_step() {
+        let mut b = LobbyBuilder::new(5);
+        // Step 1: A has disparity 0.6 and accepts up to 0.8.
+        b.try_add(&disp(0, 2, 0.3, 0.9, 0.8), &[]).expect("A");
+        assert!(close(b.disparity(), (0.6, 0.8)));
+        // Step 2: B accepts only 0.2 < 0.6.
+        assert_eq!(b.try_add(&disp(1, 1, 0.5, 0.5, 0.2), &[]), Err(Rule::SkillDisparity));
+        // Step 3: C accepts 0.7 >= 0.6: added, the bound drops to 0.7.
+        b.try_add(&disp(2, 3, 0.35, 0.85, 0.7), &[]).expect("C");
+        assert!(close(b.disparity(), (0.6, 0.7)));
+        // Step 4: D accepts 0.65: added.
+        b.try_add(&disp(3, 3, 0.4, 0.85, 0.65), &[]).expect("D");
+        assert!(close(b.disparity(), (0.6, 0.65)));
+        // Step 5: E (accepts 0.8) brings a 0.2 player: disparity 0.7 > 0.65.
+        assert_eq!(b.try_add(&disp(4, 1, 0.2, 0.2, 0.8), &[]), Err(Rule::SkillDisparity));
+        // Step 6: F (accepts 0.75) brings a 0.25 player: disparity 0.65, just within.
+        b.try_add(&disp(5, 2, 0.25, 0.3, 0.75), &[]).expect("F");
+        assert!(close(b.disparity(), (0.65, 0.65)));
+        assert!(b.is_full());
+        assert_eq!(b.members(), &[0, 2, 3, 5]);
+    }
+
+    #[test]
+    fn grouping_refuses_parties_that_cannot_be_balanced() {
+        // The paper's 6v6 example: {4}, {4}, {3} cannot be balanced.
+        let mut b = LobbyBuilder::new(6);
+        b.try_add(&cand(0, 4, 0.5, 1.0), &[]).expect("4");
+        b.try_add(&cand(1, 4, 0.5, 1.0), &[]).expect("4");
+        assert_eq!(b.try_add(&cand(2, 3, 0.5, 1.0), &[]), Err(Rule::TeamBalance));
+        // {3}, {2}, {2}, {1} is balanceable.
+        let mut b = LobbyBuilder::new(6);
+        for (i, s) in [3, 2, 2, 1].into_iter().enumerate() {
+            b.try_add(&cand(i, s, 0.5, 1.0), &[]).expect("fits");
+        }
+        // A full new lobby needs equal teams: {3},{2},{2},{2},{1},{1} is 11 players, then a
+        // party of 1 completes 6v6 only if the split is 6/6, which it is.
+        let mut b = LobbyBuilder::new(6);
+        for (i, s) in [3, 2, 2, 2, 1, 1, 1].into_iter().enumerate() {
+            b.try_add(&cand(i, s, 0.5, 1.0), &[]).expect("fits");
+        }
+        assert!(b.is_full());
+        assert_eq!(b.try_add(&cand(9, 1, 0.5, 1.0), &[]), Err(Rule::LobbyFull));
+    }
+
+    #[test]
+    fn default_backoff_loosens_skill_faster_than_ping() {
+        let c = CodConfig::new(6);
+        for age in [5.0, 15.0, 30.0, 60.0, 90.0, 120.0] {
+            assert!(c.skill_range.progress(age) >= c.delta_ping.progress(age), "{age}");
+        }
+        assert!(c.skill_range.progress(90.0) > c.delta_ping.progress(90.0));
+    }
+}
