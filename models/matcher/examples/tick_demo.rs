@@ -1,5 +1,5 @@
 //! Runs each queue policy on a synthetic 6v6 queue and prints lobbies formed, tick time and
-//! mean quality: `cargo run --release -p mm-matcher --example tick_demo -- [searches] [seed]`.
+//! mean quality: `cargo run --release -p mm-matcher --example tick_demo -- [searches] [seed] [cod|threshold|eomm]`.
 
 use std::time::Instant;
 
@@ -13,6 +13,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|x| x.parse().ok()).unwrap_or(10_000);
     let seed: u64 = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(7);
+    let only = args.get(3).cloned();
     let now = 1_700_000_000_000;
     let models = LobbyModels::skill_only(4.0);
     let mut policies: Vec<Box<dyn Policy>> = vec![
@@ -21,13 +22,17 @@ fn main() {
         Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
     ];
     for p in &mut policies {
+        if only.as_ref().is_some_and(|o| o != p.name()) {
+            continue;
+        }
         let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
         let players = q.players();
         let t = Instant::now();
         let lobbies = p.tick(now, &mut q);
         let dt = t.elapsed();
         let k = lobbies.len().max(1) as f64;
-        let mean = |f: &dyn Fn(&mm_matcher::queue::Lobby) -> f64| lobbies.iter().map(f).sum::<f64>() / k;
+        let mean =
+            |f: &dyn Fn(&mm_matcher::queue::Lobby) -> f64| lobbies.iter().map(f).sum::<f64>() / k;
         println!(
             "{:<10} {:>6} searches ({players} players): {:>5} lobbies ({} rescued) in {:>8.1} ms; \
              mean quality {:.3}, balance {:.3}, |P(win)-0.5| {:.3}, churn/player {:.4}, left {}",
@@ -40,7 +45,11 @@ fn main() {
             mean(&|l| l.quality.balance),
             mean(&|l| (l.p[0] / (l.p[0] + l.p[2]) - 0.5).abs()),
             lobbies.iter().map(|l| l.expected_churn).sum::<f64>()
-                / lobbies.iter().map(|l| (l.players[0] + l.players[1]) as f64).sum::<f64>().max(1.0),
+                / lobbies
+                    .iter()
+                    .map(|l| (l.players[0] + l.players[1]) as f64)
+                    .sum::<f64>()
+                    .max(1.0),
             q.len(),
         );
     }

@@ -26,9 +26,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{
-    Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, Policy, Queue, QueueError, Rule,
-    Search, SearchId, TickState, View, balanced_split, best_data_centre, check_structure,
-    groupable, make_lobby, rescue_overdue, score_split, QualityWeights,
+    Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, Policy, QualityWeights, Queue,
+    QueueError, Rule, Search, SearchId, TickState, View, balanced_split, best_data_centre,
+    check_structure, groupable, make_lobby, platforms_compatible, rescue_overdue, score_split,
 };
 
 /// Settings of the CoD rules policy.
@@ -57,7 +57,13 @@ impl CodConfig {
             team_size,
             k: 32,
             distance: Distance::default(),
-            skill_range: Backoff::new(&[(0.0, 0.05), (10.0, 0.1), (30.0, 0.2), (60.0, 0.5), (90.0, 1.0)]),
+            skill_range: Backoff::new(&[
+                (0.0, 0.05),
+                (10.0, 0.1),
+                (30.0, 0.2),
+                (60.0, 0.5),
+                (90.0, 1.0),
+            ]),
             disparity: Backoff::new(&[(0.0, 0.2), (60.0, 0.8), (120.0, 1.0)]),
             delta_ping: Backoff::new(&[(0.0, 20.0), (30.0, 40.0), (90.0, 80.0), (180.0, 200.0)]),
             max_wait_s: 120.0,
@@ -164,8 +170,19 @@ impl LobbyBuilder {
         if self.players + c.size > 2 * self.team_size {
             return Err(Rule::LobbyFull);
         }
+        if !searches.is_empty()
+            && self
+                .members
+                .iter()
+                .any(|&m| !platforms_compatible(&searches[m], &searches[c.index]))
+        {
+            return Err(Rule::Platform);
+        }
         // Skill similarity: the new intersection must hold every search's skill.
-        let (lo, hi) = (self.lo.max(c.skill - c.range), self.hi.min(c.skill + c.range));
+        let (lo, hi) = (
+            self.lo.max(c.skill - c.range),
+            self.hi.min(c.skill + c.range),
+        );
         let (s_min, s_max) = (self.s_min.min(c.skill), self.s_max.max(c.skill));
         if s_min < lo - EPS || s_max > hi + EPS {
             return Err(Rule::SkillSimilarity);
@@ -248,8 +265,7 @@ impl CodRules {
     fn grow(&self, st: &TickState<'_>, anchor: usize) -> (LobbyBuilder, Vec<(usize, Rule)>) {
         let mut b = LobbyBuilder::new(self.config.team_size);
         let mut refused = Vec::new();
-        if b
-            .try_add(&self.candidate(&st.views[anchor], anchor), st.searches)
+        if b.try_add(&self.candidate(&st.views[anchor], anchor), st.searches)
             .is_err()
         {
             return (b, refused);
@@ -325,7 +341,14 @@ impl Policy for CodRules {
             let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
                 continue;
             };
-            let scored = score_split(&st, &self.models, &c.quality, &teams, c.team_size, c.max_wait_s);
+            let scored = score_split(
+                &st,
+                &self.models,
+                &c.quality,
+                &teams,
+                c.team_size,
+                c.max_wait_s,
+            );
             lobbies.push(make_lobby(&st, teams, &scored, now_ms, false));
             st.take(&ids);
         }
@@ -390,7 +413,9 @@ impl Policy for CodRules {
                     st.views[a].skill,
                     self.config.skill_range.at(st.views[a].age_s)
                 ),
-                Rule::SkillDisparity => format!("lobby disparity {disp:.3}, accepted up to {cap:.3}"),
+                Rule::SkillDisparity => {
+                    format!("lobby disparity {disp:.3}, accepted up to {cap:.3}")
+                }
                 Rule::Ping => format!(
                     "allowed extra ping {:.0} ms",
                     self.config.delta_ping.at(st.views[a].age_s)
@@ -420,7 +445,11 @@ impl Policy for CodRules {
         for &i in teams[0].iter().chain(&teams[1]) {
             b.try_add(&self.candidate(&st.views[i], i), st.searches)?;
         }
-        if b.is_full() { Ok(()) } else { Err(Rule::TeamBalance) }
+        if b.is_full() {
+            Ok(())
+        } else {
+            Err(Rule::TeamBalance)
+        }
     }
 }
 
@@ -456,7 +485,10 @@ mod tests {
         assert!(close(b.skill_range(), (0.55, 0.75)));
         // Step 2: B at 0.5 with +-0.2: intersection [0.55, 0.70], B below it.
         let mut probe = b.clone();
-        assert_eq!(probe.try_add(&cand(1, 2, 0.5, 0.2), &[]), Err(Rule::SkillSimilarity));
+        assert_eq!(
+            probe.try_add(&cand(1, 2, 0.5, 0.2), &[]),
+            Err(Rule::SkillSimilarity)
+        );
         let (lo, hi) = (0.55f64.max(0.5 - 0.2), 0.75f64.min(0.5 + 0.2));
         assert!(close((lo, hi), (0.55, 0.70)));
         // Step 3: C at 0.575: [0.55, 0.675], added.
@@ -466,8 +498,14 @@ mod tests {
         b.try_add(&cand(3, 2, 0.55, 0.1), &[]).expect("D");
         assert!(close(b.skill_range(), (0.55, 0.65)));
         // Step 5: E at 0.625 with +-0.05: [0.575, 0.65] would exclude D.
-        assert_eq!(b.try_add(&cand(4, 1, 0.625, 0.05), &[]), Err(Rule::SkillSimilarity));
-        assert!(close(b.skill_range(), (0.55, 0.65)), "a refusal leaves the lobby unchanged");
+        assert_eq!(
+            b.try_add(&cand(4, 1, 0.625, 0.05), &[]),
+            Err(Rule::SkillSimilarity)
+        );
+        assert!(
+            close(b.skill_range(), (0.55, 0.65)),
+            "a refusal leaves the lobby unchanged"
+        );
         // Step 6: F at 0.6: [0.55, 0.65], added; ten players, the lobby is ready.
         b.try_add(&cand(5, 3, 0.6, 0.05), &[]).expect("F");
         assert!(close(b.skill_range(), (0.55, 0.65)));
@@ -497,7 +535,10 @@ mod tests {
         b.try_add(&disp(0, 2, 0.3, 0.9, 0.8), &[]).expect("A");
         assert!(close(b.disparity(), (0.6, 0.8)));
         // Step 2: B accepts only 0.2 < 0.6.
-        assert_eq!(b.try_add(&disp(1, 1, 0.5, 0.5, 0.2), &[]), Err(Rule::SkillDisparity));
+        assert_eq!(
+            b.try_add(&disp(1, 1, 0.5, 0.5, 0.2), &[]),
+            Err(Rule::SkillDisparity)
+        );
         // Step 3: C accepts 0.7 >= 0.6: added, the bound drops to 0.7.
         b.try_add(&disp(2, 3, 0.35, 0.85, 0.7), &[]).expect("C");
         assert!(close(b.disparity(), (0.6, 0.7)));
@@ -505,7 +546,10 @@ mod tests {
         b.try_add(&disp(3, 3, 0.4, 0.85, 0.65), &[]).expect("D");
         assert!(close(b.disparity(), (0.6, 0.65)));
         // Step 5: E (accepts 0.8) brings a 0.2 player: disparity 0.7 > 0.65.
-        assert_eq!(b.try_add(&disp(4, 1, 0.2, 0.2, 0.8), &[]), Err(Rule::SkillDisparity));
+        assert_eq!(
+            b.try_add(&disp(4, 1, 0.2, 0.2, 0.8), &[]),
+            Err(Rule::SkillDisparity)
+        );
         // Step 6: F (accepts 0.75) brings a 0.25 player: disparity 0.65, just within.
         b.try_add(&disp(5, 2, 0.25, 0.3, 0.75), &[]).expect("F");
         assert!(close(b.disparity(), (0.65, 0.65)));
@@ -519,7 +563,10 @@ mod tests {
         let mut b = LobbyBuilder::new(6);
         b.try_add(&cand(0, 4, 0.5, 1.0), &[]).expect("4");
         b.try_add(&cand(1, 4, 0.5, 1.0), &[]).expect("4");
-        assert_eq!(b.try_add(&cand(2, 3, 0.5, 1.0), &[]), Err(Rule::TeamBalance));
+        assert_eq!(
+            b.try_add(&cand(2, 3, 0.5, 1.0), &[]),
+            Err(Rule::TeamBalance)
+        );
         // {3}, {2}, {2}, {1} is balanceable.
         let mut b = LobbyBuilder::new(6);
         for (i, s) in [3, 2, 2, 1].into_iter().enumerate() {
@@ -539,7 +586,10 @@ mod tests {
     fn default_backoff_loosens_skill_faster_than_ping() {
         let c = CodConfig::new(6);
         for age in [5.0, 15.0, 30.0, 60.0, 90.0, 120.0] {
-            assert!(c.skill_range.progress(age) >= c.delta_ping.progress(age), "{age}");
+            assert!(
+                c.skill_range.progress(age) >= c.delta_ping.progress(age),
+                "{age}"
+            );
         }
         assert!(c.skill_range.progress(90.0) > c.delta_ping.progress(90.0));
     }

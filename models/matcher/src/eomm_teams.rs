@@ -151,8 +151,8 @@ fn best_churn_split(
             raw += sign * x.raw_sum;
             mem += sign * x.party_members;
             spr += sign * x.party_spread;
-            for o in 0..3 {
-                ch[o] += sign * x.churn[o];
+            for (c, &xc) in ch.iter_mut().zip(&x.churn) {
+                *c += sign * xc;
             }
         }
         if size != team_size {
@@ -222,24 +222,27 @@ impl EommTeams {
         deadline: Deadline,
     ) -> Result<Tentative, Rule> {
         let c = &self.config;
-        let mut pool: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
-        let nearest = pool.clone();
+        let nearest: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
         let start = (st.views[anchor].size, 0);
         let mut best: Option<Tentative> = None;
-        for round in 0..=c.restarts {
-            if round > 0 {
-                if deadline.passed() {
-                    break;
+        let mut filled = false;
+        for mut pool in st.platform_groups(anchor, &nearest) {
+            for round in 0..=c.restarts {
+                if round > 0 {
+                    if deadline.passed() {
+                        break;
+                    }
+                    pool.shuffle(rng);
                 }
-                pool.shuffle(rng);
-            }
-            let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start) else {
-                return Err(Rule::NotEnoughPlayers);
-            };
-            let mut ids = vec![anchor];
-            ids.extend(fill);
-            if let Some((churn, teams)) = self.cost(&st.views, &ids) {
-                if best.as_ref().is_none_or(|b| churn < b.churn) {
+                let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start) else {
+                    break;
+                };
+                filled = true;
+                let mut ids = vec![anchor];
+                ids.extend(fill);
+                if let Some((churn, teams)) = self.cost(&st.views, &ids)
+                    && best.as_ref().is_none_or(|b| churn < b.churn)
+                {
                     best = Some(Tentative {
                         ids,
                         teams,
@@ -248,6 +251,9 @@ impl EommTeams {
                     });
                 }
             }
+        }
+        if !filled {
+            return Err(Rule::NotEnoughPlayers);
         }
         best.ok_or(Rule::Imbalance)
     }
@@ -288,7 +294,8 @@ impl EommTeams {
                             if !compatible(st, &ia) || !compatible(st, &ib) {
                                 continue;
                             }
-                            let (Some(ca), Some(cb)) = (self.cost(&st.views, &ia), self.cost(&st.views, &ib))
+                            let (Some(ca), Some(cb)) =
+                                (self.cost(&st.views, &ia), self.cost(&st.views, &ib))
                             else {
                                 continue;
                             };
@@ -347,7 +354,14 @@ impl Policy for EommTeams {
         let mut lobbies: Vec<Lobby> = tentative
             .into_iter()
             .map(|t| {
-                let scored = score_split(&st, &self.models, &c.quality, &t.teams, c.team_size, c.max_wait_s);
+                let scored = score_split(
+                    &st,
+                    &self.models,
+                    &c.quality,
+                    &t.teams,
+                    c.team_size,
+                    c.max_wait_s,
+                );
                 make_lobby(&st, t.teams, &scored, now_ms, false)
             })
             .collect();
@@ -448,7 +462,13 @@ pub fn exhaustive_min_churn(
         let rest: Vec<usize> = (low + 1..n).filter(|&j| s >> j & 1 == 0).collect();
         let mut lobbies = Vec::new();
         let need = 2 * t - st.views[low].size.min(2 * t);
-        lobbies_with(&rest, &|i| st.views[i].size, need, &mut vec![low], &mut lobbies);
+        lobbies_with(
+            &rest,
+            &|i| st.views[i].size,
+            need,
+            &mut vec![low],
+            &mut lobbies,
+        );
         for ids in lobbies {
             if !compatible(&st, &ids) {
                 continue;

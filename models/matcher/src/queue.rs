@@ -20,13 +20,14 @@
 //!   the whole queue, so no search waits past the maximum while a feasible lobby exists.
 //! - [`Explanation`]: for a queued search, which rule blocks it and when backoff relaxes it.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use mm_artifact::Artifact;
 use mm_artifact::snapshot::{PlayerState, features_of};
 use mm_artifact::team::{PartyAdjustment, TeamSample, TeamWinModel};
-use rstar::primitives::GeomWithData;
 use rstar::RTree;
+use rstar::primitives::GeomWithData;
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
@@ -153,6 +154,7 @@ pub enum QueueError {
 pub struct Queue {
     mode: Mode,
     searches: Vec<Search>,
+    ids: HashSet<SearchId>,
 }
 
 impl Queue {
@@ -165,6 +167,7 @@ impl Queue {
         Ok(Queue {
             mode,
             searches: Vec::new(),
+            ids: HashSet::new(),
         })
     }
 
@@ -181,7 +184,7 @@ impl Queue {
     /// negative or non-finite ping).
     pub fn push(&mut self, s: Search) -> Result<(), QueueError> {
         validate_search(&s, self.mode)?;
-        if self.searches.iter().any(|x| x.id == s.id) {
+        if !self.ids.insert(s.id) {
             return Err(QueueError::DuplicateId(s.id));
         }
         self.searches.push(s);
@@ -202,7 +205,11 @@ impl Queue {
     pub fn remove(&mut self, ids: &[SearchId]) {
         let mut sorted = ids.to_vec();
         sorted.sort_unstable();
-        self.searches.retain(|s| sorted.binary_search(&s.id).is_err());
+        self.searches
+            .retain(|s| sorted.binary_search(&s.id).is_err());
+        for id in &sorted {
+            self.ids.remove(id);
+        }
     }
 
     #[must_use]
@@ -326,7 +333,7 @@ impl Backoff {
     fn first_age(&self, ok: impl Fn(f64) -> bool, v: f64) -> Option<f64> {
         let p = &self.points;
         if ok(p[0].1) {
-            return Some(0.0f64.min(p[0].0).max(0.0));
+            return Some(0.0);
         }
         for w in p.windows(2) {
             let ((a0, v0), (a1, v1)) = (w[0], w[1]);
@@ -421,7 +428,12 @@ impl View {
             adj_sum: 0.0,
             party_members: 0.0,
             party_spread: 0.0,
-            exp: s.members.iter().map(|m| (m.games as f64).ln_1p()).sum::<f64>() / n,
+            exp: s
+                .members
+                .iter()
+                .map(|m| (m.games as f64).ln_1p())
+                .sum::<f64>()
+                / n,
             churn: [0.0; 3],
             age_s: ((now_ms - s.start_ms) as f64 / 1000.0).max(0.0),
             xyz: unit_xyz(s.lat, s.lon),
@@ -476,6 +488,14 @@ pub fn great_circle_km(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     2.0 * EARTH_RADIUS_KM * (chord / (2.0 * EARTH_RADIUS_KM)).min(1.0).asin()
 }
 
+fn input_slot(i: Input) -> usize {
+    match i {
+        Input::Controller => 0,
+        Input::KeyboardMouse => 1,
+        Input::Touch => 2,
+    }
+}
+
 /// Whether two searches may share a lobby: same platform, or both accept cross-play.
 #[must_use]
 pub fn platforms_compatible(a: &Search, b: &Search) -> bool {
@@ -506,10 +526,15 @@ impl Distance {
     pub(crate) fn between(&self, a: &View, sa: &Search, b: &View, sb: &Search) -> f64 {
         great_circle_km(&a.xyz, &b.xyz)
             + self.skill_km * (a.skill - b.skill).abs()
-            + if sa.input == sb.input { 0.0 } else { self.input_km }
+            + if sa.input == sb.input {
+                0.0
+            } else {
+                self.input_km
+            }
     }
 }
 
+/// The index coordinates of a search: the point on the sphere (km) and the weighted skill.
 type Point = GeomWithData<[f64; 4], u32>;
 
 /// Searches of one tick with their views, the nearest-candidate index and the taken flags.
@@ -517,7 +542,8 @@ pub(crate) struct TickState<'q> {
     pub searches: &'q [Search],
     pub views: Vec<View>,
     pub taken: Vec<bool>,
-    tree: RTree<Point>,
+    /// One index per input device, so that the input penalty bounds the walk of the others.
+    trees: [RTree<Point>; 3],
     points: Vec<Point>,
     pub dist: Distance,
 }
@@ -530,7 +556,10 @@ impl<'q> TickState<'q> {
         dist: Distance,
     ) -> TickState<'q> {
         let searches = queue.searches();
-        let views: Vec<View> = searches.iter().map(|s| View::of(s, now_ms, party)).collect();
+        let views: Vec<View> = searches
+            .iter()
+            .map(|s| View::of(s, now_ms, party))
+            .collect();
         let points: Vec<Point> = views
             .iter()
             .enumerate()
@@ -544,7 +573,15 @@ impl<'q> TickState<'q> {
         TickState {
             searches,
             taken: vec![false; views.len()],
-            tree: RTree::bulk_load(points.clone()),
+            trees: [Input::Controller, Input::KeyboardMouse, Input::Touch].map(|d| {
+                RTree::bulk_load(
+                    points
+                        .iter()
+                        .filter(|p| searches[p.data as usize].input == d)
+                        .copied()
+                        .collect(),
+                )
+            }),
             points,
             views,
             dist,
@@ -565,7 +602,7 @@ impl<'q> TickState<'q> {
         for &i in ids {
             if !self.taken[i] {
                 self.taken[i] = true;
-                self.tree.remove(&self.points[i]);
+                self.trees[input_slot(self.searches[i].input)].remove(&self.points[i]);
             }
         }
     }
@@ -578,33 +615,60 @@ impl<'q> TickState<'q> {
     }
 
     /// The `k` untaken searches nearest to `anchor` by the N-dimensional distance, nearest
-    /// first (ties by index), platform-compatible with it. Exact: the index orders by the
-    /// Euclidean distance of (chord, skill), which never exceeds the N-dimensional distance, so
-    /// the walk stops once it passes the k-th best distance found.
+    /// first (ties by index), platform-compatible with it. Exact: each input device has its own
+    /// index, ordered by a Euclidean distance (of chord and weighted skill) that, plus the input
+    /// penalty for the other devices, never exceeds the N-dimensional distance; each walk stops
+    /// once it passes the k-th best distance found.
     pub(crate) fn nearest(&self, anchor: usize, k: usize) -> Vec<(f64, usize)> {
         let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
         if k == 0 {
             return best;
         }
         let q = self.points[anchor].geom();
-        for p in self.tree.nearest_neighbor_iter(q) {
-            let j = p.data as usize;
-            if j == anchor || !platforms_compatible(&self.searches[anchor], &self.searches[j]) {
-                continue;
-            }
-            let g = p.geom();
-            let e = (0..4).map(|d| (g[d] - q[d]).powi(2)).sum::<f64>().sqrt();
-            if best.len() == k && e > best[k - 1].0 {
-                break;
-            }
-            let d = self.distance(anchor, j);
-            if best.len() < k || (d, j) < best[k - 1] {
-                let pos = best.partition_point(|x| *x < (d, j));
-                best.insert(pos, (d, j));
-                best.truncate(k);
+        let own = input_slot(self.searches[anchor].input);
+        for slot in std::iter::once(own).chain((0..3).filter(|&x| x != own)) {
+            let penalty = if slot == own { 0.0 } else { self.dist.input_km };
+            for (p, e2) in self.trees[slot].nearest_neighbor_iter_with_distance_2(q) {
+                if best.len() == k && e2.sqrt() + penalty > best[k - 1].0 {
+                    break;
+                }
+                let j = p.data as usize;
+                if j == anchor || !platforms_compatible(&self.searches[anchor], &self.searches[j]) {
+                    continue;
+                }
+                let d = self.distance(anchor, j);
+                if best.len() < k || (d, j) < best[k - 1] {
+                    let pos = best.partition_point(|x| *x < (d, j));
+                    best.insert(pos, (d, j));
+                    best.truncate(k);
+                }
             }
         }
         best
+    }
+
+    /// Splits candidates of `anchor` into groups compatible with each other and with it: those
+    /// of the anchor's platform and, when the anchor accepts cross-play, those that accept it
+    /// too (a set is compatible exactly when it lies in one of the two). Order is kept.
+    pub(crate) fn platform_groups(&self, anchor: usize, pool: &[usize]) -> Vec<Vec<usize>> {
+        let a = &self.searches[anchor];
+        let same: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|&j| self.searches[j].platform == a.platform)
+            .collect();
+        let mut groups = vec![same];
+        if a.crossplay {
+            let cross: Vec<usize> = pool
+                .iter()
+                .copied()
+                .filter(|&j| self.searches[j].crossplay)
+                .collect();
+            if cross != groups[0] {
+                groups.push(cross);
+            }
+        }
+        groups
     }
 
     /// Untaken searches platform-compatible with `anchor` and with each other (the pool the
@@ -665,9 +729,8 @@ pub(crate) fn fill_exact(
         for a in 0..=t {
             for b in 0..=t {
                 let next = |aa: usize, bb: usize| reach[(i + 1) * w * w + aa * w + bb];
-                let ok = next(a, b)
-                    || (a + s <= t && next(a + s, b))
-                    || (b + s <= t && next(a, b + s));
+                let ok =
+                    next(a, b) || (a + s <= t && next(a + s, b)) || (b + s <= t && next(a, b + s));
                 reach[i * w * w + a * w + b] = ok;
             }
         }
@@ -856,7 +919,8 @@ pub(crate) struct Scored {
 }
 
 pub(crate) fn team_sample(views: &[View], teams: &[Vec<usize>; 2]) -> TeamSample {
-    let sum = |t: usize, f: &dyn Fn(&View) -> f64| teams[t].iter().map(|&i| f(&views[i])).sum::<f64>();
+    let sum =
+        |t: usize, f: &dyn Fn(&View) -> f64| teams[t].iter().map(|&i| f(&views[i])).sum::<f64>();
     TeamSample {
         skill_diff: sum(0, &|v| v.raw_sum) - sum(1, &|v| v.raw_sum),
         party_members_diff: sum(0, &|v| v.party_members) - sum(1, &|v| v.party_members),
@@ -892,10 +956,12 @@ pub(crate) fn score_split(
     let decisive = mm_artifact::team::sigmoid(models.win.logit(&sample));
     let all: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
     let spread = |f: &dyn Fn(&View) -> f64| {
-        let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| {
-            let x = f(&views[i]);
-            (lo.min(x), hi.max(x))
-        });
+        let (lo, hi) = all
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| {
+                let x = f(&views[i]);
+                (lo.min(x), hi.max(x))
+            });
         hi - lo
     };
     let top = |t: usize| {
@@ -955,13 +1021,8 @@ pub(crate) fn score_split(
         wait: (oldest / max_wait_s.max(1e-9)).clamp(0.0, 1.0),
         total: 0.0,
     };
-    let wsum = w.balance
-        + w.skill_spread
-        + w.experience
-        + w.top_player
-        + w.parties
-        + w.ping
-        + w.wait;
+    let wsum =
+        w.balance + w.skill_spread + w.experience + w.top_player + w.parties + w.ping + w.wait;
     q.total = (w.balance * q.balance
         + w.skill_spread * q.skill_spread
         + w.experience * q.experience
@@ -980,7 +1041,11 @@ pub(crate) fn score_split(
 
 /// The CoD lobby-phase split of the searches `ids` (exhaustive: fewest size difference, then the
 /// least difference of adjusted skill sums), as search indices per team.
-pub(crate) fn balanced_split(views: &[View], ids: &[usize], team_size: usize) -> Option<[Vec<usize>; 2]> {
+pub(crate) fn balanced_split(
+    views: &[View],
+    ids: &[usize],
+    team_size: usize,
+) -> Option<[Vec<usize>; 2]> {
     let parties: Vec<Party> = ids
         .iter()
         .map(|&i| Party {
@@ -1157,15 +1222,15 @@ pub(crate) fn check_structure(queue: &Queue, lobby: &Lobby) -> Result<[Vec<usize
     let t = queue.mode().team_size;
     let idx = |id: SearchId| queue.searches().iter().position(|s| s.id == id);
     let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
-    for k in 0..2 {
-        for &id in &lobby.teams[k] {
-            teams[k].push(idx(id).ok_or(Rule::TeamBalance)?);
+    for (team, ids) in teams.iter_mut().zip(&lobby.teams) {
+        for &id in ids {
+            team.push(idx(id).ok_or(Rule::TeamBalance)?);
         }
     }
     let mut all: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
     let size = |i: usize| queue.searches()[i].members.len();
-    for k in 0..2 {
-        if teams[k].iter().map(|&i| size(i)).sum::<usize>() != t {
+    for team in &teams {
+        if team.iter().map(|&i| size(i)).sum::<usize>() != t {
             return Err(Rule::TeamBalance);
         }
     }

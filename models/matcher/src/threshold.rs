@@ -108,7 +108,14 @@ impl ThresholdPolicy {
     fn evaluate(&self, st: &TickState<'_>, ids: Vec<usize>) -> Option<Candidate> {
         let c = &self.config;
         let teams = balanced_split(&st.views, &ids, c.team_size)?;
-        let q = score_split(st, &self.models, &c.weights, &teams, c.team_size, c.max_wait_s);
+        let q = score_split(
+            st,
+            &self.models,
+            &c.weights,
+            &teams,
+            c.team_size,
+            c.max_wait_s,
+        );
         Some(Candidate {
             ids,
             teams,
@@ -172,30 +179,38 @@ impl ThresholdPolicy {
         deadline: Deadline,
     ) -> Option<Candidate> {
         let c = &self.config;
-        let mut pool: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
+        let nearest: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
         let start = (st.views[anchor].size, 0);
         let mut best: Option<Candidate> = None;
-        for round in 0..=c.restarts {
-            if round > 0 {
-                if deadline.passed() {
+        for mut pool in st.platform_groups(anchor, &nearest) {
+            for round in 0..=c.restarts {
+                if round > 0 {
+                    if deadline.passed() {
+                        break;
+                    }
+                    pool.shuffle(rng);
+                }
+                let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start) else {
+                    // No order of these candidates fills a lobby.
+                    break;
+                };
+                let mut ids = vec![anchor];
+                ids.extend(fill);
+                let Some(mut cand) = self.evaluate(st, ids) else {
+                    continue;
+                };
+                let needed = self.needed(st, &cand);
+                if cand.score + c.swap_margin >= needed && cand.score < needed {
+                    cand = self.improve(st, cand, &pool, deadline);
+                }
+                let passes = cand.score >= needed;
+                if best.as_ref().is_none_or(|b| cand.score > b.score) {
+                    best = Some(cand);
+                }
+                if passes {
+                    // Good enough: the threshold matcher forms the first lobby that passes.
                     break;
                 }
-                pool.shuffle(rng);
-            }
-            let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start) else {
-                // No order of these candidates fills a lobby.
-                return None;
-            };
-            let mut ids = vec![anchor];
-            ids.extend(fill);
-            let Some(mut cand) = self.evaluate(st, ids) else {
-                continue;
-            };
-            if cand.score + c.swap_margin >= self.needed(st, &cand) {
-                cand = self.improve(st, cand, &pool, deadline);
-            }
-            if best.as_ref().is_none_or(|b| cand.score > b.score) {
-                best = Some(cand);
             }
         }
         best
@@ -221,7 +236,14 @@ impl Policy for ThresholdPolicy {
                 continue;
             };
             if best.score + 1e-12 >= self.needed(&st, &best) {
-                let scored = score_split(&st, &self.models, &c.weights, &best.teams, c.team_size, c.max_wait_s);
+                let scored = score_split(
+                    &st,
+                    &self.models,
+                    &c.weights,
+                    &best.teams,
+                    c.team_size,
+                    c.max_wait_s,
+                );
                 lobbies.push(make_lobby(&st, best.teams, &scored, now_ms, false));
                 st.take(&best.ids);
             }
@@ -326,7 +348,14 @@ impl Policy for ThresholdPolicy {
         }
         let c = &self.config;
         let st = TickState::new(queue, now_ms, self.models.party, c.distance);
-        let q = score_split(&st, &self.models, &c.weights, &teams, c.team_size, c.max_wait_s);
+        let q = score_split(
+            &st,
+            &self.models,
+            &c.weights,
+            &teams,
+            c.team_size,
+            c.max_wait_s,
+        );
         let oldest = teams[0]
             .iter()
             .chain(&teams[1])
