@@ -2,7 +2,10 @@
 //! loop and the size in each benchmark id:
 //! - EOMM pairing (exact dense blossom) on the peers' pools (P = 100, 500, 1000, 2000), read from
 //!   ../shared/peers/results/pools when present, else on pools of the same model generated here;
-//! - the exhaustive two-team split of 6v6 and 12v12 lobbies (solo players, the hardest case).
+//! - the exhaustive two-team split of 6v6 and 12v12 lobbies (solo players, the hardest case);
+//! - one tick of each queue policy (CoD rules, threshold, EOMM teams) over 10,000 queued 6v6
+//!   searches (the synthetic queue of `sim_queue`: realistic party mix, waits up to 90 s); the
+//!   queue is cloned outside the timed part.
 //!
 //! `cargo bench -p mm-matcher`. The ratio to networkx comes from `mm bench pair`, which runs the
 //! peer beside our solver in one run.
@@ -88,5 +91,35 @@ fn split(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, eomm, split);
+fn tick(c: &mut Criterion) {
+    use mm_matcher::cod::{CodConfig, CodRules};
+    use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
+    use mm_matcher::queue::{LobbyModels, Policy};
+    use mm_matcher::sim_queue::realistic_queue;
+    use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+
+    let now = 1_700_000_000_000;
+    let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
+    let models = LobbyModels::skill_only(4.0);
+    let mut g = c.benchmark_group("tick_10k_6v6");
+    g.sample_size(10);
+    let policies: Vec<Box<dyn Policy>> = vec![
+        Box::new(CodRules::new(CodConfig::new(6), models)),
+        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
+        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
+    ];
+    for mut p in policies {
+        let name = p.name();
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || queue.clone(),
+                |mut q| black_box(p.tick(now, &mut q)),
+                criterion::BatchSize::LargeInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, eomm, split, tick);
 criterion_main!(benches);

@@ -270,7 +270,7 @@ impl CodRules {
         {
             return (b, refused);
         }
-        for (_, j) in st.nearest(anchor, self.config.k) {
+        for (_, j) in st.nearest_iter(anchor).take(self.config.k) {
             if b.is_full() {
                 break;
             }

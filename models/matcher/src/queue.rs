@@ -496,6 +496,57 @@ fn input_slot(i: Input) -> usize {
     }
 }
 
+type Walk<'a> = std::iter::Peekable<Box<dyn Iterator<Item = (&'a Point, f64)> + 'a>>;
+
+/// See [`TickState::nearest_iter`].
+pub(crate) struct Nearest<'a, 'q> {
+    st: &'a TickState<'q>,
+    anchor: usize,
+    walks: Vec<(Walk<'a>, f64)>,
+    /// Candidates found but not yet produced: `Reverse((distance bits, index))`.
+    pending: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
+}
+
+impl Iterator for Nearest<'_, '_> {
+    type Item = (f64, usize);
+
+    fn next(&mut self) -> Option<(f64, usize)> {
+        loop {
+            // The walk whose next point has the least lower bound.
+            let mut low: Option<(f64, usize)> = None;
+            for (w, (walk, penalty)) in self.walks.iter_mut().enumerate() {
+                if let Some(&(_, e2)) = walk.peek() {
+                    let bound = e2.sqrt() + *penalty;
+                    if low.is_none_or(|l| bound < l.0) {
+                        low = Some((bound, w));
+                    }
+                }
+            }
+            let top = self.pending.peek().map(|r| f64::from_bits(r.0.0));
+            match (top, low) {
+                (Some(d), Some((bound, _))) if d < bound => {}
+                (None, None) => return None,
+                (Some(_), None) => {}
+                (_, Some((_, w))) => {
+                    let (p, _) = self.walks[w].0.next()?;
+                    let j = p.data as usize;
+                    let st = self.st;
+                    if j != self.anchor
+                        && platforms_compatible(&st.searches[self.anchor], &st.searches[j])
+                    {
+                        let d = st.distance(self.anchor, j);
+                        // Distances are >= 0, so their bits order as the values do.
+                        self.pending.push(std::cmp::Reverse((d.to_bits(), j)));
+                    }
+                    continue;
+                }
+            }
+            let r = self.pending.pop()?;
+            return Some((f64::from_bits(r.0.0), r.0.1));
+        }
+    }
+}
+
 /// Whether two searches may share a lobby: same platform, or both accept cross-play.
 #[must_use]
 pub fn platforms_compatible(a: &Search, b: &Search) -> bool {
@@ -615,36 +666,37 @@ impl<'q> TickState<'q> {
     }
 
     /// The `k` untaken searches nearest to `anchor` by the N-dimensional distance, nearest
-    /// first (ties by index), platform-compatible with it. Exact: each input device has its own
-    /// index, ordered by a Euclidean distance (of chord and weighted skill) that, plus the input
-    /// penalty for the other devices, never exceeds the N-dimensional distance; each walk stops
-    /// once it passes the k-th best distance found.
+    /// first (ties by index), platform-compatible with it.
     pub(crate) fn nearest(&self, anchor: usize, k: usize) -> Vec<(f64, usize)> {
-        let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
-        if k == 0 {
-            return best;
-        }
-        let q = self.points[anchor].geom();
+        self.nearest_iter(anchor).take(k).collect()
+    }
+
+    /// The untaken searches platform-compatible with `anchor`, nearest first by the
+    /// N-dimensional distance (ties by index), produced lazily so that a caller that stops after
+    /// a few candidates pays for a few. Exact: each input device has its own index, walked in
+    /// the order of a Euclidean distance (chord and weighted skill) that, plus the input penalty
+    /// for the other devices, never exceeds the N-dimensional distance; a candidate is produced
+    /// once no index can still hold a nearer one.
+    pub(crate) fn nearest_iter(&self, anchor: usize) -> Nearest<'_, 'q> {
+        let q = *self.points[anchor].geom();
         let own = input_slot(self.searches[anchor].input);
-        for slot in std::iter::once(own).chain((0..3).filter(|&x| x != own)) {
-            let penalty = if slot == own { 0.0 } else { self.dist.input_km };
-            for (p, e2) in self.trees[slot].nearest_neighbor_iter_with_distance_2(q) {
-                if best.len() == k && e2.sqrt() + penalty > best[k - 1].0 {
-                    break;
-                }
-                let j = p.data as usize;
-                if j == anchor || !platforms_compatible(&self.searches[anchor], &self.searches[j]) {
-                    continue;
-                }
-                let d = self.distance(anchor, j);
-                if best.len() < k || (d, j) < best[k - 1] {
-                    let pos = best.partition_point(|x| *x < (d, j));
-                    best.insert(pos, (d, j));
-                    best.truncate(k);
-                }
-            }
+        let walks = (0..3)
+            .map(|slot| {
+                let penalty = if slot == own { 0.0 } else { self.dist.input_km };
+                (
+                    (Box::new(self.trees[slot].nearest_neighbor_iter_with_distance_2(&q))
+                        as Box<dyn Iterator<Item = (&Point, f64)>>)
+                        .peekable(),
+                    penalty,
+                )
+            })
+            .collect();
+        Nearest {
+            st: self,
+            anchor,
+            walks,
+            pending: std::collections::BinaryHeap::new(),
         }
-        best
     }
 
     /// Splits candidates of `anchor` into groups compatible with each other and with it: those

@@ -10,7 +10,8 @@
 //! Every tick, each search in turn (oldest first) is the anchor of a candidate lobby:
 //! 1. its top K candidates by the CoD N-dimensional distance;
 //! 2. a first lobby: candidates nearest first, each taken while two full teams can still be
-//!    completed (exactly, by a small table of reachable team sizes);
+//!    completed (exactly, by a small table of reachable team sizes), first from the nearest
+//!    `2 x team_size` candidates alone (a lobby that passes there forms at once), then from all K;
 //! 3. the split of each lobby is the exhaustive lobby-phase split, and the lobby is scored;
 //! 4. **swap search**: when the score is within `swap_margin` of the threshold, the best swap of
 //!    one of the lobby's searches (never the anchor) for a candidate of the same party size is
@@ -179,9 +180,25 @@ impl ThresholdPolicy {
         deadline: Deadline,
     ) -> Option<Candidate> {
         let c = &self.config;
-        let nearest: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
         let start = (st.views[anchor].size, 0);
+        let mut walk = st.nearest_iter(anchor);
+        // First the nearest few: when they already make a lobby that passes, nothing more is
+        // needed. Otherwise all K, with swaps and restarts.
+        let few = (2 * c.team_size).min(c.k);
+        let mut nearest: Vec<usize> = walk.by_ref().take(few).map(|x| x.1).collect();
         let mut best: Option<Candidate> = None;
+        for pool in st.platform_groups(anchor, &nearest) {
+            if let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start)
+                && let Some(cand) = self.evaluate(st, std::iter::once(anchor).chain(fill).collect())
+                && best.as_ref().is_none_or(|b| cand.score > b.score)
+            {
+                best = Some(cand);
+            }
+        }
+        if best.as_ref().is_some_and(|b| b.score >= self.needed(st, b)) {
+            return best;
+        }
+        nearest.extend(walk.take(c.k - few).map(|x| x.1));
         for mut pool in st.platform_groups(anchor, &nearest) {
             for round in 0..=c.restarts {
                 if round > 0 {
