@@ -30,8 +30,15 @@
 //! ```
 //!
 //! Modules: [`blossom`] (the exact solver and its optimality certificate), [`scoring`] (models
-//! and the EOMM weight), [`from_artifact`] (those models from an exported artifact), [`pairing`] (EOMM, WorstMM, SkillMM, RandomMM, greedy), [`teams`]
-//! (Karmarkar–Karp feasibility, exhaustive and ABBA splits).
+//! and the EOMM weight), [`from_artifact`] (those models from an exported artifact), [`pairing`]
+//! (EOMM, WorstMM, SkillMM, RandomMM, greedy), [`teams`] (Karmarkar–Karp feasibility,
+//! exhaustive and ABBA splits).
+//!
+//! Live queues of party searches: [`queue`] (searches, the [`queue::Policy`] trait, the quality
+//! score, backoff curves, candidate selection, the maximum-wait rule, explanations) and three
+//! policies, [`cod`] (the Call of Duty rules), [`threshold`] (the Dota 2 / Awesomenauts quality
+//! threshold with swap search) and [`eomm_teams`] (engagement-optimised team lobbies);
+//! [`sim_queue`] builds seeded synthetic queues.
 
 pub mod blossom;
 pub mod cod;

@@ -1367,6 +1367,37 @@ mod tests {
         }
     }
 
+    /// A service builds members from the artifact: the same churn by outcome and skill as the
+    /// 1v1 scoring path (`from_artifact`) gives for a solo player, and a new player at raw
+    /// skill 0; the lobby models are the artifact's.
+    #[test]
+    fn members_from_an_artifact_agree_with_the_pool_scoring() {
+        let dir = std::env::temp_dir().join(format!("mm-queue-art-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = mm_artifact::Store::new(&dir);
+        let (m, files) = mm_artifact::synthetic::artifact(100, 9);
+        store.publish("v1", m, &files, true, None).expect("publish");
+        let art = store.open_latest().expect("load");
+        let now = art.manifest.snapshot_as_of_ms + 600_000;
+        let ids: Vec<String> = (0..10)
+            .map(|i| art.snapshot.id(i * 7).to_string())
+            .collect();
+        let pool = crate::from_artifact::ArtifactPool::new(&art, &ids, now).expect("pool");
+        for (k, id) in ids.iter().enumerate() {
+            let state = art.snapshot.get(id).expect("held");
+            let m = Member::from_state(&art, &state, now, false);
+            assert_eq!(m.churn, pool.churn.by_outcome[k]);
+            assert_eq!(m.raw_skill, pool.skills[k]);
+            assert!(m.churn[0] <= 1.0 && m.churn[2] >= 0.0);
+        }
+        let fresh = Member::new_player(&art, "newcomer", now, true);
+        assert_eq!(fresh.raw_skill, 0.0);
+        assert_eq!(fresh.games, 0);
+        let models = LobbyModels::from_artifact(&art).expect("a win model");
+        assert_eq!(Some(models.win), art.team_win);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn great_circle_matches_the_haversine_formula() {
         // London to New York, about 5,570 km.
