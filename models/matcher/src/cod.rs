@@ -392,16 +392,14 @@ impl Policy for CodRules {
             }
         }
         let needed = self.config.team_size * 2;
-        if blockers.is_empty() || refused.len() < self.config.k {
+        // Candidates seen: those refused and those taken into the lobby (besides the anchor).
+        let seen = refused.len() + b.members().len().saturating_sub(1);
+        if blockers.is_empty() || seen < self.config.k {
             blockers.push(Blocker {
                 rule: Rule::NotEnoughPlayers,
                 candidates: 0,
                 relaxes_at_ms: None,
-                detail: format!(
-                    "{} of {} compatible candidates considered",
-                    refused.len() + b.members().len().saturating_sub(1),
-                    self.config.k
-                ),
+                detail: format!("{seen} of {} compatible candidates found", self.config.k),
             });
         }
         let (lo, hi) = b.skill_range();
