@@ -374,17 +374,12 @@ impl Policy for EommTeams {
             now_ms,
         ));
         self.rng = rng;
-        let placed: Vec<SearchId> = lobbies.iter().flat_map(Lobby::search_ids).collect();
-        queue.remove(&placed);
+        queue.remove_placed(&lobbies);
         lobbies
     }
 
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {
-        let a = queue
-            .searches()
-            .iter()
-            .position(|s| s.id == id)
-            .ok_or(QueueError::Unknown(id))?;
+        let a = queue.position(id)?;
         let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
         let mut rng = self.rng.clone();
         let s = &queue.searches()[a];

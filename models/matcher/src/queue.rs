@@ -201,6 +201,23 @@ impl Queue {
         self.searches.iter().find(|s| s.id == id)
     }
 
+    /// The index of search `id` in [`Queue::searches`].
+    ///
+    /// # Errors
+    /// The search is not queued.
+    pub fn position(&self, id: SearchId) -> Result<usize, QueueError> {
+        self.searches
+            .iter()
+            .position(|s| s.id == id)
+            .ok_or(QueueError::Unknown(id))
+    }
+
+    /// Removes the searches of these lobbies (the end of a tick).
+    pub fn remove_placed(&mut self, lobbies: &[Lobby]) {
+        let placed: Vec<SearchId> = lobbies.iter().flat_map(Lobby::search_ids).collect();
+        self.remove(&placed);
+    }
+
     /// Removes the searches with these ids (a player cancelled, or a lobby formed).
     pub fn remove(&mut self, ids: &[SearchId]) {
         let mut sorted = ids.to_vec();
