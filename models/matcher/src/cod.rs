@@ -565,8 +565,8 @@ mod tests {
         for (i, s) in [3, 2, 2, 1].into_iter().enumerate() {
             b.try_add(&cand(i, s, 0.5, 1.0), &[]).expect("fits");
         }
-        // A full new lobby needs equal teams: {3},{2},{2},{2},{1},{1} is 11 players, then a
-        // party of 1 completes 6v6 only if the split is 6/6, which it is.
+        // A full new lobby needs equal teams: {3},{2},{2},{2},{1},{1},{1} fills 6v6 as
+        // [{3},{2},{1}] v [{2},{2},{1},{1}]; nothing more fits.
         let mut b = LobbyBuilder::new(6);
         for (i, s) in [3, 2, 2, 2, 1, 1, 1].into_iter().enumerate() {
             b.try_add(&cand(i, s, 0.5, 1.0), &[]).expect("fits");
