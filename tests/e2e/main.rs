@@ -9,5 +9,6 @@ mod ingest_canonical;
 mod ingest_real;
 mod lake_crash;
 mod pair;
+mod retrain;
 mod simulate;
 mod skill_real;

@@ -39,6 +39,152 @@ pub enum Cmd {
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Evaluate an artifact's policies offline on pools drawn from later history (EOMM Table 2
+    /// protocol), with the real lobbies as a reference; writes evaluation.json and .html.
+    Evaluate(EvaluateArgs),
+    /// The whole chain for a scheduler: ingest new data, fit skill and churn on all but the
+    /// held-out days, export, evaluate against LATEST on the held-out days, and promote only
+    /// if not worse by the margin. Locked against overlap, resumable after a crash.
+    Retrain(RetrainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RetrainArgs {
+    /// New input files or directories to ingest first (none: retrain on the lake as it is).
+    pub inputs: Vec<PathBuf>,
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    #[arg(long, env = "MM_MODELS", default_value = "out/models")]
+    pub models: PathBuf,
+    /// Working directory: lock, state, fits, evaluation and the run log (runs.jsonl).
+    #[arg(long, default_value = "out/retrain")]
+    pub work: PathBuf,
+    /// The mode to fit (default: the lake's only mode; all modes when it has several).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// The model's name under --models (default: the mode).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Whole days held out at the end of the lake for the evaluation.
+    #[arg(long, default_value_t = 1)]
+    pub holdout_days: i64,
+    /// Promote unless the candidate's holdout churn or win log-loss is worse than LATEST's by
+    /// more than this.
+    #[arg(long, default_value_t = 0.002)]
+    pub margin: f64,
+    #[arg(long, value_enum, default_value = "kills-per-enemy-death")]
+    pub metric: MetricArg,
+    /// Evaluation rounds per pool size (1v1 modes).
+    #[arg(long, default_value_t = 200)]
+    pub rounds: usize,
+    #[arg(long, value_delimiter = ',', default_value = "100,200")]
+    pub pool_sizes: Vec<usize>,
+    /// Test hook: exit right after this stage, as a crash would.
+    #[arg(long, hide = true)]
+    pub crash_after: Option<String>,
+    #[command(flatten)]
+    pub out_flags: Output,
+}
+
+impl RetrainArgs {
+    pub fn to_config(&self) -> anyhow::Result<mm_eval::retrain::RetrainConfig> {
+        if self.holdout_days < 1 {
+            anyhow::bail!(mm_eval::retrain::RetrainError::Input(format!(
+                "--holdout-days is {}: at least one day is held out",
+                self.holdout_days
+            )));
+        }
+        Ok(mm_eval::retrain::RetrainConfig {
+            lake: self.lake.clone(),
+            inputs: self.inputs.clone(),
+            models: self.models.clone(),
+            work: self.work.clone(),
+            mode: self.mode.clone(),
+            name: self.name.clone(),
+            holdout_ms: self.holdout_days * 86_400_000,
+            margin: self.margin,
+            metric: metric_of(self.metric),
+            rounds: self.rounds,
+            pool_sizes: self.pool_sizes.clone(),
+            crash_after: self.crash_after.clone(),
+        })
+    }
+}
+
+pub fn metric_of(m: MetricArg) -> mm_fit::Metric {
+    match m {
+        MetricArg::KillsPerEnemyDeath => mm_fit::Metric::KillsPerEnemyDeath,
+        MetricArg::ScorePerMinute => mm_fit::Metric::ScorePerMinute,
+        MetricArg::Perf => mm_fit::Metric::Perf,
+        MetricArg::Outcome => mm_fit::Metric::Outcome,
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// The artifact: a version directory, or a model directory (its LATEST).
+    #[arg(long)]
+    pub artifact: PathBuf,
+    /// A second artifact, evaluated on the same pools and draws (e.g. the current LATEST).
+    #[arg(long)]
+    pub compare: Option<PathBuf>,
+    /// Output directory (evaluation.json, evaluation.html).
+    #[arg(long, default_value = "out/evaluation")]
+    pub out: PathBuf,
+    /// The mode (default: the artifact's).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// First day of the evaluation window (UTC, YYYY-MM-DD). Default: just after the
+    /// artifact's data. It must be after the artifact's data in any case.
+    #[arg(long)]
+    pub from: Option<chrono::NaiveDate>,
+    /// Day after the window's last (UTC, YYYY-MM-DD). Default: the end of the lake.
+    #[arg(long)]
+    pub to: Option<chrono::NaiveDate>,
+    /// Pool sizes (players per round).
+    #[arg(long, value_delimiter = ',', default_value = "100,200,300,400,500")]
+    pub pool_sizes: Vec<usize>,
+    /// Rounds per pool size.
+    #[arg(long, default_value_t = 1000)]
+    pub rounds: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Pools come from the players searching within windows of this many minutes; 0: from
+    /// the whole evaluation window (the EOMM paper's collection of states).
+    #[arg(long, default_value_t = 60)]
+    pub pool_window_min: i64,
+    /// A match is a predicted blowout when its favourite wins a decisive result with at least
+    /// this probability.
+    #[arg(long, default_value_t = 0.75)]
+    pub blowout_p: f64,
+    /// Policies (1v1): eomm, skill, random, worst, greedy.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "worst,skill,random,eomm,greedy"
+    )]
+    pub policies: Vec<String>,
+    #[command(flatten)]
+    pub out_flags: Output,
+}
+
+impl EvaluateArgs {
+    pub fn to_config(&self) -> mm_eval::EvalConfig {
+        let mut c = mm_eval::EvalConfig::new(&self.lake, &self.artifact, &self.out);
+        c.compare.clone_from(&self.compare);
+        c.mode.clone_from(&self.mode);
+        c.from_ms = day_ms(self.from);
+        c.to_ms = day_ms(self.to);
+        c.pool_sizes.clone_from(&self.pool_sizes);
+        c.rounds = self.rounds;
+        c.seed = self.seed;
+        c.pool_window_ms = (self.pool_window_min > 0).then(|| self.pool_window_min * 60_000);
+        c.blowout_p = self.blowout_p;
+        c.policies.clone_from(&self.policies);
+        c
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +208,10 @@ pub struct FitChurnArgs {
     /// Only this mode (e.g. tdm-6v6); all modes when absent.
     #[arg(long)]
     pub mode: Option<String>,
+    /// Only matches starting before this day (UTC, YYYY-MM-DD): fit on the data up to a
+    /// cutoff, and evaluate on what follows (`mm evaluate`).
+    #[arg(long)]
+    pub until: Option<chrono::NaiveDate>,
     /// Churn = no match within this long after a match: 8h, 1d, 7d, 14d (any Nm, Nh, Nd, Nw).
     #[arg(long, default_value = "8h")]
     pub horizon: String,
@@ -116,6 +266,7 @@ impl FitChurnArgs {
         }
         let base = mm_fit::churn::ChurnConfig::new(self.lake.clone(), self.out.clone());
         Ok(mm_fit::churn::ChurnConfig {
+            until_ms: day_ms(self.until),
             mode: self.mode.clone(),
             horizon: self.horizon.clone(),
             horizon_ms,
@@ -164,6 +315,10 @@ pub struct FitSkillArgs {
     /// Only this mode (e.g. tdm-6v6); all modes when absent.
     #[arg(long)]
     pub mode: Option<String>,
+    /// Only matches starting before this day (UTC, YYYY-MM-DD): fit on the data up to a
+    /// cutoff, and evaluate on what follows (`mm evaluate`).
+    #[arg(long)]
+    pub until: Option<chrono::NaiveDate>,
     #[arg(long, value_enum, default_value = "kills-per-enemy-death")]
     pub metric: MetricArg,
     /// Matches for an established player to move halfway to a new level.
@@ -244,6 +399,7 @@ impl FitSkillArgs {
             }
         }
         Ok(mm_fit::SkillConfig {
+            until_ms: day_ms(self.until),
             mode: self.mode.clone(),
             metric: match self.metric {
                 MetricArg::KillsPerEnemyDeath => mm_fit::Metric::KillsPerEnemyDeath,

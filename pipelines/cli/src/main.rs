@@ -10,6 +10,7 @@ mod bench;
 mod bench_logistic;
 mod bench_pair;
 mod bench_skill;
+mod evaluate;
 mod models;
 mod pair;
 mod progress;
@@ -50,6 +51,17 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     ) = e.downcast_ref()
     {
         return 2;
+    }
+    if let Some(x) = e.downcast_ref::<mm_eval::EvalError>()
+        && x.is_input()
+    {
+        return 2;
+    }
+    match e.downcast_ref::<mm_eval::retrain::RetrainError>() {
+        Some(mm_eval::retrain::RetrainError::Locked { .. }) => return 3,
+        Some(mm_eval::retrain::RetrainError::Input(_)) => return 2,
+        Some(mm_eval::retrain::RetrainError::Eval(x)) if x.is_input() => return 2,
+        _ => {}
     }
     // A refused artifact (verify, promote, rollback, diff) is bad input.
     if e.downcast_ref::<mm_artifact::ArtifactError>().is_some() {
@@ -134,6 +146,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a),
         Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
         Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
+        Cmd::Evaluate(a) => evaluate::run(&a),
+        Cmd::Retrain(a) => evaluate::retrain(&a),
     }
 }
 

@@ -27,6 +27,23 @@ impl Bar {
         Bar { bar }
     }
 
+    /// Rounds of an evaluation done, out of `total`.
+    pub fn rounds(&self, done: u64, total: u64) {
+        if let Some(b) = &self.bar {
+            if b.length() != Some(total) {
+                b.set_style(
+                    ProgressStyle::with_template(
+                        "evaluating [{bar:30}] {pos}/{len} rounds eta {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                b.set_length(total);
+            }
+            b.set_position(done);
+        }
+    }
+
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();

@@ -26,6 +26,8 @@ pub struct ChurnConfig {
     pub lake: PathBuf,
     pub out: PathBuf,
     pub mode: Option<String>,
+    /// Only matches starting before this time (ms since the epoch).
+    pub until_ms: Option<i64>,
     /// The horizon as written (`8h`, `1d`, `7d`, `14d`, ...) and in milliseconds.
     pub horizon: String,
     pub horizon_ms: i64,
@@ -91,6 +93,7 @@ impl ChurnConfig {
     #[must_use]
     pub fn new(lake: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
         ChurnConfig {
+            until_ms: None,
             lake: lake.into(),
             out: out.into(),
             mode: None,
@@ -328,6 +331,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let q = FeatureQuery {
         files,
         mode: cfg.mode.clone(),
+        until_ms: cfg.until_ms,
         history: cfg.spec.history,
         censor_windows: true,
         horizon_ms: cfg.horizon_ms,

@@ -30,6 +30,9 @@ pub struct FeatureQuery {
     pub files: Vec<PathBuf>,
     /// Only this mode's matches (all when `None`).
     pub mode: Option<String>,
+    /// Only matches starting before this time (ms since the epoch; all when `None`): a fit on
+    /// the data up to a cutoff, evaluated later on what follows.
+    pub until_ms: Option<i64>,
     /// Earlier matches described per row.
     pub history: usize,
     /// The churn horizon, milliseconds.
@@ -68,6 +71,24 @@ pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
 /// Step 1: one row per player-match with the per-match values, sorted by player, start and
 /// match, with a row index.
 fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    per_match_keeping(q, false)
+}
+
+/// What each player-match adds to the player's state ([`mm_artifact::features::Played`]), as
+/// step 1 computes it for the feature table, plus the match structure: one row per
+/// player-match with `player_id`, `match_id`, `start_ms`, `team`, `party_id` (null when solo),
+/// `win`, `draw`, `score_diff`, `blowout_loss`, `perf_rank`, `party` (queued with another row
+/// of the match) and `percentile` (null without `q.skill`), sorted by player, start and match.
+/// Offline evaluation replays these rows through the artifact's service state, so that the
+/// states it scores are the ones a service would hold.
+///
+/// # Errors
+/// The files cannot be scanned.
+pub fn played_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    per_match_keeping(q, true)
+}
+
+fn per_match_keeping(q: &FeatureQuery, structure: bool) -> PolarsResult<LazyFrame> {
     let paths: Vec<PlRefPath> = q
         .files
         .iter()
@@ -80,6 +101,9 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     let mut lf = LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)?;
     if let Some(m) = &q.mode {
         lf = lf.filter(col("mode").eq(lit(m.as_str())));
+    }
+    if let Some(t) = q.until_ms {
+        lf = lf.filter(col("start_time").cast(DataType::Int64).lt(lit(t)));
     }
     let m = || [col("match_id")];
     let n_match = len().over(m())?.cast(DataType::Float64);
@@ -140,6 +164,8 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
             col("player_id"),
             col("match_id"),
             col("start_ms"),
+            col("team"),
+            col("party_id"),
             col("outcome").eq(lit("win")).alias("win"),
             col("outcome").eq(lit("draw")).alias("draw"),
             col("score_diff"),
@@ -169,7 +195,10 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
         SortMultipleOptions::default().with_maintain_order(true),
     )
     .with_row_index("row", None);
-    Ok(per_match)
+    if structure {
+        return Ok(per_match.drop(cols(["row"])));
+    }
+    Ok(per_match.drop(cols(["team", "party_id"])))
 }
 
 /// The player state a matcher service starts from (the artifact's snapshot): per player, the

@@ -71,7 +71,7 @@ struct ChurnModelFile {
     model: ChurnModel,
 }
 
-fn input_err(path: &Path, reason: impl ToString) -> FitError {
+pub fn input_err(path: &Path, reason: impl ToString) -> FitError {
     FitError::Input {
         path: path.to_path_buf(),
         reason: reason.to_string(),
@@ -102,7 +102,7 @@ fn without_timings(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
-fn read_frame(path: &Path) -> Result<DataFrame, FitError> {
+pub fn read_frame(path: &Path) -> Result<DataFrame, FitError> {
     if !path.exists() {
         return Err(input_err(path, "not found (run the fit first)"));
     }
@@ -114,30 +114,30 @@ fn read_frame(path: &Path) -> Result<DataFrame, FitError> {
     .map_err(|e| input_err(path, e))
 }
 
-fn column<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column, FitError> {
+pub fn column<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column, FitError> {
     df.column(name).map_err(|e| input_err(path, e))
 }
 
-fn f64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<f64>>, FitError> {
+pub fn f64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<f64>>, FitError> {
     let c = column(df, path, name)?
         .cast(&DataType::Float64)
         .map_err(|e| input_err(path, e))?;
     Ok(c.f64().map_err(|e| input_err(path, e))?.iter().collect())
 }
 
-fn i64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<i64>>, FitError> {
+pub fn i64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<i64>>, FitError> {
     let c = column(df, path, name)?
         .cast(&DataType::Int64)
         .map_err(|e| input_err(path, e))?;
     Ok(c.i64().map_err(|e| input_err(path, e))?.iter().collect())
 }
 
-fn bools(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<bool>>, FitError> {
+pub fn bools(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<bool>>, FitError> {
     let c = column(df, path, name)?;
     Ok(c.bool().map_err(|e| input_err(path, e))?.iter().collect())
 }
 
-fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, FitError> {
+pub fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, FitError> {
     let c = column(df, path, name)?;
     c.str()
         .map_err(|e| input_err(path, e))?

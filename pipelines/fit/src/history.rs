@@ -45,6 +45,20 @@ impl History {
     pub fn rows(&self) -> usize {
         self.player.len()
     }
+
+    /// Drops every match starting at `until_ms` or later, with the players seen only in them.
+    /// Matches are in time order and their rows laid out in that order, and players are
+    /// numbered by first appearance, so what is dropped is a suffix of each array.
+    pub fn truncate_from(&mut self, until_ms: i64) {
+        let keep = self.matches.partition_point(|m| m.start_ms < until_ms);
+        self.matches.truncate(keep);
+        let rows = self.matches.last().map_or(0, |m| m.hi as usize);
+        self.player.truncate(rows);
+        self.metric.truncate(rows);
+        self.party.truncate(rows);
+        let players = self.player.iter().max().map_or(0, |&p| p as usize + 1);
+        self.ids.truncate(players);
+    }
 }
 
 const COLS: [&str; 13] = [

@@ -18,7 +18,7 @@ pub mod churn_features;
 pub mod export;
 pub mod history;
 pub mod replay;
-mod report;
+pub mod report;
 mod skill;
 pub mod table;
 

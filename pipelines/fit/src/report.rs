@@ -86,7 +86,9 @@ pub fn line_chart(
     }
 }
 
-fn f(x: f64, d: usize) -> String {
+/// `x` with `d` decimals, or a dash when it is not finite.
+#[must_use]
+pub fn f(x: f64, d: usize) -> String {
     if x.is_finite() {
         format!("{x:.d$}")
     } else {
@@ -95,7 +97,8 @@ fn f(x: f64, d: usize) -> String {
 }
 
 /// The start of a report page: title and the shared style, up to `<body>`.
-fn page_head(title: &str) -> String {
+#[must_use]
+pub fn page_head(title: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
          <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\

@@ -62,6 +62,8 @@ impl Metric {
 pub struct SkillConfig {
     pub lake: PathBuf,
     pub out: PathBuf,
+    /// Only matches starting before this time (ms since the epoch).
+    pub until_ms: Option<i64>,
     /// Only matches of this mode (all modes when None; players are compared within a lobby).
     pub mode: Option<String>,
     pub metric: Metric,
@@ -104,6 +106,7 @@ impl SkillConfig {
     #[must_use]
     pub fn new(lake: PathBuf, out: PathBuf) -> SkillConfig {
         SkillConfig {
+            until_ms: None,
             lake,
             out,
             mode: None,
@@ -295,7 +298,10 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         return Err(config_err("knots", "at least 2"));
     }
     let lake = Lake::open(&cfg.lake)?;
-    let h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
+    let mut h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
+    if let Some(t) = cfg.until_ms {
+        h.truncate_from(t);
+    }
     if h.matches.is_empty() {
         return Err(FitError::Empty(cfg.lake.clone()));
     }

@@ -230,6 +230,7 @@ fn polars_query_matches_the_reference() {
         };
         let want = reference(&rows, spec, horizon_ms, 30.0);
         let df = query(&FeatureQuery {
+            until_ms: None,
             files: Lake::open(&lake).unwrap().matches_files().unwrap(),
             mode: Some(mode.into()),
             history: spec.history,

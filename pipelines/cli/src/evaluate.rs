@@ -1,0 +1,60 @@
+//! `mm evaluate`: the offline evaluation and its summary.
+
+use anyhow::Result;
+
+use crate::args::EvaluateArgs;
+
+pub fn run(a: &EvaluateArgs) -> Result<()> {
+    let cfg = a.to_config();
+    let quiet = a.out_flags.quiet || a.out_flags.json;
+    let bar = crate::progress::Bar::new(quiet);
+    let report = mm_eval::evaluate_with(&cfg, &mut |done, total| bar.rounds(done, total))?;
+    bar.finish();
+    if a.out_flags.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print!("{}", mm_eval::report::summary(&report));
+    println!(
+        "wrote {} and {}",
+        cfg.out.join("evaluation.html").display(),
+        cfg.out.join("evaluation.json").display()
+    );
+    Ok(())
+}
+
+/// `mm retrain`: the chain, then what it decided.
+pub fn retrain(a: &crate::args::RetrainArgs) -> Result<()> {
+    let cfg = a.to_config()?;
+    let report = mm_eval::retrain::retrain(&cfg)?;
+    if a.out_flags.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    for l in &report.log {
+        println!("{l}");
+    }
+    let st = &report.state;
+    if let Some(c) = st.cutoff_ms {
+        println!(
+            "trained on matches before {}, evaluated on the rest",
+            chrono::DateTime::from_timestamp_millis(c)
+                .map_or_else(|| c.to_string(), |d| d.format("%Y-%m-%d").to_string())
+        );
+    }
+    for (stage, s) in &st.timings_s {
+        println!("  {stage:<10} {s:>8.2} s");
+    }
+    println!(
+        "{}",
+        st.decision
+            .as_deref()
+            .unwrap_or("no decision (nothing to promote)")
+    );
+    println!(
+        "run log: {}; evaluation: {}",
+        cfg.work.join("runs.jsonl").display(),
+        cfg.work.join("evaluation/evaluation.html").display()
+    );
+    Ok(())
+}

@@ -1,0 +1,490 @@
+//! The evaluation's files: `evaluation.json` (everything) and `evaluation.html` (one
+//! self-contained page: tables and inline SVG charts, opens from disk).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use mm_fit::report::{esc, f, line_chart, page_head};
+
+use crate::{EvalError, EvalReport, PAPER_TABLE2, SizeResult};
+
+/// Writes both files, each atomically (temporary file, then rename).
+///
+/// # Errors
+/// The directory cannot be created or a file cannot be written.
+pub fn write(out: &Path, r: &EvalReport) -> Result<(), EvalError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| EvalError::Io { path, source }
+    };
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let json = serde_json::to_vec_pretty(r).map_err(|e| EvalError::Input(e.to_string()))?;
+    write_atomic(&out.join("evaluation.json"), &json)?;
+    write_atomic(&out.join("evaluation.html"), html(r).as_bytes())?;
+    Ok(())
+}
+
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
+    let tmp = path.with_extension("tmp");
+    let io = |source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn pval(p: f64) -> String {
+    if p < 1e-4 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.4}")
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.2}%", 100.0 * x)
+    } else {
+        "–".into()
+    }
+}
+
+/// The report page.
+#[must_use]
+pub fn html(r: &EvalReport) -> String {
+    let mut h = page_head("mm evaluate");
+    let _ = write!(
+        h,
+        "<h1>Offline evaluation</h1><p>Lake <code>{}</code>, mode <b>{}</b>. Candidate artifact \
+         <code>{}</code> ({}){}. Evaluation window: {} (after the artifact's data). {} searches \
+         by {} players in {} real matches; churn horizon {}. {} rounds per pool size, seed {}, \
+         pools from windows of {}. Run time {:.1} s.</p>",
+        esc(&r.lake),
+        esc(r.mode.as_deref().unwrap_or("(all)")),
+        esc(&r.artifact),
+        esc(&r.artifact_version),
+        r.compare.as_ref().map_or(String::new(), |c| format!(
+            ", compared with <code>{}</code> ({})",
+            esc(c),
+            esc(r.compare_version.as_deref().unwrap_or(""))
+        )),
+        esc(&r.window),
+        r.searches,
+        r.players,
+        r.real_matches,
+        esc(&r.horizon),
+        r.rounds,
+        r.seed,
+        esc(&r.pool_window),
+        r.seconds
+    );
+    for n in &r.notes {
+        let _ = write!(h, "<p><b>Note.</b> {}</p>", esc(n));
+    }
+
+    h.push_str(
+        "<h2>The models against what happened</h2><p>Churn after the real outcome against the \
+         observed label (censored searches left out); the team win model on the real matches. \
+         The retrain gate compares these.</p><table><tr><th>artifact</th><th>version</th>\
+         <th>churn rows</th><th>log-loss</th><th>Brier</th><th>ECE</th><th>AUC</th>\
+         <th>mean predicted</th><th>observed</th><th>win-model matches</th><th>win log-loss</th>\
+         <th>accuracy</th><th>new-player searches</th></tr>",
+    );
+    for x in &r.holdout {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.artifact),
+            esc(&x.version),
+            x.churn_rows,
+            f(x.churn_log_loss, 4),
+            f(x.churn_brier, 4),
+            f(x.churn_ece, 4),
+            f(x.churn_auc, 4),
+            f(x.churn_mean_predicted, 4),
+            f(x.churn_observed, 4),
+            x.win_matches,
+            f(x.win_log_loss, 4),
+            f(x.win_accuracy, 4),
+            x.new_players
+        );
+    }
+    h.push_str("</table>");
+
+    h.push_str(
+        "<h2>What historically happened, under the same models</h2><table><tr><th>artifact</th>\
+         <th>real matches</th><th>players</th><th>expected churn (95% CI)</th>\
+         <th>observed churn</th><th>predicted blowouts</th><th>mean |P(win) − ½|</th>\
+         <th>skill disparity (percentile)</th></tr>",
+    );
+    for x in &r.historical {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({} – {})</td><td>{} (n = {})</td>\
+             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.artifact),
+            x.matches,
+            x.players,
+            f(x.expected_churn, 4),
+            f(x.expected_churn_ci95.0, 4),
+            f(x.expected_churn_ci95.1, 4),
+            f(x.observed_churn, 4),
+            x.observed_labelled,
+            f(x.blowout_rate, 4),
+            f(x.mean_abs_pwin_minus_half, 4),
+            f(x.mean_skill_disparity, 4)
+        );
+    }
+    h.push_str("</table>");
+
+    if !r.sizes.is_empty() {
+        table2(&mut h, r);
+        for s in &r.sizes {
+            size_section(&mut h, r, s);
+        }
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// EOMM Table 2's layout: policies by pool size, retained players per round, plus the
+/// real lobbies' rate and the paper's numbers.
+fn table2(h: &mut String, r: &EvalReport) {
+    h.push_str(
+        "<h2>Retained players per round (EOMM Table 2 layout)</h2><p>Mean over rounds with its \
+         95% confidence interval. “real lobbies” is the real matches' expected retention at \
+         the same pool size. The paper's figures (its own game and models) are for the \
+         shape only.</p><table><tr><th>policy</th>",
+    );
+    for s in &r.sizes {
+        let _ = write!(h, "<th>P = {} ({})</th>", s.pool_size, esc(&s.pool_source));
+    }
+    h.push_str("</tr>");
+    if let Some(first) = r.sizes.first() {
+        for (k, pol) in first.policies.iter().enumerate() {
+            let _ = write!(h, "<tr><td>{}</td>", esc(&pol.policy));
+            for s in &r.sizes {
+                let x = &s.policies[k];
+                let _ = write!(
+                    h,
+                    "<td>{} <small>({} – {})</small></td>",
+                    f(x.retained_mean, 2),
+                    f(x.retained_ci95.0, 2),
+                    f(x.retained_ci95.1, 2)
+                );
+            }
+            h.push_str("</tr>");
+        }
+    }
+    for x in &r.historical {
+        let _ = write!(h, "<tr><td>real lobbies ({})</td>", esc(&x.artifact));
+        for s in &r.sizes {
+            let v = x
+                .expected_retained_per_size
+                .iter()
+                .find(|e| e.0 == s.pool_size)
+                .map_or(f64::NAN, |e| e.1);
+            let _ = write!(h, "<td>{} <small>(expected)</small></td>", f(v, 2));
+        }
+        h.push_str("</tr>");
+    }
+    for (k, name) in [
+        "paper: WorstMM",
+        "paper: SkillMM",
+        "paper: RandomMM",
+        "paper: EOMM",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = write!(h, "<tr><td><i>{name}</i></td>");
+        for s in &r.sizes {
+            let v = PAPER_TABLE2
+                .iter()
+                .find(|e| e.0 == s.pool_size)
+                .map_or(f64::NAN, |e| e.1[k]);
+            let _ = write!(h, "<td><i>{}</i></td>", f(v, 2));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
+    if !r.eomm_vs_skill.is_empty() {
+        h.push_str(
+            "<h3>EOMM over SkillMM</h3><table><tr><th>pool size</th><th>artifact</th>\
+             <th>retained, relative</th><th>Welch p</th><th>paper</th></tr>",
+        );
+        for e in &r.eomm_vs_skill {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                e.pool_size,
+                esc(&e.artifact),
+                pct(e.relative_improvement),
+                pval(e.p_value),
+                e.paper_relative_improvement.map_or("–".into(), pct)
+            );
+        }
+        h.push_str("</table>");
+        let series: Vec<(String, Vec<(f64, f64)>)> = {
+            let mut by: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+            for e in &r.eomm_vs_skill {
+                let name = if e.artifact.is_empty() {
+                    "measured".to_string()
+                } else {
+                    format!("measured ({})", e.artifact)
+                };
+                match by.iter_mut().find(|b| b.0 == name) {
+                    Some(b) => {
+                        b.1.push((e.pool_size as f64, 100.0 * e.relative_improvement))
+                    }
+                    None => by.push((
+                        name,
+                        vec![(e.pool_size as f64, 100.0 * e.relative_improvement)],
+                    )),
+                }
+            }
+            by.push((
+                "EOMM paper".into(),
+                PAPER_TABLE2
+                    .iter()
+                    .map(|e| (e.0 as f64, 100.0 * (e.1[3] / e.1[1] - 1.0)))
+                    .collect(),
+            ));
+            by
+        };
+        let ys: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .collect();
+        let (lo, hi) = ys
+            .iter()
+            .fold((0.0f64, 0.0f64), |(a, b), &y| (a.min(y), b.max(y)));
+        let pad = 0.1 * (hi - lo).max(0.5);
+        let refs: Vec<mm_fit::report::Series<'_>> = series
+            .iter()
+            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+            .collect();
+        h.push_str("<div class=\"charts\">");
+        h.push_str(&line_chart(
+            "EOMM over SkillMM: retained players",
+            "pool size",
+            "relative improvement (%)",
+            (50.0, 550.0),
+            (lo - pad, hi + pad),
+            &refs,
+        ));
+        h.push_str("</div>");
+    }
+}
+
+fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
+    let _ = write!(
+        h,
+        "<h2>P = {}</h2><p>Pools from {} ({} windows with enough players); {:.1} s.</p>\
+         <table><tr><th>policy</th><th>matched</th><th>retained (sd)</th><th>expected retained</th>\
+         <th>predicted blowouts</th><th>mean |P(win) − ½|</th><th>skill disparity</th>\
+         <th>solve ms</th></tr>",
+        s.pool_size,
+        esc(&s.pool_source),
+        s.windows_eligible,
+        s.seconds
+    );
+    for x in &s.policies {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            esc(&x.policy),
+            f(x.matched_players, 1),
+            f(x.retained_mean, 3),
+            f(x.retained_sd, 3),
+            f(x.expected_retained_mean, 3),
+            f(x.blowout_rate, 4),
+            f(x.mean_abs_pwin_minus_half, 4),
+            f(x.mean_skill_disparity, 4),
+            f(x.solve_ms_mean, 2)
+        );
+    }
+    h.push_str("</table><p>Welch t-tests of retained players per round (row minus column: difference, p-value).</p><table><tr><th></th>");
+    for x in &s.policies {
+        let _ = write!(h, "<th>{}</th>", esc(&x.policy));
+    }
+    h.push_str("</tr>");
+    for a in &s.policies {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&a.policy));
+        for b in &s.policies {
+            match s.tests.iter().find(|t| t.a == a.policy && t.b == b.policy) {
+                Some(t) => {
+                    let _ = write!(
+                        h,
+                        "<td>{:+.3}<br><small>p = {}</small></td>",
+                        t.welch.diff,
+                        pval(t.welch.p)
+                    );
+                }
+                None => h.push_str("<td>–</td>"),
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
+    let series: Vec<(String, Vec<(f64, f64)>)> = s
+        .policies
+        .iter()
+        .map(|x| {
+            (
+                x.policy.clone(),
+                x.by_decile
+                    .iter()
+                    .filter(|d| d.players > 0)
+                    .map(|d| (d.decile as f64, 100.0 * d.retained_share))
+                    .collect(),
+            )
+        })
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .collect();
+    if !ys.is_empty() {
+        let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let pad = 0.1 * (hi - lo).max(1.0);
+        let refs: Vec<mm_fit::report::Series<'_>> = series
+            .iter()
+            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+            .collect();
+        h.push_str("<div class=\"charts\">");
+        h.push_str(&line_chart(
+            &format!("Retained share by skill decile, P = {}", s.pool_size),
+            "skill decile",
+            "retained (%)",
+            (0.5, 10.5),
+            (lo - pad, hi + pad),
+            &refs,
+        ));
+        let bal: Vec<(String, Vec<(f64, f64)>)> = s
+            .policies
+            .iter()
+            .map(|x| {
+                (
+                    x.policy.clone(),
+                    x.by_decile
+                        .iter()
+                        .filter(|d| d.players > 0)
+                        .map(|d| (d.decile as f64, d.mean_abs_pwin_minus_half))
+                        .collect(),
+                )
+            })
+            .collect();
+        let bmax = bal
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .fold(0.0f64, f64::max);
+        let brefs: Vec<mm_fit::report::Series<'_>> = bal
+            .iter()
+            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+            .collect();
+        h.push_str(&line_chart(
+            &format!("Mean |P(win) − ½| by skill decile, P = {}", s.pool_size),
+            "skill decile",
+            "|P(win) − ½|",
+            (0.5, 10.5),
+            (0.0, bmax * 1.1 + 1e-3),
+            &brefs,
+        ));
+        h.push_str("</div>");
+    }
+    h.push_str("<details><summary>By skill decile</summary><table><tr><th>policy</th>");
+    for d in 1..=10 {
+        let _ = write!(h, "<th>decile {d}</th>");
+    }
+    h.push_str("</tr>");
+    for x in &s.policies {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&x.policy));
+        for d in &x.by_decile {
+            let _ = write!(
+                h,
+                "<td>{}%<br><small>({}–{}, n = {})</small></td>",
+                f(100.0 * d.retained_share, 2),
+                f(100.0 * d.retained_ci95.0, 1),
+                f(100.0 * d.retained_ci95.1, 1),
+                d.players
+            );
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table></details>");
+}
+
+/// The text summary `mm evaluate` prints.
+#[must_use]
+pub fn summary(r: &EvalReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "evaluation window {}: {} searches by {} players, {} real matches ({} rounds per size, {:.1} s)",
+        r.window, r.searches, r.players, r.real_matches, r.rounds, r.seconds
+    );
+    for x in &r.holdout {
+        let _ = writeln!(
+            s,
+            "{} {}: churn log-loss {:.4} AUC {:.4} ECE {:.4} on {} searches; win log-loss {:.4} on {} matches",
+            x.artifact,
+            x.version,
+            x.churn_log_loss,
+            x.churn_auc,
+            x.churn_ece,
+            x.churn_rows,
+            x.win_log_loss,
+            x.win_matches
+        );
+    }
+    for x in &r.historical {
+        let _ = writeln!(
+            s,
+            "real lobbies ({}): expected churn {:.4}, observed {:.4}; blowouts {:.4}, |P(win)-1/2| {:.4}",
+            x.artifact,
+            x.expected_churn,
+            x.observed_churn,
+            x.blowout_rate,
+            x.mean_abs_pwin_minus_half
+        );
+    }
+    if let Some(first) = r.sizes.first() {
+        let _ = write!(s, "{:<24}", "retained per round");
+        for z in &r.sizes {
+            let _ = write!(s, "{:>12}", format!("P={}", z.pool_size));
+        }
+        s.push('\n');
+        for (k, p) in first.policies.iter().enumerate() {
+            let _ = write!(s, "{:<24}", p.policy);
+            for z in &r.sizes {
+                let _ = write!(s, "{:>12.2}", z.policies[k].retained_mean);
+            }
+            s.push('\n');
+        }
+    }
+    for e in &r.eomm_vs_skill {
+        let _ = writeln!(
+            s,
+            "P={} {}EOMM over SkillMM: {:+.2}% (Welch p = {}); paper {}",
+            e.pool_size,
+            if e.artifact.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", e.artifact)
+            },
+            100.0 * e.relative_improvement,
+            pval(e.p_value),
+            e.paper_relative_improvement
+                .map_or("–".into(), |x| format!("{:+.2}%", 100.0 * x))
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}

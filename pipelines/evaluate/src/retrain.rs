@@ -1,0 +1,463 @@
+//! `mm retrain`: the whole chain, safe to run from a scheduler.
+//!
+//! Stages, in order: ingest the new inputs (when given), choose the cutoff (the last
+//! `holdout` of the lake is held out), fit skill and churn on the data before the cutoff,
+//! export the candidate without promoting it, evaluate it against the current `LATEST` on the
+//! held-out window, and promote it only if it is not worse by more than the margin.
+//!
+//! - **Lock.** `<work>/retrain.lock` is created exclusively and holds the owner's pid. A second
+//!   run refuses while the owner is alive; a lock left by a dead process is taken over (the
+//!   run log says so) and the interrupted run resumes.
+//! - **Resume.** After every stage the run's state (`<work>/state.json`, written atomically)
+//!   records what is done and what it produced. A restarted run skips finished stages. The
+//!   candidate's version name is fixed before the export, so an export that finished before a
+//!   crash is found (and verified) rather than repeated.
+//! - **No half artifact.** Publishing is atomic (temporary directory, then rename) and the
+//!   export never moves `LATEST`; only the promote stage does, by an atomic rename, after the
+//!   gate.
+//! - **Run log.** `<work>/runs.jsonl` gets one line per finished run: stages with timings, the
+//!   gate's figures and the decision.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use mm_artifact::Store;
+use serde::{Deserialize, Serialize};
+
+use crate::{EvalConfig, EvalError, Holdout};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RetrainConfig {
+    pub lake: PathBuf,
+    /// New input files or directories to ingest first (none: retrain on the lake as it is).
+    pub inputs: Vec<PathBuf>,
+    pub models: PathBuf,
+    /// Working directory: lock, state, fit outputs, evaluation, run log.
+    pub work: PathBuf,
+    /// The mode to fit (`None`: all modes).
+    pub mode: Option<String>,
+    /// The model's name under `models` (default: the mode, as `mm export` names it).
+    pub name: Option<String>,
+    /// Held-out span at the end of the lake, milliseconds (whole days).
+    pub holdout_ms: i64,
+    /// The candidate is promoted unless its holdout churn or win log-loss is worse than
+    /// `LATEST`'s by more than this (nats per prediction).
+    pub margin: f64,
+    /// The skill metric (`mm fit skill --metric`).
+    pub metric: mm_fit::Metric,
+    /// Evaluation rounds and pool sizes (1v1 modes).
+    pub rounds: usize,
+    pub pool_sizes: Vec<usize>,
+    /// Test hook: exit the process right after this stage, as a crash would.
+    pub crash_after: Option<String>,
+}
+
+/// The stages, in order.
+pub const STAGES: [&str; 7] = [
+    "ingest",
+    "cutoff",
+    "fit-skill",
+    "fit-churn",
+    "export",
+    "evaluate",
+    "promote",
+];
+
+/// The run's state, saved after every stage.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunState {
+    pub run_id: String,
+    pub started_at: String,
+    pub done: Vec<String>,
+    pub timings_s: Vec<(String, f64)>,
+    pub cutoff_ms: Option<i64>,
+    /// Midnight of the lake's first day.
+    pub data_start_ms: Option<i64>,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub baseline: Option<String>,
+    pub ingested_rows: Option<u64>,
+    /// The evaluation's holdout figures ([`Holdout`]) of the candidate and of `LATEST`.
+    pub candidate: Option<serde_json::Value>,
+    pub baseline_holdout: Option<serde_json::Value>,
+    pub decision: Option<String>,
+    pub resumed: u32,
+    pub notes: Vec<String>,
+}
+
+/// Why a retrain did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrainError {
+    #[error("{lock}: another retrain is running (pid {pid}); not starting a second one")]
+    Locked { lock: PathBuf, pid: u32 },
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    #[error(transparent)]
+    Fit(#[from] mm_fit::FitError),
+    #[error(transparent)]
+    Ingest(#[from] mm_ingest::IngestError),
+    #[error(transparent)]
+    Artifact(#[from] mm_artifact::ArtifactError),
+    #[error(transparent)]
+    Lake(#[from] mm_lake::LakeError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Input(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RetrainError + '_ {
+    move |source| RetrainError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The exclusive lock; removed on drop.
+#[derive(Debug)]
+struct Lock {
+    path: PathBuf,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn acquire(work: &Path, log: &mut Vec<String>) -> Result<Lock, RetrainError> {
+    let path = work.join("retrain.lock");
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                use std::io::Write as _;
+                writeln!(f, "{}", std::process::id()).map_err(io(&path))?;
+                f.sync_all().map_err(io(&path))?;
+                return Ok(Lock { path });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok());
+                match owner {
+                    Some(pid) if pid != std::process::id() && pid_alive(pid) => {
+                        return Err(RetrainError::Locked { lock: path, pid });
+                    }
+                    _ => {
+                        log.push(format!(
+                            "took over a stale lock (pid {}, no longer running)",
+                            owner.map_or_else(|| "unreadable".to_string(), |p| p.to_string())
+                        ));
+                        std::fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                }
+            }
+            Err(e) => return Err(io(&path)(e)),
+        }
+    }
+    Err(RetrainError::Input(format!(
+        "{}: could not take the lock",
+        path.display()
+    )))
+}
+
+fn save(work: &Path, st: &RunState) -> Result<(), RetrainError> {
+    let path = work.join("state.json");
+    let bytes = serde_json::to_vec_pretty(st).map_err(|e| RetrainError::Input(e.to_string()))?;
+    crate::report::write_atomic(&path, &bytes)?;
+    Ok(())
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// What a retrain did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetrainReport {
+    pub state: RunState,
+    pub promoted: bool,
+    pub log: Vec<String>,
+}
+
+/// Runs (or resumes) the chain.
+///
+/// # Errors
+/// Another run holds the lock, or a stage failed (the state keeps what finished; the next run
+/// resumes from there).
+pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
+    std::fs::create_dir_all(&cfg.work).map_err(io(&cfg.work))?;
+    let mut log = Vec::new();
+    let _lock = acquire(&cfg.work, &mut log)?;
+    let state_path = cfg.work.join("state.json");
+    let mut st: RunState = match std::fs::read(&state_path) {
+        Ok(b) => {
+            let mut s: RunState = serde_json::from_slice(&b)
+                .map_err(|e| RetrainError::Input(format!("{}: {e}", state_path.display())))?;
+            s.resumed += 1;
+            log.push(format!(
+                "resuming run {} after {}",
+                s.run_id,
+                s.done.last().map_or("no stage", String::as_str)
+            ));
+            s
+        }
+        Err(_) => RunState {
+            run_id: format!(
+                "{}-{}",
+                chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
+                std::process::id()
+            ),
+            started_at: now_rfc3339(),
+            ..RunState::default()
+        },
+    };
+    st.notes.append(&mut log.clone());
+    let skill_dir = cfg.work.join("skill");
+    let churn_dir = cfg.work.join("churn");
+    let eval_dir = cfg.work.join("evaluation");
+    for stage in STAGES {
+        if st.done.iter().any(|d| d == stage) {
+            continue;
+        }
+        let t = Instant::now();
+        match stage {
+            "ingest" => {
+                if !cfg.inputs.is_empty() {
+                    let r = mm_ingest::ingest(
+                        &mm_ingest::IngestConfig::new(&cfg.lake, cfg.inputs.clone()),
+                        &mm_ingest::NoProgress,
+                    )?;
+                    st.ingested_rows = Some(r.lake_rows_written);
+                }
+            }
+            "cutoff" => {
+                let lake = mm_lake::Lake::open(&cfg.lake)?;
+                let days = lake.days()?;
+                let last = *days.last().ok_or_else(|| {
+                    RetrainError::Input(format!(
+                        "{}: the lake holds no matches",
+                        cfg.lake.display()
+                    ))
+                })?;
+                let end = (i64::from(last) + 1) * DAY_MS;
+                let cutoff = (end - cfg.holdout_ms).div_euclid(DAY_MS) * DAY_MS;
+                if cutoff <= i64::from(days[0]) * DAY_MS {
+                    return Err(RetrainError::Input(format!(
+                        "{}: the lake spans {} day(s); a holdout of {} day(s) leaves nothing to train on",
+                        cfg.lake.display(),
+                        days.len(),
+                        cfg.holdout_ms / DAY_MS
+                    )));
+                }
+                st.cutoff_ms = Some(cutoff);
+                st.data_start_ms = Some(i64::from(days[0]) * DAY_MS);
+            }
+            "fit-skill" => {
+                let mut c = mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir.clone());
+                c.mode.clone_from(&cfg.mode);
+                c.metric = cfg.metric;
+                c.until_ms = st.cutoff_ms;
+                mm_fit::fit_skill(&c)?;
+            }
+            "fit-churn" => {
+                let mut c = mm_fit::churn::ChurnConfig::new(&cfg.lake, &churn_dir);
+                c.mode.clone_from(&cfg.mode);
+                c.until_ms = st.cutoff_ms;
+                c.skill = Some(skill_dir.clone());
+                // The churn fit's own scoring window: the last quarter of the labelled part of
+                // the training span (rows within the horizon of the cutoff have no label).
+                if let (Some(a), Some(b)) = (st.data_start_ms, st.cutoff_ms) {
+                    let labelled_end = b - c.horizon_ms;
+                    if labelled_end > a {
+                        c.score_from_ms = Some(a + (labelled_end - a) / 4 * 3);
+                    }
+                }
+                mm_fit::churn::fit_churn(&c)?;
+            }
+            "export" => export_stage(cfg, &mut st, &skill_dir, &churn_dir)?,
+            "evaluate" => {
+                let name = st.name.clone().unwrap_or_default();
+                let store = Store::new(cfg.models.join(&name));
+                let version = st.version.clone().unwrap_or_default();
+                let mut e = EvalConfig::new(&cfg.lake, store.dir(&version), &eval_dir);
+                e.mode.clone_from(&cfg.mode);
+                e.from_ms = st.cutoff_ms;
+                e.rounds = cfg.rounds;
+                e.pool_sizes.clone_from(&cfg.pool_sizes);
+                e.compare = st.baseline.as_ref().map(|b| store.dir(b));
+                let r = match crate::evaluate(&e) {
+                    Err(EvalError::Input(msg)) if msg.contains("holds only") => {
+                        // Too few players for the pools: score the holdout only.
+                        st.notes.push(format!("pools skipped: {msg}"));
+                        e.pool_sizes.clear();
+                        crate::evaluate(&e)?
+                    }
+                    r => r?,
+                };
+                let fig = |h: Option<&Holdout>| h.and_then(|h| serde_json::to_value(h).ok());
+                st.candidate = fig(r.holdout.first());
+                st.baseline_holdout = fig(r.holdout.get(1));
+            }
+            "promote" => {
+                let name = st.name.clone().unwrap_or_default();
+                let store = Store::new(cfg.models.join(&name));
+                let version = st.version.clone().unwrap_or_default();
+                let (ok, why) = gate(
+                    st.candidate.as_ref(),
+                    st.baseline_holdout.as_ref(),
+                    cfg.margin,
+                );
+                if ok {
+                    store.promote(&version)?;
+                    st.decision = Some(format!("promoted {version}: {why}"));
+                } else {
+                    st.decision = Some(format!(
+                        "kept {}: {why}",
+                        st.baseline.clone().unwrap_or_default()
+                    ));
+                }
+            }
+            _ => unreachable!("every stage is handled"),
+        }
+        st.done.push(stage.to_string());
+        st.timings_s
+            .push((stage.to_string(), t.elapsed().as_secs_f64()));
+        save(&cfg.work, &st)?;
+        if cfg.crash_after.as_deref() == Some(stage) {
+            // Test hook: die here as a killed process would (the lock stays behind).
+            std::mem::forget(_lock);
+            std::process::exit(101);
+        }
+    }
+    // Finished: append to the run log, keep the last state beside it, clear the state.
+    let line = serde_json::to_string(&st).map_err(|e| RetrainError::Input(e.to_string()))?;
+    let runs = cfg.work.join("runs.jsonl");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&runs)
+            .map_err(io(&runs))?;
+        writeln!(f, "{line}").map_err(io(&runs))?;
+        f.sync_all().map_err(io(&runs))?;
+    }
+    std::fs::rename(&state_path, cfg.work.join("last_run.json")).map_err(io(&state_path))?;
+    let promoted = st
+        .decision
+        .as_deref()
+        .is_some_and(|d| d.starts_with("promoted"));
+    Ok(RetrainReport {
+        state: st,
+        promoted,
+        log,
+    })
+}
+
+fn export_stage(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    skill_dir: &Path,
+    churn_dir: &Path,
+) -> Result<(), RetrainError> {
+    let name = cfg
+        .name
+        .clone()
+        .or_else(|| cfg.mode.clone())
+        .unwrap_or_else(|| "all-modes".to_string());
+    let store = Store::new(cfg.models.join(&name));
+    if st.version.is_none() {
+        // Fix the version name before exporting, so a crash after the publish is found.
+        let next = store
+            .versions()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|v| v.strip_prefix('v').and_then(|d| d.parse::<u32>().ok()))
+            .max()
+            .unwrap_or(0)
+            + 1;
+        st.version = Some(format!("v{next:04}"));
+        st.baseline = store.latest().ok().flatten();
+        st.name = Some(name.clone());
+        save(&cfg.work, st)?;
+    }
+    let version = st.version.clone().unwrap_or_default();
+    if store.dir(&version).is_dir() && store.open(&version).is_ok() {
+        st.notes.push(format!(
+            "{version} was already published; verified, not exported again"
+        ));
+        return Ok(());
+    }
+    mm_fit::export::export(&mm_fit::export::ExportConfig {
+        skill: skill_dir.to_path_buf(),
+        churn: churn_dir.to_path_buf(),
+        models: cfg.models.clone(),
+        name: Some(name),
+        version: Some(version),
+        promote: false,
+    })?;
+    Ok(())
+}
+
+/// The promotion rule: no baseline, or the candidate's holdout churn and win log-losses are
+/// each at most the baseline's plus `margin`.
+#[must_use]
+pub fn gate(
+    candidate: Option<&serde_json::Value>,
+    baseline: Option<&serde_json::Value>,
+    margin: f64,
+) -> (bool, String) {
+    let Some(c) = candidate.map(Figures::of) else {
+        return (false, "no holdout figures for the candidate".into());
+    };
+    let Some(b) = baseline.map(Figures::of) else {
+        return (true, "no current LATEST to compare with".into());
+    };
+    let worse = |x: f64, y: f64| x.is_finite() && y.is_finite() && x > y + margin;
+    let churn_worse = worse(c.churn_log_loss, b.churn_log_loss);
+    let win_worse = worse(c.win_log_loss, b.win_log_loss);
+    let figures = format!(
+        "holdout churn log-loss {:.4} vs {:.4}, win log-loss {:.4} vs {:.4}, margin {margin}",
+        c.churn_log_loss, b.churn_log_loss, c.win_log_loss, b.win_log_loss
+    );
+    if churn_worse || win_worse {
+        (false, format!("candidate worse: {figures}"))
+    } else {
+        (true, figures)
+    }
+}
+
+/// The two figures the gate compares (`NaN` when absent).
+struct Figures {
+    churn_log_loss: f64,
+    win_log_loss: f64,
+}
+
+impl Figures {
+    fn of(v: &serde_json::Value) -> Figures {
+        let get = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(f64::NAN)
+        };
+        Figures {
+            churn_log_loss: get("churn_log_loss"),
+            win_log_loss: get("win_log_loss"),
+        }
+    }
+}
