@@ -279,6 +279,26 @@ fn table2(h: &mut String, r: &EvalReport) {
     }
 }
 
+/// One chart series per policy: `value` of each skill decile that has players.
+fn by_decile(
+    s: &SizeResult,
+    value: impl Fn(&crate::DecileStats) -> f64,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    s.policies
+        .iter()
+        .map(|x| {
+            (
+                x.policy.clone(),
+                x.by_decile
+                    .iter()
+                    .filter(|d| d.players > 0)
+                    .map(|d| (d.decile as f64, value(d)))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
     let _ = write!(
         h,
@@ -330,20 +350,7 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
         h.push_str("</tr>");
     }
     h.push_str("</table>");
-    let series: Vec<(String, Vec<(f64, f64)>)> = s
-        .policies
-        .iter()
-        .map(|x| {
-            (
-                x.policy.clone(),
-                x.by_decile
-                    .iter()
-                    .filter(|d| d.players > 0)
-                    .map(|d| (d.decile as f64, 100.0 * d.retained_share))
-                    .collect(),
-            )
-        })
-        .collect();
+    let series = by_decile(s, |d| 100.0 * d.retained_share);
     let ys: Vec<f64> = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.1))
@@ -365,20 +372,7 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
             (lo - pad, hi + pad),
             &refs,
         ));
-        let bal: Vec<(String, Vec<(f64, f64)>)> = s
-            .policies
-            .iter()
-            .map(|x| {
-                (
-                    x.policy.clone(),
-                    x.by_decile
-                        .iter()
-                        .filter(|d| d.players > 0)
-                        .map(|d| (d.decile as f64, d.mean_abs_pwin_minus_half))
-                        .collect(),
-                )
-            })
-            .collect();
+        let bal = by_decile(s, |d| d.mean_abs_pwin_minus_half);
         let bmax = bal
             .iter()
             .flat_map(|s| s.1.iter().map(|p| p.1))
