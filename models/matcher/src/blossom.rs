@@ -13,9 +13,12 @@
 //! - **Cached slack values.** The best edge into every non-tree node carries its reduced cost,
 //!   which the dual update adjusts in the same pass, so scanning a vertex costs one sequential
 //!   pass over its cost row.
-//! - **Warm start.** Dual variables start from a greedy dual ascent and every edge they make
-//!   tight is matched greedily first; on EOMM pools that matches most vertices before the first
-//!   blossom search (`mm pair --json` reports how many).
+//! - **Jump start.** Duals start from the optimum of the bipartite relaxation (a linear
+//!   assignment with the diagonal forbidden, [`crate::lap`]), and every cycle of that assignment
+//!   starts matched, so only one vertex per odd cycle is left to the blossom search. On pools
+//!   from an artifact's EOMM weights, which are almost separable, the greedy start it replaced
+//!   left nearly all vertices free and the search formed tens of thousands of blossoms (P=1000:
+//!   36,680 blossoms in 5.7 s; now 194 in 1.3 s). Pools of 2 vertices use a greedy dual ascent.
 //!
 //! Exactness is checkable: after a solve, [`DenseBlossom::certificate`] returns the optimal
 //! dual solution (vertex potentials and the blossom family), and [`Certificate::verify`] proves
@@ -195,6 +198,7 @@ pub struct DenseBlossom {
     queue: Vec<u32>,
     qhead: usize,
     stack: Vec<u32>,
+    lap: crate::lap::Lap,
     stats: SolveStats,
 }
 
@@ -227,7 +231,11 @@ impl DenseBlossom {
         }
         validate_costs(n, cost)?;
         self.load(n, cost);
-        self.warm_start();
+        if n >= 4 {
+            self.jump_start(cost);
+        } else {
+            self.warm_start();
+        }
         self.run();
         let mate = self.last_mate();
         let total = (0..n)
@@ -282,6 +290,46 @@ impl DenseBlossom {
         self.brow.clear();
         self.brow_rows = 0;
         self.stats = SolveStats::default();
+    }
+
+    /// Starts from the optimal duals of the bipartite relaxation (see [`crate::lap`]): potentials
+    /// `2 p_i = u_i + v_i`, feasible and tight on every cycle edge of the optimal assignment, and
+    /// a matching along each cycle (one vertex of an odd cycle stays free). Free vertices with an
+    /// odd doubled potential are lowered by one half, which keeps every edge feasible and gives
+    /// all free vertices one parity, so outer–outer reduced costs stay even (see `run`).
+    fn jump_start(&mut self, cost: &[i64]) {
+        let n = self.n;
+        let a = self.lap.assign_no_diagonal(n, cost);
+        for i in 0..n {
+            self.lab[i + 1] = -(a.u[i] + a.v[i]);
+        }
+        let mut matched = 0;
+        for start in 0..n {
+            if self.mate[start + 1] != NIL || a.row_to_col[start] as usize == start {
+                continue;
+            }
+            // Walk the cycle through `start`, matching every other edge while both ends are free.
+            let mut i = start;
+            loop {
+                let j = a.row_to_col[i] as usize;
+                if j == start {
+                    break;
+                }
+                if self.mate[i + 1] == NIL && self.mate[j + 1] == NIL {
+                    debug_assert_eq!(self.lab[i + 1] + self.lab[j + 1], -2 * cost[i * n + j]);
+                    self.mate[i + 1] = (j + 1) as u32;
+                    self.mate[j + 1] = (i + 1) as u32;
+                    matched += 2;
+                }
+                i = j;
+            }
+        }
+        for u in 1..=n {
+            if self.mate[u] == NIL && self.lab[u] % 2 != 0 {
+                self.lab[u] += 1;
+            }
+        }
+        self.stats.warm_matched = matched;
     }
 
     /// Greedy dual ascent, then a greedy matching on the edges it made tight. Potentials stay
@@ -401,6 +449,7 @@ impl DenseBlossom {
         }
     }
 
+    #[inline(never)]
     fn set_slack(&mut self, x: u32) {
         let xi = x as usize;
         self.slack_u[xi] = NIL;
@@ -473,6 +522,7 @@ impl DenseBlossom {
         self.flower[u as usize].rotate_left(pr);
     }
 
+    #[inline(never)]
     fn augment(&mut self, mut u: u32, mut v: u32) {
         loop {
             let xnv = self.st[self.mate[u as usize] as usize];
@@ -487,6 +537,7 @@ impl DenseBlossom {
         }
     }
 
+    #[inline(never)]
     fn get_lca(&mut self, mut u: u32, mut v: u32) -> u32 {
         self.vis_t = self.vis_t.wrapping_add(1);
         if self.vis_t == 0 {
@@ -510,6 +561,7 @@ impl DenseBlossom {
         NIL
     }
 
+    #[inline(never)]
     fn add_blossom(&mut self, u: u32, lca: u32, v: u32) {
         self.stats.blossoms += 1;
         let n = self.n;
@@ -580,6 +632,7 @@ impl DenseBlossom {
         }
     }
 
+    #[inline(never)]
     fn expand_blossom(&mut self, b: u32) {
         self.stats.expansions += 1;
         let bi = b as usize;
@@ -617,6 +670,7 @@ impl DenseBlossom {
 
     /// Handles a tight edge from outer vertex eu to vertex ev: grows a tree, shrinks a blossom,
     /// or augments between two trees (and then dissolves just those two).
+    #[inline(never)]
     fn on_found_edge(&mut self, eu: u32, ev: u32) {
         let u = self.st[eu as usize];
         let v = self.st[ev as usize];
@@ -652,6 +706,7 @@ impl DenseBlossom {
     }
 
     /// Scans outer vertex u: tight edges are followed, the others offered as slack edges.
+    #[inline(never)]
     fn scan(&mut self, u: u32) {
         let ui = u as usize;
         let su = self.st[ui];
@@ -681,6 +736,7 @@ impl DenseBlossom {
     /// forest (all now matched) and get fresh slack edges from the remaining outer vertices;
     /// every other tree, and all duals, stay as they are. Slack edges elsewhere that came from
     /// the dissolved trees are repaired lazily (see `repair_slack`).
+    #[inline(never)]
     fn dissolve(&mut self, r1: u32, r2: u32) {
         self.free_roots -= 2;
         let mut nodes = std::mem::take(&mut self.scratch);
@@ -703,7 +759,7 @@ impl DenseBlossom {
     }
 
     /// A slack edge whose outer end left the forest is recomputed.
-    #[inline]
+    #[inline(never)]
     fn repair_slack(&mut self, x: usize) {
         let su = self.slack_u[x];
         if su != NIL && self.label[self.st[su as usize] as usize] != OUTER {

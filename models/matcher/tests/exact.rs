@@ -62,15 +62,30 @@ fn solve_certified(n: usize, c: &[i64]) -> i64 {
 }
 
 /// Random pools of several kinds: wide ranges, narrow ranges (many ties, many blossoms),
-/// negative costs, and Euclidean-like costs.
+/// negative costs, Euclidean-like costs, and near-separable costs `a_i + a_j + small` (the shape
+/// of EOMM weights from an artifact, where the jump start matters most).
 fn pool(max_n: usize) -> impl Strategy<Value = (usize, Vec<i64>)> {
-    (1..=max_n / 2, 0..4u8).prop_flat_map(|(half, kind)| {
+    (1..=max_n / 2, 0..5u8).prop_flat_map(|(half, kind)| {
         let n = 2 * half;
         let e = n * (n - 1) / 2;
         let values = match kind {
             0 => prop::collection::vec(0i64..1_000_000, e).boxed(),
             1 => prop::collection::vec(0i64..4, e).boxed(),
             2 => prop::collection::vec(-500i64..500, e).boxed(),
+            3 => (
+                prop::collection::vec(0i64..1_000_000, n),
+                prop::collection::vec(0i64..300, e),
+            )
+                .prop_map(move |(a, small)| {
+                    let mut v = Vec::new();
+                    for i in 0..a.len() {
+                        for j in i + 1..a.len() {
+                            v.push(a[i] + a[j] + small[v.len()]);
+                        }
+                    }
+                    v
+                })
+                .boxed(),
             _ => prop::collection::vec(0i64..1000, n)
                 .prop_map(move |x| {
                     let mut v = Vec::new();

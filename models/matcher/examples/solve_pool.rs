@@ -1,0 +1,46 @@
+//! Solves one peers' pool (P x P little-endian int32 costs) repeatedly with a reused solver and
+//! prints the median time and the solver's counters: a profiling harness for the blossom.
+//!
+//! `cargo run --release -p mm-matcher --example solve_pool -- FILE [REPS]`
+
+use std::time::Instant;
+
+use mm_matcher::blossom::DenseBlossom;
+use mm_matcher::pairing::costs_from_le_i32;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: solve_pool FILE [REPS]");
+    let reps: usize = args.next().map_or(5, |r| r.parse().expect("REPS"));
+    let bytes = std::fs::read(&path).expect("read pool");
+    let (n, cost) = if path.ends_with(".f64") {
+        let w: Vec<f64> = bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let n = (w.len() as f64).sqrt() as usize;
+        match std::env::var("QUANT")
+            .ok()
+            .and_then(|q| q.parse::<f64>().ok())
+        {
+            Some(q) => (n, w.iter().map(|x| (x * q).round() as i64).collect()),
+            None => (n, mm_matcher::pairing::quantise(n, &w)),
+        }
+    } else {
+        costs_from_le_i32(&bytes).expect("pool")
+    };
+    let mut solver = DenseBlossom::new();
+    let mut times = Vec::new();
+    let mut total = 0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        total = solver.solve(n, &cost).expect("solve").cost;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "n={n} cost={total} median={:.2} ms stats={:?}",
+        times[times.len() / 2],
+        solver.stats()
+    );
+}
