@@ -1,0 +1,112 @@
+"""Shared helpers for the analyst notebooks: where the lake, the artifact, the retrain work
+folder and the evaluation report are, and small readers for them.
+
+Paths come from environment variables, else from the README's main command's outputs
+(`mm retrain data/sample` writes out/lake, out/models and out/retrain):
+
+- MM_LAKE      the lake (default out/lake)
+- MM_MODELS    the models root (default out/models)
+- MM_ARTIFACT  one artifact version folder (default: LATEST of the only model under MM_MODELS,
+               or of MM_MODEL when several)
+- MM_WORK      the retrain work folder with the fits' outputs (default out/retrain)
+- MM_EVAL      an evaluation.json (default MM_WORK/evaluation/evaluation.json)
+
+Relative paths are taken from the project root (the folder holding Cargo.toml).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+
+
+def root() -> Path:
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / "Cargo.toml").exists():
+            return p
+    return here
+
+
+def _path(var: str, default: str) -> Path:
+    p = Path(os.environ.get(var, default))
+    return p if p.is_absolute() else root() / p
+
+
+def lake() -> Path:
+    return _path("MM_LAKE", "out/lake")
+
+
+def work() -> Path:
+    return _path("MM_WORK", "out/retrain")
+
+
+def evaluation_path() -> Path:
+    if "MM_EVAL" in os.environ:
+        return _path("MM_EVAL", "")
+    return work() / "evaluation" / "evaluation.json"
+
+
+def artifact() -> Path:
+    """The artifact version folder to open."""
+    if "MM_ARTIFACT" in os.environ:
+        return _path("MM_ARTIFACT", "")
+    models = _path("MM_MODELS", "out/models")
+    names = sorted(p.name for p in models.iterdir() if (p / "LATEST").exists())
+    if not names:
+        raise FileNotFoundError(f"{models}: no model with a LATEST version; run `mm retrain` first")
+    name = os.environ.get("MM_MODEL", names[0])
+    if len(names) > 1 and "MM_MODEL" not in os.environ:
+        print(f"several models under {models} ({', '.join(names)}); opening {name} (set MM_MODEL)")
+    version = (models / name / "LATEST").read_text().strip()
+    return models / name / version
+
+
+def read_json(path: Path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def matches() -> pl.LazyFrame:
+    """Every player-match row of the lake (one Parquet file per day)."""
+    return pl.scan_parquet(str(lake() / "matches" / "**" / "*.parquet"), hive_partitioning=True)
+
+
+def reliability(p: pl.Series, y: pl.Series, bins: int = 10) -> pl.DataFrame:
+    """Equal-width reliability table: per bin, count, mean prediction and observed rate."""
+    df = pl.DataFrame({"p": p, "y": y.cast(pl.Float64)})
+    return (
+        df.with_columns((pl.col("p") * bins).floor().clip(0, bins - 1).cast(pl.Int32).alias("bin"))
+        .group_by("bin")
+        .agg(pl.len().alias("n"), pl.col("p").mean().alias("mean_predicted"), pl.col("y").mean().alias("observed"))
+        .sort("bin")
+    )
+
+
+def ece(table: pl.DataFrame) -> float:
+    n = table["n"].sum()
+    return float(((table["mean_predicted"] - table["observed"]).abs() * table["n"]).sum() / n)
+
+
+def log_loss(p: pl.Series, y: pl.Series) -> float:
+    import math
+
+    eps = 1e-15
+    total = 0.0
+    for pi, yi in zip(p.to_list(), y.to_list()):
+        pi = min(max(pi, eps), 1 - eps)
+        total -= math.log(pi) if yi else math.log(1 - pi)
+    return total / len(p)
+
+
+def auc(p: pl.Series, y: pl.Series) -> float:
+    """Rank-sum (Mann-Whitney) AUC with average ranks for ties."""
+    df = pl.DataFrame({"p": p, "y": y.cast(pl.Int64)}).with_columns(pl.col("p").rank("average").alias("r"))
+    pos = df.filter(pl.col("y") == 1)
+    n1, n0 = pos.height, df.height - pos.height
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    return float((pos["r"].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
