@@ -166,6 +166,13 @@ pub struct EvaluateArgs {
         default_value = "worst,skill,random,eomm,greedy"
     )]
     pub policies: Vec<String>,
+    /// Team modes: the queue replay's tick, seconds (every team-queue policy runs: cod,
+    /// threshold, eomm).
+    #[arg(long, default_value_t = 5.0)]
+    pub tick_s: f64,
+    /// Team modes: how long the replay runs on after the last arrival, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub drain_s: f64,
     #[command(flatten)]
     pub out_flags: Output,
 }
@@ -183,6 +190,8 @@ impl EvaluateArgs {
         c.pool_window_ms = (self.pool_window_min > 0).then(|| self.pool_window_min * 60_000);
         c.blowout_p = self.blowout_p;
         c.policies.clone_from(&self.policies);
+        c.tick_s = self.tick_s;
+        c.drain_s = self.drain_s;
         c
     }
 }

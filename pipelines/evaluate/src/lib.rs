@@ -25,6 +25,7 @@
 //!    happened (holdout log-loss), which is what the retrain gate compares.
 
 pub mod history;
+pub mod replay;
 pub mod report;
 pub mod retrain;
 pub mod stats;
@@ -116,6 +117,9 @@ pub struct EvalConfig {
     pub blowout_p: f64,
     /// Policies to run (names of [`POLICIES`]).
     pub policies: Vec<String>,
+    /// Team modes: the replay's tick and how long it runs on after the last arrival, seconds.
+    pub tick_s: f64,
+    pub drain_s: f64,
 }
 
 impl EvalConfig {
@@ -139,6 +143,8 @@ impl EvalConfig {
             pool_window_ms: Some(3_600_000),
             blowout_p: 0.75,
             policies: POLICIES.iter().map(|s| (*s).to_string()).collect(),
+            tick_s: 5.0,
+            drain_s: 600.0,
         }
     }
 }
@@ -275,6 +281,8 @@ pub struct EvalReport {
     pub sizes: Vec<SizeResult>,
     /// EOMM's retained players over SkillMM's, per size, beside the paper's Table 2.
     pub eomm_vs_skill: Vec<EommVsSkill>,
+    /// Team modes: the team-queue policies replayed over the window's arrivals.
+    pub team_queue: Option<replay::TeamQueueResult>,
     pub notes: Vec<String>,
     pub seconds: f64,
 }
@@ -872,13 +880,42 @@ pub fn evaluate_with(
             done += cfg.rounds as u64;
             sizes.push(r);
         }
-    } else {
-        notes.push(
-            "The mode is not 1v1: the pairing policies do not apply. Team-queue policies \
-             (CoD rules, threshold, EOMM for teams) are not evaluated offline yet; this report \
-             holds the holdout scores and the real lobbies under the models."
-                .to_string(),
-        );
+    }
+    let mut team_queue = None;
+    if !one_v_one {
+        if !(cfg.tick_s > 0.0 && cfg.drain_s >= 0.0) {
+            return Err(EvalError::Input(format!(
+                "--tick-s {} and --drain-s {}: the tick must be positive and the drain not negative",
+                cfg.tick_s, cfg.drain_s
+            )));
+        }
+        match replay::team_size(&h) {
+            Some(t) => {
+                let mut pairs = vec![(&art, &arts[0])];
+                if let Some(o) = &other {
+                    pairs.push((o, &arts[1]));
+                }
+                team_queue = Some(replay::replay(
+                    &h,
+                    &pairs,
+                    t,
+                    cfg.tick_s,
+                    cfg.drain_s,
+                    cfg.seed,
+                    cfg.blowout_p,
+                )?);
+                notes.push(format!(
+                    "The mode is not 1v1: the pairing policies do not apply. The team-queue \
+                     policies were replayed over the window's {} real searches ({t}v{t}).",
+                    h.searchers.len()
+                ));
+            }
+            None => notes.push(
+                "The mode is not 1v1 and the window has no two-team match of equal teams: no \
+                 policy was run; this report holds the holdout scores and the real lobbies."
+                    .to_string(),
+            ),
+        }
     }
     let mut eomm_vs_skill = Vec::new();
     for s in &sizes {
@@ -931,6 +968,7 @@ pub fn evaluate_with(
         historical: hist,
         sizes,
         eomm_vs_skill,
+        team_queue,
         notes,
         seconds: t0.elapsed().as_secs_f64(),
     };

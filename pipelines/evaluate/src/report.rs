@@ -145,6 +145,9 @@ pub fn html(r: &EvalReport) -> String {
             size_section(&mut h, r, s);
         }
     }
+    if let Some(t) = &r.team_queue {
+        team_section(&mut h, t);
+    }
     h.push_str("</body></html>\n");
     h
 }
@@ -413,6 +416,119 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
     h.push_str("</table></details>");
 }
 
+/// The team-queue replay: one row per policy, the Welch matrix, and the decile tables.
+fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
+    let _ = write!(
+        h,
+        "<h2>Team-queue policies replayed on the window ({n}v{n})</h2><p>The real searches \
+         (parties kept together) arrive at their real start times; each policy ticks every {} s \
+         until {} s after the last arrival. Waits are from arrival to the lobby; churn is the \
+         artifact's prediction for each placed player before the outcome; retained share uses \
+         draws shared by all policies. {} parties larger than a team were queued as solo \
+         players. {:.1} s.</p><table><tr><th>policy</th><th>searches (superseded)</th>\
+         <th>placed / unplaced</th><th>lobbies (max-wait rule)</th><th>wait s: mean (95% CI), \
+         median, p90, max</th><th>predicted churn per player (95% CI)</th><th>retained share \
+         (95% CI)</th><th>predicted blowouts</th><th>mean |P(win) − ½|</th><th>skill \
+         disparity</th><th>party parity (identical)</th><th>quality</th><th>tick ms mean / max</th></tr>",
+        t.tick_s,
+        t.drain_s,
+        t.split_parties,
+        t.seconds,
+        n = t.team_size
+    );
+    for x in &t.policies {
+        let _ = write!(
+            h,
+            "<tr><td>{}{}</td><td>{} ({})</td><td>{} / {}</td><td>{} ({})</td>\
+             <td>{} ({} – {}), {}, {}, {}</td><td>{} ({} – {})</td><td>{} ({} – {})</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} / {}</td></tr>",
+            if x.artifact == "candidate" {
+                String::new()
+            } else {
+                format!("{}/", esc(&x.artifact))
+            },
+            esc(&x.policy),
+            x.searches,
+            x.superseded,
+            x.placed_searches,
+            x.unplaced_searches,
+            x.lobbies,
+            x.rescued,
+            f(x.wait_s_mean, 1),
+            f(x.wait_s_ci95.0, 1),
+            f(x.wait_s_ci95.1, 1),
+            f(x.wait_s_p50, 0),
+            f(x.wait_s_p90, 0),
+            f(x.wait_s_max, 0),
+            f(x.expected_churn, 4),
+            f(x.expected_churn_ci95.0, 4),
+            f(x.expected_churn_ci95.1, 4),
+            f(x.retained_share, 4),
+            f(x.retained_ci95.0, 4),
+            f(x.retained_ci95.1, 4),
+            f(x.blowout_rate, 4),
+            f(x.mean_abs_pwin_minus_half, 4),
+            f(x.mean_skill_disparity, 4),
+            f(x.party_parity, 3),
+            f(x.party_parity_exact, 3),
+            f(x.mean_quality, 3),
+            f(x.tick_ms_mean, 2),
+            f(x.tick_ms_max, 1)
+        );
+    }
+    h.push_str(
+        "</table><p>Welch t-tests of predicted retention per placed player (row minus column: \
+         difference, p-value).</p><table><tr><th></th>",
+    );
+    let name = |x: &crate::replay::TeamPolicyStats| {
+        if t.policies.iter().any(|y| y.artifact != "candidate") {
+            format!("{}/{}", x.artifact, x.policy)
+        } else {
+            x.policy.clone()
+        }
+    };
+    for x in &t.policies {
+        let _ = write!(h, "<th>{}</th>", esc(&name(x)));
+    }
+    h.push_str("</tr>");
+    for a in &t.policies {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&name(a)));
+        for b in &t.policies {
+            match t.tests.iter().find(|x| x.a == name(a) && x.b == name(b)) {
+                Some(x) => {
+                    let _ = write!(
+                        h,
+                        "<td>{:+.5}<br><small>p = {}</small></td>",
+                        x.welch.diff,
+                        pval(x.welch.p)
+                    );
+                }
+                None => h.push_str("<td>–</td>"),
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table><details><summary>By skill decile (predicted retention, mean |P(win) − ½|)</summary><table><tr><th>policy</th>");
+    for d in 1..=10 {
+        let _ = write!(h, "<th>decile {d}</th>");
+    }
+    h.push_str("</tr>");
+    for x in &t.policies {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&name(x)));
+        for d in &x.by_decile {
+            let _ = write!(
+                h,
+                "<td>{}%<br><small>{} (n = {})</small></td>",
+                f(100.0 * d.retained_share, 2),
+                f(d.mean_abs_pwin_minus_half, 3),
+                d.players
+            );
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table></details>");
+}
+
 /// The text summary `mm evaluate` prints.
 #[must_use]
 pub fn summary(r: &EvalReport) -> String {
@@ -476,6 +592,33 @@ pub fn summary(r: &EvalReport) -> String {
             e.paper_relative_improvement
                 .map_or("–".into(), |x| format!("{:+.2}%", 100.0 * x))
         );
+    }
+    if let Some(t) = &r.team_queue {
+        let _ = writeln!(
+            s,
+            "team queue replay ({n}v{n}, tick {} s): policy, placed/unplaced searches, mean wait s, \
+             p90 wait s, predicted churn per player, |P(win)-1/2|, party parity",
+            t.tick_s,
+            n = t.team_size
+        );
+        for x in &t.policies {
+            let _ = writeln!(
+                s,
+                "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>10.4} {:>8.4} {:>7.3}",
+                if x.artifact == "candidate" {
+                    x.policy.clone()
+                } else {
+                    format!("{}/{}", x.artifact, x.policy)
+                },
+                x.placed_searches,
+                x.unplaced_searches,
+                x.wait_s_mean,
+                x.wait_s_p90,
+                x.expected_churn,
+                x.mean_abs_pwin_minus_half,
+                x.party_parity
+            );
+        }
     }
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");

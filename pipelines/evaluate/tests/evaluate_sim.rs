@@ -1,6 +1,7 @@
-//! `evaluate` on a small simulated 1v1 history, fitted on its first days and evaluated on the
-//! rest: the exact policies bound every other policy, the run is deterministic for a seed,
-//! and a window the models were fitted on is refused.
+//! `evaluate` on small simulated histories, fitted on their first days and evaluated on the
+//! rest. 1v1: the exact policies bound every other policy, the run is deterministic for a seed,
+//! and a window the models were fitted on is refused. 6v6: the team-queue replay accounts for
+//! every search, forms full lobbies with parties intact, and is deterministic.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -11,29 +12,32 @@ use mm_sim::{SimConfig, simulate};
 
 const DAY: i64 = 86_400_000;
 
-/// Simulates 1v1 history, fits on all but the last two days and exports; returns the
-/// artifact's model directory and the cutoff.
-fn fitted(dir: &Path) -> (PathBuf, i64) {
+/// Simulates history of one mode (`duel-1v1` or `tdm-6v6`), fits on all but the last day and
+/// exports; returns the artifact's model directory and the cutoff.
+fn fitted(dir: &Path, mode: &str) -> (PathBuf, i64) {
     let lake = dir.join("lake");
+    let duel = mode == "duel-1v1";
     simulate(&SimConfig {
         lake: lake.clone(),
         seed: 11,
-        players: 3_000,
-        days: 6,
-        duel_share: 1.0,
+        players: if duel { 3_000 } else { 2_000 },
+        days: if duel { 6 } else { 4 },
+        duel_share: if duel { 1.0 } else { 0.0 },
         ..SimConfig::default()
     })
     .unwrap();
     let days = mm_lake::Lake::open(&lake).unwrap().days().unwrap();
     let cutoff = (i64::from(*days.last().unwrap()) - 1) * DAY;
     let mut s = mm_fit::SkillConfig::new(lake.clone(), dir.join("skill"));
-    s.mode = Some("duel-1v1".into());
-    s.metric = mm_fit::Metric::Outcome;
+    s.mode = Some(mode.into());
+    if duel {
+        s.metric = mm_fit::Metric::Outcome;
+    }
     s.until_ms = Some(cutoff);
     s.baselines.clear();
     mm_fit::fit_skill(&s).unwrap();
     let mut c = mm_fit::churn::ChurnConfig::new(&lake, dir.join("churn"));
-    c.mode = Some("duel-1v1".into());
+    c.mode = Some(mode.into());
     c.until_ms = Some(cutoff);
     c.skill = Some(dir.join("skill"));
     c.fit.c_grid = vec![0.1];
@@ -48,13 +52,13 @@ fn fitted(dir: &Path) -> (PathBuf, i64) {
         promote: true,
     })
     .unwrap();
-    (dir.join("models/duel-1v1"), cutoff)
+    (dir.join("models").join(mode), cutoff)
 }
 
 #[test]
 fn policies_on_the_same_pools() {
     let dir = tempfile::tempdir().unwrap();
-    let (model, cutoff) = fitted(dir.path());
+    let (model, cutoff) = fitted(dir.path(), "duel-1v1");
     let mut cfg = EvalConfig::new(dir.path().join("lake"), &model, dir.path().join("eval"));
     cfg.from_ms = Some(cutoff);
     cfg.rounds = 40;
@@ -124,5 +128,64 @@ fn policies_on_the_same_pools() {
             assert!(m.contains("not after the artifact's data end"), "{m}");
         }
         other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn team_queue_replay_accounts_for_every_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cutoff) = fitted(dir.path(), "tdm-6v6");
+    let mut cfg = EvalConfig::new(dir.path().join("lake"), &model, dir.path().join("eval"));
+    cfg.from_ms = Some(cutoff);
+    cfg.rounds = 2;
+    let r = evaluate(&cfg).unwrap();
+    assert!(!r.one_v_one && r.sizes.is_empty());
+    let t = r
+        .team_queue
+        .as_ref()
+        .expect("a team mode gets the queue replay");
+    assert_eq!(t.team_size, 6);
+    assert_eq!(t.policies.len(), 3);
+    let offered = t.policies[0].searches + t.policies[0].superseded;
+    for p in &t.policies {
+        // Every arrival is either queued or superseded by the player's older search, and every
+        // queued search is either placed or left unplaced at the end.
+        assert_eq!(p.searches + p.superseded, offered, "{}", p.policy);
+        assert_eq!(p.placed_searches + p.unplaced_searches, p.searches);
+        // Lobbies are full 6v6 lobbies.
+        assert_eq!(p.placed_players, 12 * p.lobbies, "{}", p.policy);
+        assert!(p.lobbies > 50, "{}: {} lobbies", p.policy, p.lobbies);
+        assert!(p.rescued <= p.lobbies);
+        assert!(
+            0.0 <= p.wait_s_p50 && p.wait_s_p50 <= p.wait_s_p90 && p.wait_s_p90 <= p.wait_s_max
+        );
+        assert!(p.wait_s_ci95.0 <= p.wait_s_mean && p.wait_s_mean <= p.wait_s_ci95.1);
+        assert!((0.0..=1.0).contains(&p.party_parity));
+        assert!((0.0..=1.0).contains(&p.party_parity_exact));
+        assert!(p.expected_churn > 0.0 && p.expected_churn < 1.0);
+        assert!((0.0..=0.5).contains(&p.mean_abs_pwin_minus_half));
+        let players: u64 = p.by_decile.iter().map(|d| d.players).sum();
+        assert_eq!(players, p.placed_players);
+    }
+    assert_eq!(t.tests.len(), 3 * 2);
+    let html = std::fs::read_to_string(dir.path().join("eval/evaluation.html")).unwrap();
+    assert!(html.contains("Team-queue policies replayed"));
+
+    // Deterministic, and an artifact compared with itself gives identical rows.
+    cfg.compare = Some(model.clone());
+    cfg.out = dir.path().join("eval2");
+    let r2 = evaluate(&cfg).unwrap();
+    let t2 = r2.team_queue.as_ref().unwrap();
+    assert_eq!(t2.policies.len(), 6);
+    for p in &t.policies {
+        for q in t2.policies.iter().filter(|q| q.policy == p.policy) {
+            assert_eq!(
+                (p.placed_searches, p.lobbies, p.rescued),
+                (q.placed_searches, q.lobbies, q.rescued)
+            );
+            assert_eq!(p.wait_s_mean, q.wait_s_mean, "{}", p.policy);
+            assert_eq!(p.expected_churn, q.expected_churn);
+            assert_eq!(p.retained_share, q.retained_share);
+        }
     }
 }

@@ -1,0 +1,417 @@
+//! Team-queue policies replayed offline: the window's real searches arrive in a live queue at
+//! the times they really started, and each policy (CoD rules with backoff, the threshold
+//! quality matcher, EOMM for team lobbies) ticks over the same arrivals and forms its own lobbies.
+//!
+//! - **Searches.** One per party of each real match (players of one `party_id` in one match
+//!   queue together; everyone else alone), arriving at the match's start with the members'
+//!   states at that moment (as in the 1v1 evaluation). A party larger than a team is queued as
+//!   solo players. A player still queued by this policy when their next real search arrives
+//!   keeps the older search: the newer is counted as `superseded`, not queued twice.
+//! - **Ticks** every `tick_s` from the first arrival until `drain_s` after the last one.
+//!   Searches never placed are counted as `unplaced`.
+//! - **Figures** per policy: placed searches and players, waits (mean with a 95% interval,
+//!   median, 90th percentile, maximum), lobbies placed by the maximum-wait rule, predicted churn
+//!   per placed player with a 95% interval and Welch tests between policies, retained share
+//!   under shared draws, predicted blowouts, mean |P(win) - 1/2|, skill disparity, party parity
+//!   (the `parties` quality criterion: 1 when both teams have the same party sizes), the mean
+//!   quality, the same by skill decile, and the tick time.
+//! - **Draws.** A lobby's outcome uses the uniform of its lowest search id, and each player's
+//!   churn the uniform of their search and seat, so a search meets the same draws under every
+//!   policy.
+//!
+//! Geography, input devices, platforms and pings are not in the lake's evaluation history:
+//! every search is placed at one location with one input and platform, so the policies' skill,
+//! party and wait rules decide.
+
+use std::time::Instant;
+
+use mm_artifact::Artifact;
+use mm_matcher::cod::{CodConfig, CodRules};
+use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
+use mm_matcher::queue::{Input, Lobby, LobbyModels, Mode, Policy, Queue, Search};
+use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+use serde::Serialize;
+
+use crate::history::EvalHistory;
+use crate::stats::{Moments, welch, wilson};
+use crate::{DecileStats, EvalError, PairTest, Scored, balance, decile, mix};
+
+/// The team-queue policies, in report order.
+pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
+
+/// One team-queue policy's figures under one artifact.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamPolicyStats {
+    pub policy: String,
+    pub artifact: String,
+    /// Searches offered (after superseded ones are dropped), placed, and never placed.
+    pub searches: u64,
+    pub superseded: u64,
+    pub placed_searches: u64,
+    pub placed_players: u64,
+    pub unplaced_searches: u64,
+    pub lobbies: u64,
+    /// Lobbies formed by the maximum-wait rule.
+    pub rescued: u64,
+    pub wait_s_mean: f64,
+    pub wait_s_ci95: (f64, f64),
+    pub wait_s_p50: f64,
+    pub wait_s_p90: f64,
+    pub wait_s_max: f64,
+    /// Predicted churn per placed player (before the outcome is drawn), with its 95% interval.
+    pub expected_churn: f64,
+    pub expected_churn_ci95: (f64, f64),
+    /// Share of placed players retained under the shared draws, with its Wilson interval.
+    pub retained_share: f64,
+    pub retained_ci95: (f64, f64),
+    pub blowout_rate: f64,
+    pub mean_abs_pwin_minus_half: f64,
+    /// |mean percentile of team A - mean percentile of team B|.
+    pub mean_skill_disparity: f64,
+    /// Mean party-parity criterion of the lobbies (1: same party sizes on both teams).
+    pub party_parity: f64,
+    /// Share of lobbies whose teams have identical sorted party sizes.
+    pub party_parity_exact: f64,
+    pub mean_quality: f64,
+    pub by_decile: Vec<DecileStats>,
+    pub tick_ms_mean: f64,
+    pub tick_ms_max: f64,
+}
+
+/// The replay's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamQueueResult {
+    pub team_size: usize,
+    pub tick_s: f64,
+    pub drain_s: f64,
+    /// Parties larger than a team, queued as solo players.
+    pub split_parties: u64,
+    pub policies: Vec<TeamPolicyStats>,
+    /// Welch tests of predicted retention per placed player between every pair of policies.
+    pub tests: Vec<PairTest>,
+    pub seconds: f64,
+}
+
+/// A search of the replay with the searchers (indices into the history) of its seats.
+struct Arrival {
+    start_ms: i64,
+    seats: Vec<u32>,
+}
+
+/// The most common team size among the real two-team matches with equal teams.
+pub(crate) fn team_size(h: &EvalHistory) -> Option<usize> {
+    let mut counts = [0usize; mm_matcher::queue::MAX_TEAM_SIZE + 1];
+    for m in &h.matches {
+        let (a, b) = (m.split - m.lo, m.hi - m.split);
+        if a == b && a >= 1 && (a as usize) < counts.len() {
+            counts[a as usize] += 1;
+        }
+    }
+    let (t, &n) = counts.iter().enumerate().max_by_key(|&(t, &n)| (n, t))?;
+    (n > 0).then_some(t)
+}
+
+fn arrivals(h: &EvalHistory, team_size: usize) -> (Vec<Arrival>, u64) {
+    let mut out = Vec::new();
+    let mut split = 0u64;
+    for m in &h.matches {
+        let mut parties: Vec<(u32, Vec<u32>)> = Vec::new();
+        for k in m.lo..m.hi {
+            let key = h.party[k as usize];
+            match parties.iter_mut().find(|p| key > 0 && p.0 == key) {
+                Some(p) => p.1.push(k),
+                None => parties.push((key, vec![k])),
+            }
+        }
+        for (_, seats) in parties {
+            if seats.len() > team_size {
+                split += 1;
+                out.extend(seats.into_iter().map(|k| Arrival {
+                    start_ms: m.start_ms,
+                    seats: vec![k],
+                }));
+            } else {
+                out.push(Arrival {
+                    start_ms: m.start_ms,
+                    seats,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|a| a.start_ms);
+    (out, split)
+}
+
+fn policy(name: &str, team_size: usize, models: LobbyModels) -> Box<dyn Policy> {
+    match name {
+        "cod" => Box::new(CodRules::new(CodConfig::new(team_size), models)),
+        "threshold" => Box::new(ThresholdPolicy::new(
+            ThresholdConfig::new(team_size),
+            models,
+        )),
+        _ => Box::new(EommTeams::new(EommTeamsConfig::new(team_size), models)),
+    }
+}
+
+fn uniform(seed: u64, a: u64, b: u64) -> f64 {
+    (mix(seed, a, b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[derive(Default)]
+struct Acc {
+    waits: Vec<f64>,
+    wait: Moments,
+    churn: Moments,
+    retained: f64,
+    lobbies: u64,
+    rescued: u64,
+    blowouts: f64,
+    balance: f64,
+    disparity: f64,
+    parity: f64,
+    parity_exact: f64,
+    quality: f64,
+    placed_searches: u64,
+    dec_players: [f64; 10],
+    dec_retained: [f64; 10],
+    dec_balance: [f64; 10],
+    tick: Moments,
+    tick_max: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(acc: &mut Acc, lobby: &Lobby, arr: &[Arrival], sc: &Scored, seed: u64, blowout_p: f64) {
+    acc.lobbies += 1;
+    acc.rescued += u64::from(lobby.rescued);
+    let p = mm_matcher::scoring::OutcomeProbs {
+        win: lobby.p[0],
+        draw: lobby.p[1],
+        loss: lobby.p[2],
+    };
+    let (bal, blow) = balance(&p, blowout_p);
+    acc.balance += bal;
+    acc.blowouts += f64::from(u8::from(blow));
+    acc.parity += lobby.quality.parties;
+    acc.quality += lobby.quality.total;
+    let first = lobby.search_ids().min().unwrap_or(0);
+    let u = uniform(seed, 1, first);
+    // Team A's result: 0 win, 1 draw, 2 loss.
+    let result = if u < p.win {
+        0
+    } else if u < p.win + p.draw {
+        1
+    } else {
+        2
+    };
+    let mut pct = [0.0f64; 2];
+    let mut sizes: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+    for (side, team) in lobby.teams.iter().enumerate() {
+        let mine = if side == 0 {
+            [p.win, p.draw, p.loss]
+        } else {
+            [p.loss, p.draw, p.win]
+        };
+        let outcome = if side == 0 { result } else { 2 - result };
+        let mut n = 0.0;
+        for &id in team {
+            let a = &arr[id as usize];
+            acc.placed_searches += 1;
+            acc.wait.push((lobby.formed_ms - a.start_ms) as f64 / 1e3);
+            acc.waits.push((lobby.formed_ms - a.start_ms) as f64 / 1e3);
+            sizes[side].push(a.seats.len());
+            for (seat, &k) in a.seats.iter().enumerate() {
+                let m = &sc.members[k as usize];
+                let expected = mine[0] * m.churn[0] + mine[1] * m.churn[1] + mine[2] * m.churn[2];
+                acc.churn.push(expected);
+                let kept = uniform(seed, 2 + seat as u64, id) >= m.churn[outcome];
+                acc.retained += f64::from(u8::from(kept));
+                let d = decile(m.percentile);
+                acc.dec_players[d] += 1.0;
+                acc.dec_retained[d] += 1.0 - expected;
+                acc.dec_balance[d] += bal;
+                pct[side] += m.percentile;
+                n += 1.0;
+            }
+        }
+        pct[side] /= f64::max(n, 1.0);
+    }
+    acc.disparity += (pct[0] - pct[1]).abs();
+    sizes[0].sort_unstable();
+    sizes[1].sort_unstable();
+    acc.parity_exact += f64::from(u8::from(sizes[0] == sizes[1]));
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Replays every team-queue policy under each artifact over the window's arrivals.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay(
+    h: &EvalHistory,
+    arts: &[(&Artifact, &Scored)],
+    team_size: usize,
+    tick_s: f64,
+    drain_s: f64,
+    seed: u64,
+    blowout_p: f64,
+) -> Result<TeamQueueResult, EvalError> {
+    let t0 = Instant::now();
+    let (arr, split_parties) = arrivals(h, team_size);
+    let tick_ms = (tick_s * 1e3).round().max(1.0) as i64;
+    let mode = Mode { team_size };
+    let mut stats = Vec::new();
+    let mut moments = Vec::new();
+    for &(art, sc) in arts {
+        let models = LobbyModels::from_artifact(art).ok_or_else(|| {
+            EvalError::Input(format!(
+                "{}: the artifact has no team win model",
+                art.dir.display()
+            ))
+        })?;
+        for name in TEAM_POLICIES {
+            let mut pol = policy(name, team_size, models);
+            let mut queue = Queue::new(mode)
+                .map_err(|e| EvalError::Input(format!("team size {team_size}: {e}")))?;
+            let mut queued = vec![false; h.ids.len()];
+            let mut acc = Acc::default();
+            let (mut offered, mut superseded) = (0u64, 0u64);
+            let mut next = 0usize;
+            let Some(first) = arr.first() else { break };
+            let end = arr.last().map_or(first.start_ms, |a| a.start_ms) + (drain_s * 1e3) as i64;
+            let mut now = first.start_ms;
+            while now <= end {
+                while next < arr.len() && arr[next].start_ms <= now {
+                    let a = &arr[next];
+                    let players: Vec<usize> = a
+                        .seats
+                        .iter()
+                        .map(|&k| h.searchers[k as usize].player as usize)
+                        .collect();
+                    if players.iter().any(|&p| queued[p]) {
+                        superseded += 1;
+                    } else {
+                        offered += 1;
+                        for &p in &players {
+                            queued[p] = true;
+                        }
+                        queue
+                            .push(Search {
+                                id: next as u64,
+                                members: a.seats.iter().map(|&k| sc.members[k as usize]).collect(),
+                                start_ms: a.start_ms,
+                                lat: 0.0,
+                                lon: 0.0,
+                                input: Input::Controller,
+                                platform: 0,
+                                crossplay: true,
+                                pings: Vec::new(),
+                            })
+                            .map_err(|e| EvalError::Input(format!("search {next}: {e}")))?;
+                    }
+                    next += 1;
+                }
+                if queue.players() >= mode.lobby_players() {
+                    let t = Instant::now();
+                    let lobbies = pol.tick(now, &mut queue);
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    acc.tick.push(ms);
+                    acc.tick_max = acc.tick_max.max(ms);
+                    for l in &lobbies {
+                        for id in l.search_ids() {
+                            for &k in &arr[id as usize].seats {
+                                queued[h.searchers[k as usize].player as usize] = false;
+                            }
+                        }
+                        record(&mut acc, l, &arr, sc, seed, blowout_p);
+                    }
+                }
+                if next >= arr.len() && queue.players() < mode.lobby_players() {
+                    break;
+                }
+                now += tick_ms;
+            }
+            acc.waits.sort_by(f64::total_cmp);
+            let placed_players = acc.churn.n;
+            let by_decile = (0..10)
+                .map(|d| {
+                    let n = acc.dec_players[d];
+                    DecileStats {
+                        decile: d + 1,
+                        players: n as u64,
+                        retained_share: acc.dec_retained[d] / n,
+                        retained_ci95: wilson(acc.dec_retained[d], n),
+                        mean_abs_pwin_minus_half: acc.dec_balance[d] / n,
+                    }
+                })
+                .collect();
+            let lob = acc.lobbies.max(1) as f64;
+            stats.push(TeamPolicyStats {
+                policy: name.to_string(),
+                artifact: sc.label.clone(),
+                searches: offered,
+                superseded,
+                placed_searches: acc.placed_searches,
+                placed_players,
+                unplaced_searches: offered - acc.placed_searches,
+                lobbies: acc.lobbies,
+                rescued: acc.rescued,
+                wait_s_mean: acc.wait.mean,
+                wait_s_ci95: acc.wait.ci(0.95),
+                wait_s_p50: quantile(&acc.waits, 0.5),
+                wait_s_p90: quantile(&acc.waits, 0.9),
+                wait_s_max: acc.waits.last().copied().unwrap_or(f64::NAN),
+                expected_churn: acc.churn.mean,
+                expected_churn_ci95: acc.churn.ci(0.95),
+                retained_share: acc.retained / placed_players.max(1) as f64,
+                retained_ci95: wilson(acc.retained, placed_players as f64),
+                blowout_rate: acc.blowouts / lob,
+                mean_abs_pwin_minus_half: acc.balance / lob,
+                mean_skill_disparity: acc.disparity / lob,
+                party_parity: acc.parity / lob,
+                party_parity_exact: acc.parity_exact / lob,
+                mean_quality: acc.quality / lob,
+                by_decile,
+                tick_ms_mean: acc.tick.mean,
+                tick_ms_max: acc.tick_max,
+            });
+            moments.push(acc.churn);
+        }
+    }
+    let mut tests = Vec::new();
+    let label = |s: &TeamPolicyStats| {
+        if arts.len() > 1 {
+            format!("{}/{}", s.artifact, s.policy)
+        } else {
+            s.policy.clone()
+        }
+    };
+    for i in 0..stats.len() {
+        for j in 0..stats.len() {
+            if i == j {
+                continue;
+            }
+            // Retention is 1 - churn: testing churn j against churn i gives the difference
+            // (and t) of retention i against retention j.
+            let w = welch(&moments[j], &moments[i]);
+            tests.push(PairTest {
+                a: label(&stats[i]),
+                b: label(&stats[j]),
+                welch: w,
+                relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
+            });
+        }
+    }
+    Ok(TeamQueueResult {
+        team_size,
+        tick_s,
+        drain_s,
+        split_parties,
+        policies: stats,
+        tests,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
