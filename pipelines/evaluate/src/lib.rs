@@ -422,18 +422,7 @@ impl Acc {
     }
 
     fn stats(&self, policy: &str, artifact: &str) -> PolicyStats {
-        let by_decile = (0..10)
-            .map(|d| {
-                let n = self.dec_players[d];
-                DecileStats {
-                    decile: d + 1,
-                    players: n as u64,
-                    retained_share: self.dec_retained[d] / n,
-                    retained_ci95: wilson(self.dec_retained[d], n),
-                    mean_abs_pwin_minus_half: self.dec_balance[d] / n,
-                }
-            })
-            .collect();
+        let by_decile = decile_stats(&self.dec_players, &self.dec_retained, &self.dec_balance);
         PolicyStats {
             policy: policy.to_string(),
             artifact: artifact.to_string(),
@@ -451,6 +440,27 @@ impl Acc {
             solve_ms_mean: self.solve_ms.mean,
         }
     }
+}
+
+/// Per-decile figures from per-decile sums: players, retained players (expected or drawn) and
+/// |P(win) - 1/2| summed over the players.
+fn decile_stats(
+    players: &[f64; 10],
+    retained: &[f64; 10],
+    balance: &[f64; 10],
+) -> Vec<DecileStats> {
+    (0..10)
+        .map(|d| {
+            let n = players[d];
+            DecileStats {
+                decile: d + 1,
+                players: n as u64,
+                retained_share: retained[d] / n,
+                retained_ci95: wilson(retained[d], n),
+                mean_abs_pwin_minus_half: balance[d] / n,
+            }
+        })
+        .collect()
 }
 
 fn policy_of(name: &str, seed: u64) -> Result<PairPolicy, EvalError> {

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use crate::history::EvalHistory;
 use crate::stats::{Moments, welch, wilson};
-use crate::{DecileStats, EvalError, PairTest, Scored, balance, decile, mix};
+use crate::{DecileStats, EvalError, PairTest, Scored, balance, decile, decile_stats, mix};
 
 /// The team-queue policies, in report order.
 pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
@@ -336,18 +336,7 @@ pub(crate) fn replay(
             }
             acc.waits.sort_by(f64::total_cmp);
             let placed_players = acc.churn.n;
-            let by_decile = (0..10)
-                .map(|d| {
-                    let n = acc.dec_players[d];
-                    DecileStats {
-                        decile: d + 1,
-                        players: n as u64,
-                        retained_share: acc.dec_retained[d] / n,
-                        retained_ci95: wilson(acc.dec_retained[d], n),
-                        mean_abs_pwin_minus_half: acc.dec_balance[d] / n,
-                    }
-                })
-                .collect();
+            let by_decile = decile_stats(&acc.dec_players, &acc.dec_retained, &acc.dec_balance);
             let lob = acc.lobbies.max(1) as f64;
             stats.push(TeamPolicyStats {
                 policy: name.to_string(),

@@ -330,29 +330,12 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
             f(x.solve_ms_mean, 2)
         );
     }
-    h.push_str("</table><p>Welch t-tests of retained players per round (row minus column: difference, p-value).</p><table><tr><th></th>");
-    for x in &s.policies {
-        let _ = write!(h, "<th>{}</th>", esc(&x.policy));
-    }
-    h.push_str("</tr>");
-    for a in &s.policies {
-        let _ = write!(h, "<tr><td>{}</td>", esc(&a.policy));
-        for b in &s.policies {
-            match s.tests.iter().find(|t| t.a == a.policy && t.b == b.policy) {
-                Some(t) => {
-                    let _ = write!(
-                        h,
-                        "<td>{:+.3}<br><small>p = {}</small></td>",
-                        t.welch.diff,
-                        pval(t.welch.p)
-                    );
-                }
-                None => h.push_str("<td>–</td>"),
-            }
-        }
-        h.push_str("</tr>");
-    }
-    h.push_str("</table>");
+    h.push_str(
+        "</table><p>Welch t-tests of retained players per round (row minus column: difference, \
+         p-value).</p>",
+    );
+    let names: Vec<String> = s.policies.iter().map(|x| x.policy.clone()).collect();
+    welch_matrix(h, &names, &s.tests, 3);
     let series = by_decile(s, |d| 100.0 * d.retained_share);
     let ys: Vec<f64> = series
         .iter()
@@ -414,6 +397,33 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
         h.push_str("</tr>");
     }
     h.push_str("</table></details>");
+}
+
+/// A matrix of Welch tests: row minus column, difference (`digits` decimals) and p-value.
+fn welch_matrix(h: &mut String, names: &[String], tests: &[crate::PairTest], digits: usize) {
+    h.push_str("<table><tr><th></th>");
+    for n in names {
+        let _ = write!(h, "<th>{}</th>", esc(n));
+    }
+    h.push_str("</tr>");
+    for a in names {
+        let _ = write!(h, "<tr><td>{}</td>", esc(a));
+        for b in names {
+            match tests.iter().find(|t| &t.a == a && &t.b == b) {
+                Some(t) => {
+                    let _ = write!(
+                        h,
+                        "<td>{:+.digits$}<br><small>p = {}</small></td>",
+                        t.welch.diff,
+                        pval(t.welch.p)
+                    );
+                }
+                None => h.push_str("<td>–</td>"),
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
 }
 
 /// The team-queue replay: one row per policy, the Welch matrix, and the decile tables.
@@ -478,7 +488,7 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
     }
     h.push_str(
         "</table><p>Welch t-tests of predicted retention per placed player (row minus column: \
-         difference, p-value).</p><table><tr><th></th>",
+         difference, p-value).</p>",
     );
     let name = |x: &crate::replay::TeamPolicyStats| {
         if t.policies.iter().any(|y| y.artifact != "candidate") {
@@ -487,28 +497,9 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
             x.policy.clone()
         }
     };
-    for x in &t.policies {
-        let _ = write!(h, "<th>{}</th>", esc(&name(x)));
-    }
-    h.push_str("</tr>");
-    for a in &t.policies {
-        let _ = write!(h, "<tr><td>{}</td>", esc(&name(a)));
-        for b in &t.policies {
-            match t.tests.iter().find(|x| x.a == name(a) && x.b == name(b)) {
-                Some(x) => {
-                    let _ = write!(
-                        h,
-                        "<td>{:+.5}<br><small>p = {}</small></td>",
-                        x.welch.diff,
-                        pval(x.welch.p)
-                    );
-                }
-                None => h.push_str("<td>–</td>"),
-            }
-        }
-        h.push_str("</tr>");
-    }
-    h.push_str("</table><details><summary>By skill decile (predicted retention, mean |P(win) − ½|)</summary><table><tr><th>policy</th>");
+    let names: Vec<String> = t.policies.iter().map(name).collect();
+    welch_matrix(h, &names, &t.tests, 5);
+    h.push_str("<details><summary>By skill decile (predicted retention, mean |P(win) − ½|)</summary><table><tr><th>policy</th>");
     for d in 1..=10 {
         let _ = write!(h, "<th>decile {d}</th>");
     }
