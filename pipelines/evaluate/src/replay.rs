@@ -44,6 +44,8 @@ pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
 pub struct TeamPolicyStats {
     pub policy: String,
     pub artifact: String,
+    /// The name in tables and tests: the policy, or `artifact/policy` when two are compared.
+    pub label: String,
     /// Searches offered (after superseded ones are dropped), placed, and never placed.
     pub searches: u64,
     pub superseded: u64,
@@ -179,7 +181,6 @@ struct Acc {
     tick_max: f64,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn record(acc: &mut Acc, lobby: &Lobby, arr: &[Arrival], sc: &Scored, seed: u64, blowout_p: f64) {
     acc.lobbies += 1;
     acc.rescued += u64::from(lobby.rescued);
@@ -249,7 +250,6 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Replays every team-queue policy under each artifact over the window's arrivals.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay(
     h: &EvalHistory,
     arts: &[(&Artifact, &Scored)],
@@ -341,6 +341,11 @@ pub(crate) fn replay(
             stats.push(TeamPolicyStats {
                 policy: name.to_string(),
                 artifact: sc.label.clone(),
+                label: if arts.len() > 1 {
+                    format!("{}/{name}", sc.label)
+                } else {
+                    name.to_string()
+                },
                 searches: offered,
                 superseded,
                 placed_searches: acc.placed_searches,
@@ -371,13 +376,6 @@ pub(crate) fn replay(
         }
     }
     let mut tests = Vec::new();
-    let label = |s: &TeamPolicyStats| {
-        if arts.len() > 1 {
-            format!("{}/{}", s.artifact, s.policy)
-        } else {
-            s.policy.clone()
-        }
-    };
     for i in 0..stats.len() {
         for j in 0..stats.len() {
             if i == j {
@@ -387,8 +385,8 @@ pub(crate) fn replay(
             // (and t) of retention i against retention j.
             let w = welch(&moments[j], &moments[i]);
             tests.push(PairTest {
-                a: label(&stats[i]),
-                b: label(&stats[j]),
+                a: stats[i].label.clone(),
+                b: stats[j].label.clone(),
                 welch: w,
                 relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
             });

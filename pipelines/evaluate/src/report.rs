@@ -449,15 +449,10 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
     for x in &t.policies {
         let _ = write!(
             h,
-            "<tr><td>{}{}</td><td>{} ({})</td><td>{} / {}</td><td>{} ({})</td>\
+            "<tr><td>{}</td><td>{} ({})</td><td>{} / {}</td><td>{} ({})</td>\
              <td>{} ({} – {}), {}, {}, {}</td><td>{} ({} – {})</td><td>{} ({} – {})</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} / {}</td></tr>",
-            if x.artifact == "candidate" {
-                String::new()
-            } else {
-                format!("{}/", esc(&x.artifact))
-            },
-            esc(&x.policy),
+            esc(&x.label),
             x.searches,
             x.superseded,
             x.placed_searches,
@@ -490,14 +485,7 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
         "</table><p>Welch t-tests of predicted retention per placed player (row minus column: \
          difference, p-value).</p>",
     );
-    let name = |x: &crate::replay::TeamPolicyStats| {
-        if t.policies.iter().any(|y| y.artifact != "candidate") {
-            format!("{}/{}", x.artifact, x.policy)
-        } else {
-            x.policy.clone()
-        }
-    };
-    let names: Vec<String> = t.policies.iter().map(name).collect();
+    let names: Vec<String> = t.policies.iter().map(|x| x.label.clone()).collect();
     welch_matrix(h, &names, &t.tests, 5);
     h.push_str("<details><summary>By skill decile (predicted retention, mean |P(win) − ½|)</summary><table><tr><th>policy</th>");
     for d in 1..=10 {
@@ -505,7 +493,7 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
     }
     h.push_str("</tr>");
     for x in &t.policies {
-        let _ = write!(h, "<tr><td>{}</td>", esc(&name(x)));
+        let _ = write!(h, "<tr><td>{}</td>", esc(&x.label));
         for d in &x.by_decile {
             let _ = write!(
                 h,
@@ -596,11 +584,7 @@ pub fn summary(r: &EvalReport) -> String {
             let _ = writeln!(
                 s,
                 "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>10.4} {:>8.4} {:>7.3}",
-                if x.artifact == "candidate" {
-                    x.policy.clone()
-                } else {
-                    format!("{}/{}", x.artifact, x.policy)
-                },
+                x.label,
                 x.placed_searches,
                 x.unplaced_searches,
                 x.wait_s_mean,
