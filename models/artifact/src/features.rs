@@ -9,7 +9,13 @@
 //! - matches played in the last 8 hours, 1 day, 1 week and 1 month before now;
 //! - what the data offers beyond the paper: experience (log of 1 + games played, as Dota 2 does),
 //!   party or solo, the skill percentile, and for the last match the performance rank in its
-//!   lobby and whether it was a blowout.
+//!   lobby and whether it was a blowout;
+//! - the upcoming outcome crossed with the last `outcome_interactions` outcomes (`now_win` and
+//!   `now_loss` times each earlier match's win and loss). Without them a logistic model is
+//!   additive in the outcome: a loss costs every player nearly the same, and then every
+//!   pairing of a pool has the same expected churn (EOMM's Theorem: skill matching is optimal
+//!   when sensitivities are equal). The paper's Table 1 shows why they matter: how likely a
+//!   player is to leave after a loss depends on the outcomes before it.
 //!
 //! Missing values are explicit: a history slot that does not exist has `present = 0` and zeros
 //! elsewhere; an unknown score difference, performance or percentile has its own `known` flag,
@@ -88,6 +94,10 @@ pub struct FeatureSpec {
     /// `None` (artifacts before this field): no censoring and no flags.
     #[serde(default)]
     pub data_start_ms: Option<i64>,
+    /// How many of the most recent earlier matches are crossed with the upcoming outcome (at
+    /// most `history`; 0, as in artifacts before this field: none).
+    #[serde(default)]
+    pub outcome_interactions: usize,
 }
 
 impl Default for FeatureSpec {
@@ -95,8 +105,19 @@ impl Default for FeatureSpec {
         FeatureSpec {
             history: 10,
             data_start_ms: None,
+            outcome_interactions: 3,
         }
     }
+}
+
+/// The interaction columns' names for earlier match `k`, in column order.
+fn interaction_names(k: usize) -> [String; 4] {
+    [
+        format!("now_win_x_last{k}_win"),
+        format!("now_win_x_last{k}_loss"),
+        format!("now_loss_x_last{k}_win"),
+        format!("now_loss_x_last{k}_loss"),
+    ]
 }
 
 impl FeatureSpec {
@@ -131,7 +152,16 @@ impl FeatureSpec {
             ]
             .map(String::from),
         );
+        for k in 1..=self.interactions() {
+            v.extend(interaction_names(k));
+        }
         v
+    }
+
+    /// The number of earlier matches crossed with the outcome (capped at `history`).
+    #[must_use]
+    pub fn interactions(&self) -> usize {
+        self.outcome_interactions.min(self.history)
     }
 
     /// Columns of the upcoming outcome's one-hot.
@@ -249,6 +279,24 @@ impl FeatureSpec {
             f64::from(u8::from(perf_known)),
             f64::from(u8::from(last.is_some_and(|m| m.blowout_loss))),
         ]);
+        let now_win = f64::from(u8::from(outcome == Outcome3::Win));
+        let now_loss = f64::from(u8::from(outcome == Outcome3::Loss));
+        for k in 0..self.interactions() {
+            let (win, loss) =
+                past.len()
+                    .checked_sub(k + 1)
+                    .map_or((0.0, 0.0), |i| match past[i].outcome {
+                        Outcome3::Win => (1.0, 0.0),
+                        Outcome3::Loss => (0.0, 1.0),
+                        Outcome3::Draw => (0.0, 0.0),
+                    });
+            out.extend([
+                now_win * win,
+                now_win * loss,
+                now_loss * win,
+                now_loss * loss,
+            ]);
+        }
     }
 }
 
@@ -275,6 +323,7 @@ mod tests {
         let spec = FeatureSpec {
             history: 2,
             data_start_ms: None,
+            outcome_interactions: 2,
         };
         let earlier = [
             played(0, Outcome3::Win, 3.0),
@@ -314,6 +363,29 @@ mod tests {
             (1.0, 0.8, 1.0)
         );
         assert_eq!(get("last_perf_known"), 0.0);
+        // A draw now: every interaction is 0.
+        assert!(
+            names
+                .iter()
+                .zip(&row)
+                .all(|(n, v)| !n.contains("_x_") || *v == 0.0)
+        );
+        // A loss now after a loss (last1) and a win (last2).
+        let mut row = Vec::new();
+        spec.push_row(&earlier, &now, Outcome3::Loss, &mut row);
+        let get = |n: &str| row[names.iter().position(|x| x == n).unwrap()];
+        assert_eq!(
+            [
+                "now_loss_x_last1_loss",
+                "now_loss_x_last1_win",
+                "now_loss_x_last2_win",
+                "now_loss_x_last2_loss",
+                "now_win_x_last1_loss",
+                "now_win_x_last2_win",
+            ]
+            .map(get),
+            [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+        );
     }
 
     /// Count windows that reach before the data's start are unknown (0, flag 0), not low.
@@ -322,6 +394,7 @@ mod tests {
         let spec = FeatureSpec {
             history: 1,
             data_start_ms: Some(0),
+            outcome_interactions: 0,
         };
         let earlier = [
             played(1, Outcome3::Win, 1.0),
@@ -352,6 +425,7 @@ mod tests {
         let old = FeatureSpec {
             history: 1,
             data_start_ms: None,
+            outcome_interactions: 0,
         };
         assert!(
             !old.names()

@@ -147,6 +147,7 @@ proptest! {
         let spec = FeatureSpec {
             history: 10,
             data_start_ms: lead.map(|l| all[0].start_ms - l * 3_600_000),
+            outcome_interactions: 3,
         };
         let cut = cut.min(all.len());
         let as_of = all[..cut].last().map_or(0, |p| p.start_ms) + 1;

@@ -115,6 +115,7 @@ fn refuses_bad_shapes_and_single_class() {
     let spec = FeatureSpec {
         history: 1,
         data_start_ms: None,
+        outcome_interactions: 1,
     };
     let k = spec.names().len();
     let x = Array2::<f64>::zeros((4, k));

@@ -227,6 +227,11 @@ pub struct FitChurnArgs {
     /// Earlier matches described per row.
     #[arg(long, default_value_t = 10)]
     pub history: usize,
+    /// How many of the most recent earlier outcomes are crossed with the upcoming one
+    /// (`now_loss_x_last1_loss`, ...): how sensitive a player is to a loss depends on the
+    /// outcomes before it (EOMM Table 1). 0 makes the model additive in the outcome.
+    #[arg(long, default_value_t = 3)]
+    pub interactions: usize,
     /// A loss by more than this many team-score points is a blowout (CoD: 30 in TDM).
     #[arg(long, default_value_t = 30.0)]
     pub blowout_margin: f64,
@@ -266,6 +271,17 @@ pub struct FitChurnArgs {
 impl FitChurnArgs {
     pub fn to_config(&self) -> anyhow::Result<mm_fit::churn::ChurnConfig> {
         let horizon_ms = mm_fit::churn::parse_horizon(&self.horizon)?;
+        if self.interactions > self.history {
+            return Err(mm_fit::FitError::Config {
+                field: "interactions",
+                reason: format!(
+                    "{} is more than --history {}: only described matches can be crossed \
+                     with the outcome",
+                    self.interactions, self.history
+                ),
+            }
+            .into());
+        }
         if self.history == 0 || self.history > 50 {
             return Err(mm_fit::FitError::Config {
                 field: "history",
@@ -283,6 +299,7 @@ impl FitChurnArgs {
             spec: mm_trainer::churn::features::FeatureSpec {
                 history: self.history,
                 data_start_ms: None,
+                outcome_interactions: self.interactions,
             },
             blowout_margin: self.blowout_margin,
             score_from_ms: day_ms(self.score_from),

@@ -107,6 +107,7 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
         mode: spec.mode.clone(),
         until_ms: None,
         history: 1,
+        outcome_interactions: 0,
         horizon_ms: spec.horizon_ms,
         blowout_margin: spec.blowout_margin,
         censor_windows: true,

@@ -47,7 +47,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::history::{EvalHistory, WindowSpec};
-use crate::stats::{Moments, Welch, welch, wilson};
+use crate::stats::{Moments, Paired, Welch, paired, welch, wilson};
 
 /// Why an evaluation failed.
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +200,15 @@ pub struct PairTest {
     pub welch: Welch,
     /// `(mean a - mean b) / mean b`.
     pub relative: f64,
+    /// 1v1 pools: the paired t-test of the per-round differences of retained players. Both
+    /// policies ran on the same pool with the same draws, so the difference is free of the
+    /// pool-to-pool spread that Welch's test has to carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+    /// 1v1 pools: the paired t-test of the per-round differences of expected retained players
+    /// (the churn model's probabilities summed, the draws' noise averaged out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_expected: Option<Paired>,
 }
 
 /// Everything at one pool size.
@@ -292,7 +301,12 @@ pub struct EommVsSkill {
     pub pool_size: usize,
     pub artifact: String,
     pub relative_improvement: f64,
+    /// Welch's test of retained players per round (the paper's test).
     pub p_value: f64,
+    /// The paired test of the same per-round retained players.
+    pub paired_p_value: f64,
+    /// The paired test of expected retained players per round.
+    pub paired_expected_p_value: f64,
     /// The EOMM paper's Table 2 at this size (`None` where it has no column).
     pub paper_relative_improvement: Option<f64>,
 }
@@ -936,6 +950,8 @@ pub fn evaluate_with(
                     artifact: prefix(&t.a).to_string(),
                     relative_improvement: t.relative,
                     p_value: t.welch.p,
+                    paired_p_value: t.paired.map_or(f64::NAN, |x| x.p),
+                    paired_expected_p_value: t.paired_expected.map_or(f64::NAN, |x| x.p),
                     paper_relative_improvement: PAPER_TABLE2
                         .iter()
                         .find(|r| r.0 == s.pool_size)
@@ -1016,6 +1032,8 @@ fn run_size(
     let k = arts.len() * policies.len();
     let chunk = 64usize;
     let mut accs = vec![Acc::default(); k];
+    // Per ordered pair (a, b): per-round differences of retained and expected retained.
+    let mut diffs = vec![(Moments::default(), Moments::default()); k * k];
     let mut r0 = 0usize;
     while r0 < cfg.rounds {
         let r1 = (r0 + chunk * rayon::current_num_threads()).min(cfg.rounds);
@@ -1059,8 +1077,16 @@ fn run_size(
             })
             .collect();
         for o in outs {
-            for (a, r) in accs.iter_mut().zip(o?) {
-                a.add(&r);
+            let o = o?;
+            for (a, r) in accs.iter_mut().zip(&o) {
+                a.add(r);
+            }
+            for (a, ra) in o.iter().enumerate() {
+                for (b, rb) in o.iter().enumerate() {
+                    let d = &mut diffs[a * k + b];
+                    d.0.push(ra.retained - rb.retained);
+                    d.1.push(ra.expected - rb.expected);
+                }
             }
         }
         progress((r1 - r0) as u64);
@@ -1094,6 +1120,8 @@ fn run_size(
                 b: label(bi, pb),
                 welch: w,
                 relative: w.diff / accs[b].retained.mean,
+                paired: Some(paired(&diffs[a * k + b].0)),
+                paired_expected: Some(paired(&diffs[a * k + b].1)),
             });
         }
     }

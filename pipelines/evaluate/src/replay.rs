@@ -389,6 +389,8 @@ pub(crate) fn replay(
                 b: stats[j].label.clone(),
                 welch: w,
                 relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
+                paired: None,
+                paired_expected: None,
             });
         }
     }

@@ -216,16 +216,20 @@ fn table2(h: &mut String, r: &EvalReport) {
     if !r.eomm_vs_skill.is_empty() {
         h.push_str(
             "<h3>EOMM over SkillMM</h3><table><tr><th>pool size</th><th>artifact</th>\
-             <th>retained, relative</th><th>Welch p</th><th>paper</th></tr>",
+             <th>retained, relative</th><th>Welch p</th><th>paired p</th>\
+             <th>paired p, expected</th><th>paper</th></tr>",
         );
         for e in &r.eomm_vs_skill {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td></tr>",
                 e.pool_size,
                 esc(&e.artifact),
                 pct(e.relative_improvement),
                 pval(e.p_value),
+                pval(e.paired_p_value),
+                pval(e.paired_expected_p_value),
                 e.paper_relative_improvement.map_or("–".into(), pct)
             );
         }
@@ -332,7 +336,8 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
     }
     h.push_str(
         "</table><p>Welch t-tests of retained players per round (row minus column: difference, \
-         p-value).</p>",
+         p-value), and the paired t-tests of the same rounds (both policies ran on the same pool \
+         with the same draws): of retained players, and of expected retained players.</p>",
     );
     let names: Vec<String> = s.policies.iter().map(|x| x.policy.clone()).collect();
     welch_matrix(h, &names, &s.tests, 3);
@@ -413,10 +418,20 @@ fn welch_matrix(h: &mut String, names: &[String], tests: &[crate::PairTest], dig
                 Some(t) => {
                     let _ = write!(
                         h,
-                        "<td>{:+.digits$}<br><small>p = {}</small></td>",
+                        "<td>{:+.digits$}<br><small>p = {}</small>",
                         t.welch.diff,
                         pval(t.welch.p)
                     );
+                    if let (Some(p), Some(e)) = (t.paired, t.paired_expected) {
+                        let _ = write!(
+                            h,
+                            "<br><small>paired p = {}; expected {:+.digits$}, p = {}</small>",
+                            pval(p.p),
+                            e.diff,
+                            pval(e.p)
+                        );
+                    }
+                    h.push_str("</td>");
                 }
                 None => h.push_str("<td>–</td>"),
             }
@@ -559,7 +574,8 @@ pub fn summary(r: &EvalReport) -> String {
     for e in &r.eomm_vs_skill {
         let _ = writeln!(
             s,
-            "P={} {}EOMM over SkillMM: {:+.2}% (Welch p = {}); paper {}",
+            "P={} {}EOMM over SkillMM: {:+.2}% (Welch p = {}, paired p = {}, paired p of \
+             expected retained = {}); paper {}",
             e.pool_size,
             if e.artifact.is_empty() {
                 String::new()
@@ -568,6 +584,8 @@ pub fn summary(r: &EvalReport) -> String {
             },
             100.0 * e.relative_improvement,
             pval(e.p_value),
+            pval(e.paired_p_value),
+            pval(e.paired_expected_p_value),
             e.paper_relative_improvement
                 .map_or("–".into(), |x| format!("{:+.2}%", 100.0 * x))
         );

@@ -85,8 +85,19 @@ fn policies_on_the_same_pools() {
             assert_eq!(players, 40 * s.pool_size as u64);
             assert!(p.retained_ci95.0 <= p.retained_mean && p.retained_mean <= p.retained_ci95.1);
         }
-        // Welch tests between every ordered pair of policies.
+        // Welch tests between every ordered pair of policies, and paired tests of the same
+        // rounds: the mean of the differences is the difference of the means.
         assert_eq!(s.tests.len(), 5 * 4);
+        for t in &s.tests {
+            let (p, e) = (t.paired.unwrap(), t.paired_expected.unwrap());
+            assert!((p.diff - t.welch.diff).abs() < 1e-9, "{t:?}");
+            assert!((0.0..=1.0).contains(&p.p) && p.df == 39.0, "{t:?}");
+            // EOMM has the least expected churn on every pool, so each paired difference
+            // against it is one-signed.
+            if t.a == "eomm" {
+                assert!(e.diff >= -1e-9, "{t:?}");
+            }
+        }
     }
     assert_eq!(r.eomm_vs_skill.len(), 2);
     let h = &r.holdout[0];

@@ -333,6 +333,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         mode: cfg.mode.clone(),
         until_ms: cfg.until_ms,
         history: cfg.spec.history,
+        outcome_interactions: cfg.spec.interactions(),
         censor_windows: true,
         horizon_ms: cfg.horizon_ms,
         blowout_margin: cfg.blowout_margin,

@@ -4,7 +4,7 @@
 //! EOMM features of `mm_trainer::churn::features` (same names, same meaning: that module's
 //! `push_row` is the row-at-a-time reference this query is tested against) and the churn label.
 //!
-//! The query, in three steps:
+//! The query, in four steps:
 //! 1. **per match** (windows over `match_id`): the score difference against the opponents
 //!    (own `team_score` minus the opponents' row-weighted mean), a blowout loss (lost by more
 //!    than the margin: CoD's "score delta greater than 30"), the performance rank in the lobby
@@ -13,7 +13,9 @@
 //! 2. **per player** (rows sorted by player, start, match): the last `history` matches by
 //!    shifting, the window counts by rolling sums over start time (closed on the left: matches
 //!    before now), games played so far, and the next match's start for the label;
-//! 3. **label**: censored (null) when the data end less than `horizon` after the match (all
+//! 3. **outcome interactions**: the upcoming outcome (win, loss) times each of the last
+//!    `outcome_interactions` matches' win and loss;
+//! 4. **label**: censored (null) when the data end less than `horizon` after the match (all
 //!    such matches, so the labels near the end are not biased towards quick returns); else
 //!    churned unless the next match starts within `horizon`.
 
@@ -35,6 +37,8 @@ pub struct FeatureQuery {
     pub until_ms: Option<i64>,
     /// Earlier matches described per row.
     pub history: usize,
+    /// Earlier matches crossed with the upcoming outcome (`FeatureSpec::outcome_interactions`).
+    pub outcome_interactions: usize,
     /// The churn horizon, milliseconds.
     pub horizon_ms: i64,
     /// A loss by more than this many team-score points is a blowout.
@@ -380,5 +384,16 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         label.alias("churned"),
     ];
     out.extend(feats);
-    Ok(per_match.select(out))
+    let mut cross = Vec::new();
+    for k in 1..=q.outcome_interactions.min(q.history) {
+        let c = |f: &str| col(format!("last{k}_{f}"));
+        let loss = c("present") - c("win") - c("draw");
+        for now in ["now_win", "now_loss"] {
+            cross.extend([
+                (col(now) * c("win")).alias(format!("{now}_x_last{k}_win")),
+                (col(now) * loss.clone()).alias(format!("{now}_x_last{k}_loss")),
+            ]);
+        }
+    }
+    Ok(per_match.select(out).with_columns(cross))
 }

@@ -227,6 +227,7 @@ fn polars_query_matches_the_reference() {
         let spec = FeatureSpec {
             history: 4,
             data_start_ms: rows.iter().map(|r| r.start).min(),
+            outcome_interactions: 3,
         };
         let want = reference(&rows, spec, horizon_ms, 30.0);
         let df = query(&FeatureQuery {
@@ -234,6 +235,7 @@ fn polars_query_matches_the_reference() {
             files: Lake::open(&lake).unwrap().matches_files().unwrap(),
             mode: Some(mode.into()),
             history: spec.history,
+            outcome_interactions: spec.outcome_interactions,
             censor_windows: true,
             horizon_ms,
             blowout_margin: 30.0,
