@@ -46,16 +46,13 @@ impl ChurnModel {
     }
 
     /// P(churn) for each hypothetical outcome of the upcoming match (win, draw, loss): the
-    /// input EOMM needs. `row` is any row of the player's state; its outcome columns are
-    /// replaced.
+    /// input EOMM needs. `row` is any row of the player's state; its outcome columns (the
+    /// one-hot and the interactions with earlier outcomes) are replaced.
     #[must_use]
     pub fn counterfactual(&self, row: &[f64]) -> [f64; 3] {
-        let cols = self.spec.outcome_columns();
         let mut r = row.to_vec();
         [Outcome3::Win, Outcome3::Draw, Outcome3::Loss].map(|o| {
-            for (k, &c) in cols.iter().enumerate() {
-                r[c] = f64::from(u8::from(k == o as usize));
-            }
+            self.spec.set_outcome(&mut r, o);
             self.predict(&r)
         })
     }

@@ -171,6 +171,30 @@ impl FeatureSpec {
         [base, base + 1, base + 2]
     }
 
+    /// Sets the upcoming outcome of a row built by this spec: its one-hot and the interaction
+    /// columns that cross it with the earlier outcomes (the row is then the one
+    /// [`FeatureSpec::push_row_from`] builds for `outcome`).
+    pub fn set_outcome(&self, row: &mut [f64], outcome: Outcome3) {
+        let cols = self.outcome_columns();
+        for (k, &c) in cols.iter().enumerate() {
+            row[c] = f64::from(u8::from(k == outcome as usize));
+        }
+        let n = self.interactions();
+        let base = row.len() - 4 * n;
+        let now_win = f64::from(u8::from(outcome == Outcome3::Win));
+        let now_loss = f64::from(u8::from(outcome == Outcome3::Loss));
+        for k in 0..n {
+            let slot = &row[k * PER_SLOT.len()..(k + 1) * PER_SLOT.len()];
+            let (win, loss) = (slot[1], slot[0] - slot[1] - slot[2]);
+            row[base + 4 * k..base + 4 * k + 4].copy_from_slice(&[
+                now_win * win,
+                now_win * loss,
+                now_loss * win,
+                now_loss * loss,
+            ]);
+        }
+    }
+
     /// Appends one row: `earlier` is every earlier match of the player, oldest first (only
     /// those before `now.start_ms` are read); `outcome` is the upcoming match's.
     pub fn push_row(
@@ -363,6 +387,14 @@ mod tests {
             (1.0, 0.8, 1.0)
         );
         assert_eq!(get("last_perf_known"), 0.0);
+        // Setting the outcome of a built row gives the row built for that outcome.
+        for o in [Outcome3::Win, Outcome3::Draw, Outcome3::Loss] {
+            let mut direct = Vec::new();
+            spec.push_row(&earlier, &now, o, &mut direct);
+            let mut set = row.clone();
+            spec.set_outcome(&mut set, o);
+            assert_eq!(set, direct, "{o:?}");
+        }
         // A draw now: every interaction is 0.
         assert!(
             names

@@ -193,33 +193,37 @@ impl LobbyBuilder {
         if p_max - p_min > cap + EPS {
             return Err(Rule::SkillDisparity);
         }
-        let mut pinged = self.pinged.clone();
-        if !searches.is_empty() && !searches[c.index].pings.is_empty() {
-            pinged.push((c.index, c.max_delta_ping));
-            if !ping_ok(searches, &pinged) {
+        // The last two rules are checked with the candidate pushed, and it is popped again
+        // when one refuses (no copy of the lobby per candidate).
+        let pinged = !searches.is_empty() && !searches[c.index].pings.is_empty();
+        if pinged {
+            self.pinged.push((c.index, c.max_delta_ping));
+            if !ping_ok(searches, &self.pinged) {
+                self.pinged.pop();
                 return Err(Rule::Ping);
             }
         }
-        let mut sizes = self.sizes.clone();
-        sizes.push(c.size);
+        self.sizes.push(c.size);
         let players = self.players + c.size;
-        if !groupable(&sizes, self.team_size, players == 2 * self.team_size) {
+        if !groupable(&self.sizes, self.team_size, players == 2 * self.team_size) {
+            self.sizes.pop();
+            if pinged {
+                self.pinged.pop();
+            }
             return Err(Rule::TeamBalance);
         }
         self.members.push(c.index);
-        self.sizes = sizes;
         self.players = players;
         (self.lo, self.hi, self.s_min, self.s_max) = (lo, hi, s_min, s_max);
         (self.p_min, self.p_max, self.disp_cap) = (p_min, p_max, cap);
-        self.pinged = pinged;
         Ok(())
     }
 }
 
-/// Some data centre keeps every pinged search within its allowed extra ping.
+/// Some data centre keeps every pinged search within its allowed extra ping (so the searches
+/// share a data centre, as [`best_data_centre`] requires).
 fn ping_ok(searches: &[Search], pinged: &[(usize, f64)]) -> bool {
-    let ids: Vec<usize> = pinged.iter().map(|p| p.0).collect();
-    let first = &searches[ids[0]];
+    let first = &searches[pinged[0].0];
     first.pings.iter().any(|&(dc, _)| {
         pinged.iter().all(|&(i, allowed)| {
             let s = &searches[i];
@@ -229,7 +233,7 @@ fn ping_ok(searches: &[Search], pinged: &[(usize, f64)]) -> bool {
                 .find(|x| x.0 == dc)
                 .is_some_and(|&(_, p)| f64::from(p - best) <= allowed + EPS)
         })
-    }) && best_data_centre(searches, &ids).is_ok()
+    })
 }
 
 /// The CoD rules policy.
@@ -260,25 +264,65 @@ impl CodRules {
         }
     }
 
-    /// Grows a lobby around `anchor` from its candidates; returns it and, per candidate, the
-    /// rule that refused it.
-    fn grow(&self, st: &TickState<'_>, anchor: usize) -> (LobbyBuilder, Vec<(usize, Rule)>) {
+    /// The candidate records of every search at this tick.
+    fn candidates(&self, st: &TickState<'_>) -> Vec<Candidate> {
+        st.views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| self.candidate(v, i))
+            .collect()
+    }
+
+    /// Grows a lobby around `anchor` from its candidates (`cands` from
+    /// [`CodRules::candidates`]); returns it and, per candidate, the rule that refused it.
+    fn grow(
+        &self,
+        st: &TickState<'_>,
+        cands: &[Candidate],
+        anchor: usize,
+    ) -> (LobbyBuilder, Vec<(usize, Rule)>) {
         let mut b = LobbyBuilder::new(self.config.team_size);
         let mut refused = Vec::new();
-        if b.try_add(&self.candidate(&st.views[anchor], anchor), st.searches)
-            .is_err()
-        {
+        if b.try_add(&cands[anchor], st.searches).is_err() {
             return (b, refused);
         }
         for (_, j) in st.nearest_iter(anchor).take(self.config.k) {
             if b.is_full() {
                 break;
             }
-            if let Err(rule) = b.try_add(&self.candidate(&st.views[j], j), st.searches) {
+            if let Err(rule) = b.try_add(&cands[j], st.searches) {
                 refused.push((j, rule));
             }
         }
         (b, refused)
+    }
+
+    /// Forms the lobby of a full builder (split by the exhaustive rule) and takes its searches.
+    fn form(
+        &self,
+        st: &mut TickState<'_>,
+        lobbies: &mut Vec<Lobby>,
+        b: &LobbyBuilder,
+        now_ms: i64,
+    ) {
+        let c = &self.config;
+        if !b.is_full() {
+            return;
+        }
+        let ids = b.members().to_vec();
+        let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
+            return;
+        };
+        let scored = score_split(
+            st,
+            &self.models,
+            &c.quality,
+            &teams,
+            c.team_size,
+            c.max_wait_s,
+        );
+        lobbies.push(make_lobby(st, teams, &scored, now_ms, false));
+        st.take(&ids);
     }
 
     /// When the pair (anchor, candidate) passes `rule` by backoff alone, ms since the epoch.
@@ -328,29 +372,14 @@ impl Policy for CodRules {
     fn tick(&mut self, now_ms: i64, queue: &mut Queue) -> Vec<Lobby> {
         let c = &self.config;
         let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
+        let cands = self.candidates(&st);
         let mut lobbies = Vec::new();
         for a in st.age_order() {
             if st.taken[a] {
                 continue;
             }
-            let (b, _) = self.grow(&st, a);
-            if !b.is_full() {
-                continue;
-            }
-            let ids = b.members().to_vec();
-            let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
-                continue;
-            };
-            let scored = score_split(
-                &st,
-                &self.models,
-                &c.quality,
-                &teams,
-                c.team_size,
-                c.max_wait_s,
-            );
-            lobbies.push(make_lobby(&st, teams, &scored, now_ms, false));
-            st.take(&ids);
+            let (b, _) = self.grow(&st, &cands, a);
+            self.form(&mut st, &mut lobbies, &b, now_ms);
         }
         lobbies.extend(rescue_overdue(
             &mut st,
@@ -367,7 +396,7 @@ impl Policy for CodRules {
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {
         let a = queue.position(id)?;
         let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
-        let (b, refused) = self.grow(&st, a);
+        let (b, refused) = self.grow(&st, &self.candidates(&st), a);
         let mut blockers: Vec<Blocker> = Vec::new();
         for &(j, rule) in &refused {
             let at = self.relaxes_at(&st, a, j, rule);

@@ -827,19 +827,28 @@ pub(crate) fn fill_exact(
 }
 
 /// Whether parties of these sizes can be split into two teams of at most `t` (exactly `t` each
-/// when `full`). Karmarkar–Karp first, as the CoD paper's grouping phase does; when it says no,
-/// an exact subset sum decides, because the heuristic refuses some balanceable sets (sizes
-/// {3, 3, 2, 2, 2} in teams of 6: it pairs the threes against each other).
+/// when `full`): some subset (team A) holds between `total - t` and `t` players.
+///
+/// The CoD paper's grouping phase runs Karmarkar–Karp; its yes implies this one (its two teams
+/// are such a subset), and where it says no this exact check still finds the balanceable sets it
+/// misses ({3, 3, 2, 2, 2} in teams of 6: it pairs the threes against each other). So the exact
+/// check alone gives the same answer: it runs on every candidate a forming lobby considers, as
+/// a bit set of reachable subset sums (one shift per party), without allocating.
 #[must_use]
 pub fn groupable(sizes: &[usize], t: usize, full: bool) -> bool {
     let total: usize = sizes.iter().sum();
     if total > 2 * t || (full && total != 2 * t) {
         return false;
     }
-    if crate::teams::balanceable(sizes, t, 2, full).is_some() {
-        return true;
+    let (lo, hi) = (total.saturating_sub(t), t.min(total));
+    if total < 64 {
+        let mut can: u64 = 1;
+        for &s in sizes {
+            can |= can << s;
+        }
+        let window = (u64::MAX >> (63 - (hi - lo))) << lo;
+        return can & window != 0;
     }
-    // Exact: some subset (team A) with total - t <= a <= t.
     let mut can = vec![false; total + 1];
     can[0] = true;
     for &s in sizes {
@@ -849,7 +858,7 @@ pub fn groupable(sizes: &[usize], t: usize, full: bool) -> bool {
             }
         }
     }
-    (total.saturating_sub(t)..=t.min(total)).any(|a| can[a])
+    (lo..=hi).any(|a| can[a])
 }
 
 /// The quality criteria of a lobby, each in [0, 1] (1 is best), and their weighted mean.
@@ -1348,6 +1357,48 @@ mod tests {
         assert!(crate::teams::balanceable(&[3, 3, 2, 2, 2], 6, 2, true).is_none());
         assert!(groupable(&[3, 3, 2, 2, 2], 6, true));
         assert!(!groupable(&[5, 5, 2], 6, true));
+    }
+
+    /// Against brute force over every team assignment, on every multiset of up to 7 parties of
+    /// 1 to 5 players, for teams of 3 to 8; Karmarkar–Karp's yes is always a yes here.
+    #[test]
+    fn grouping_is_exact() {
+        fn all(prefix: &mut Vec<usize>, left: usize, out: &mut Vec<Vec<usize>>) {
+            out.push(prefix.clone());
+            if left == 0 {
+                return;
+            }
+            let from = prefix.last().copied().unwrap_or(1);
+            for s in from..=5 {
+                prefix.push(s);
+                all(prefix, left - 1, out);
+                prefix.pop();
+            }
+        }
+        let mut sets = Vec::new();
+        all(&mut Vec::new(), 7, &mut sets);
+        for t in 3..=8 {
+            for sizes in &sets {
+                let total: usize = sizes.iter().sum();
+                for full in [false, true] {
+                    let brute = (0u32..1 << sizes.len()).any(|m| {
+                        let a: usize = (0..sizes.len())
+                            .filter(|&i| m >> i & 1 == 1)
+                            .map(|i| sizes[i])
+                            .sum();
+                        let b = total - a;
+                        a <= t && b <= t && (!full || a + b == 2 * t)
+                    });
+                    assert_eq!(groupable(sizes, t, full), brute, "{sizes:?} t={t} {full}");
+                    // (groupable asks Karmarkar–Karp only of a full lobby's exact size.)
+                    if (!full || total == 2 * t)
+                        && crate::teams::balanceable(sizes, t, 2, full).is_some()
+                    {
+                        assert!(brute, "{sizes:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
