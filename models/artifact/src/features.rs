@@ -476,6 +476,27 @@ mod tests {
         );
     }
 
+    /// A spec written before the interactions existed loads without them.
+    #[test]
+    fn older_specs_have_no_interactions() {
+        let old: FeatureSpec = serde_json::from_str(r#"{"history": 2}"#).expect("spec");
+        assert_eq!(old.outcome_interactions, 0);
+        assert!(!old.names().iter().any(|n| n.contains("_x_")));
+        let mut row = Vec::new();
+        let now = Upcoming {
+            start_ms: H,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        old.push_row(
+            &[played(0, Outcome3::Loss, 1.0)],
+            &now,
+            Outcome3::Loss,
+            &mut row,
+        );
+        assert_eq!(row.len(), old.names().len());
+    }
+
     /// A first match: every slot absent, explicitly.
     #[test]
     fn no_history_is_explicit() {
