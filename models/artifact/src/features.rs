@@ -235,6 +235,7 @@ impl FeatureSpec {
             games,
             window_counts,
         } = *summary;
+        let start = out.len();
         let past = &recent[..recent.partition_point(|p| p.start_ms < now.start_ms)];
         let hours = |a: i64, b: i64| ((b - a) as f64 / HOUR_MS).max(0.0).ln_1p();
         for k in 0..self.history {
@@ -303,24 +304,9 @@ impl FeatureSpec {
             f64::from(u8::from(perf_known)),
             f64::from(u8::from(last.is_some_and(|m| m.blowout_loss))),
         ]);
-        let now_win = f64::from(u8::from(outcome == Outcome3::Win));
-        let now_loss = f64::from(u8::from(outcome == Outcome3::Loss));
-        for k in 0..self.interactions() {
-            let (win, loss) =
-                past.len()
-                    .checked_sub(k + 1)
-                    .map_or((0.0, 0.0), |i| match past[i].outcome {
-                        Outcome3::Win => (1.0, 0.0),
-                        Outcome3::Loss => (0.0, 1.0),
-                        Outcome3::Draw => (0.0, 0.0),
-                    });
-            out.extend([
-                now_win * win,
-                now_win * loss,
-                now_loss * win,
-                now_loss * loss,
-            ]);
-        }
+        // The interactions are read off the row's own slots, as for any other outcome.
+        out.extend(std::iter::repeat_n(0.0, 4 * self.interactions()));
+        self.set_outcome(&mut out[start..], outcome);
     }
 }
 
