@@ -277,12 +277,9 @@ impl Lap {
         self.duals(n, cost)
     }
 
-    /// One shortest augmenting path from the free row `fr` (Dijkstra with a binary heap; at
-    /// equal distance a free column comes first), then the price update and the augmentation,
-    /// as in the dense search. Each scanned row also queues its bound: the least distance any
-    /// column outside its list could have. When that bound comes off the heap before the search
-    /// ends, the row's list grows by its next cheapest columns, so the search scans the same
-    /// columns as the dense one and looks at the rest of a row only when it must.
+    /// One shortest augmenting path from the free row `fr` over the listed columns (Dijkstra
+    /// with a binary heap; at equal distance a free column comes first), then the price update
+    /// and the augmentation, as in the dense search.
     fn augment_sparse(&mut self, n: usize, cost: &[i64], fr: usize) {
         self.touched.clear();
         self.scanned.clear();

@@ -44,6 +44,7 @@ pub mod blossom;
 pub mod cod;
 pub mod eomm_teams;
 pub mod from_artifact;
+mod knn;
 pub mod lap;
 pub mod pairing;
 pub mod queue;

@@ -26,11 +26,10 @@ use std::time::{Duration, Instant};
 use mm_artifact::Artifact;
 use mm_artifact::snapshot::{PlayerState, features_of};
 use mm_artifact::team::{PartyAdjustment, TeamSample, TeamWinModel};
-use rstar::RTree;
-use rstar::primitives::GeomWithData;
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
+use crate::knn::KdIndex;
 use crate::teams::{Party, Split, best_split};
 
 /// A search's id, unique within a queue.
@@ -505,62 +504,11 @@ pub fn great_circle_km(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     2.0 * EARTH_RADIUS_KM * (chord / (2.0 * EARTH_RADIUS_KM)).min(1.0).asin()
 }
 
-fn input_slot(i: Input) -> usize {
+fn input_slot(i: Input) -> u8 {
     match i {
         Input::Controller => 0,
         Input::KeyboardMouse => 1,
         Input::Touch => 2,
-    }
-}
-
-type Walk<'a> = std::iter::Peekable<Box<dyn Iterator<Item = (&'a Point, f64)> + 'a>>;
-
-/// See [`TickState::nearest_iter`].
-pub(crate) struct Nearest<'a, 'q> {
-    st: &'a TickState<'q>,
-    anchor: usize,
-    walks: Vec<(Walk<'a>, f64)>,
-    /// Candidates found but not yet produced: `Reverse((distance bits, index))`.
-    pending: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
-}
-
-impl Iterator for Nearest<'_, '_> {
-    type Item = (f64, usize);
-
-    fn next(&mut self) -> Option<(f64, usize)> {
-        loop {
-            // The walk whose next point has the least lower bound.
-            let mut low: Option<(f64, usize)> = None;
-            for (w, (walk, penalty)) in self.walks.iter_mut().enumerate() {
-                if let Some(&(_, e2)) = walk.peek() {
-                    let bound = e2.sqrt() + *penalty;
-                    if low.is_none_or(|l| bound < l.0) {
-                        low = Some((bound, w));
-                    }
-                }
-            }
-            let top = self.pending.peek().map(|r| f64::from_bits(r.0.0));
-            match (top, low) {
-                (Some(d), Some((bound, _))) if d < bound => {}
-                (None, None) => return None,
-                (Some(_), None) => {}
-                (_, Some((_, w))) => {
-                    let (p, _) = self.walks[w].0.next()?;
-                    let j = p.data as usize;
-                    let st = self.st;
-                    if j != self.anchor
-                        && platforms_compatible(&st.searches[self.anchor], &st.searches[j])
-                    {
-                        let d = st.distance(self.anchor, j);
-                        // Distances are >= 0, so their bits order as the values do.
-                        self.pending.push(std::cmp::Reverse((d.to_bits(), j)));
-                    }
-                    continue;
-                }
-            }
-            let r = self.pending.pop()?;
-            return Some((f64::from_bits(r.0.0), r.0.1));
-        }
     }
 }
 
@@ -602,17 +550,13 @@ impl Distance {
     }
 }
 
-/// The index coordinates of a search: the point on the sphere (km) and the weighted skill.
-type Point = GeomWithData<[f64; 4], u32>;
-
 /// Searches of one tick with their views, the nearest-candidate index and the taken flags.
 pub(crate) struct TickState<'q> {
     pub searches: &'q [Search],
     pub views: Vec<View>,
     pub taken: Vec<bool>,
-    /// One index per input device, so that the input penalty bounds the walk of the others.
-    trees: [RTree<Point>; 3],
-    points: Vec<Point>,
+    /// The nearest-candidate index (see [`crate::knn`]).
+    index: KdIndex,
     pub dist: Distance,
 }
 
@@ -628,29 +572,19 @@ impl<'q> TickState<'q> {
             .iter()
             .map(|s| View::of(s, now_ms, party))
             .collect();
-        let points: Vec<Point> = views
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                GeomWithData::new(
-                    [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill],
-                    i as u32,
-                )
-            })
-            .collect();
+        // The index coordinates of a search: the point on the sphere (km) and the weighted
+        // skill.
+        let index = KdIndex::new(
+            views
+                .iter()
+                .map(|v| [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill])
+                .collect(),
+            searches.iter().map(|s| input_slot(s.input)).collect(),
+        );
         TickState {
             searches,
             taken: vec![false; views.len()],
-            trees: [Input::Controller, Input::KeyboardMouse, Input::Touch].map(|d| {
-                RTree::bulk_load(
-                    points
-                        .iter()
-                        .filter(|p| searches[p.data as usize].input == d)
-                        .copied()
-                        .collect(),
-                )
-            }),
-            points,
+            index,
             views,
             dist,
         }
@@ -668,10 +602,8 @@ impl<'q> TickState<'q> {
     /// Marks searches as placed and drops them from the index.
     pub(crate) fn take(&mut self, ids: &[usize]) {
         for &i in ids {
-            if !self.taken[i] {
-                self.taken[i] = true;
-                self.trees[input_slot(self.searches[i].input)].remove(&self.points[i]);
-            }
+            self.taken[i] = true;
+            self.index.remove(i);
         }
     }
 
@@ -690,30 +622,15 @@ impl<'q> TickState<'q> {
 
     /// The untaken searches platform-compatible with `anchor`, nearest first by the
     /// N-dimensional distance (ties by index), produced lazily so that a caller that stops after
-    /// a few candidates pays for a few. Exact: each input device has its own index, walked in
-    /// the order of a Euclidean distance (chord and weighted skill) that, plus the input penalty
-    /// for the other devices, never exceeds the N-dimensional distance; a candidate is produced
-    /// once no index can still hold a nearer one.
-    pub(crate) fn nearest_iter(&self, anchor: usize) -> Nearest<'_, 'q> {
-        let q = *self.points[anchor].geom();
-        let own = input_slot(self.searches[anchor].input);
-        let walks = (0..3)
-            .map(|slot| {
-                let penalty = if slot == own { 0.0 } else { self.dist.input_km };
-                (
-                    (Box::new(self.trees[slot].nearest_neighbor_iter_with_distance_2(&q))
-                        as Box<dyn Iterator<Item = (&Point, f64)>>)
-                        .peekable(),
-                    penalty,
-                )
-            })
-            .collect();
-        Nearest {
-            st: self,
+    /// a few candidates pays for a few. Exact: see [`crate::knn`].
+    pub(crate) fn nearest_iter(&self, anchor: usize) -> impl Iterator<Item = (f64, usize)> + '_ {
+        let a = &self.searches[anchor];
+        self.index.walk(
             anchor,
-            walks,
-            pending: std::collections::BinaryHeap::new(),
-        }
+            self.dist.input_km,
+            move |j| platforms_compatible(a, &self.searches[j]),
+            move |j| self.distance(anchor, j),
+        )
     }
 
     /// Splits candidates of `anchor` into groups compatible with each other and with it: those
@@ -1397,6 +1314,56 @@ mod tests {
                         assert!(brute, "{sizes:?}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The index walk gives exactly the brute-force order (distance, then index) of the
+    /// untaken, platform-compatible searches, on realistic queues with searches being placed.
+    #[test]
+    fn nearest_walk_equals_brute_force() {
+        let now = 1_700_000_000_000;
+        for seed in 0..6u64 {
+            let q = crate::sim_queue::realistic_queue(400, 6, now, 90.0, 0, seed);
+            let dist = if seed % 2 == 0 {
+                Distance::default()
+            } else {
+                // Heavier skill and input terms change which bound binds.
+                Distance {
+                    skill_km: 20_000.0,
+                    input_km: 3_000.0,
+                }
+            };
+            let mut st = TickState::new(&q, now, None, dist);
+            let n = st.searches.len();
+            let mut rng = seed * 7 + 1;
+            for round in 0..8 {
+                for a in (round..n).step_by(37) {
+                    let brute = {
+                        let mut v: Vec<(f64, usize)> = (0..n)
+                            .filter(|&j| {
+                                j != a
+                                    && !st.taken[j]
+                                    && platforms_compatible(&st.searches[a], &st.searches[j])
+                            })
+                            .map(|j| (st.distance(a, j), j))
+                            .collect();
+                        v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                        v
+                    };
+                    let walk: Vec<(f64, usize)> = st.nearest_iter(a).collect();
+                    assert_eq!(walk, brute, "seed {seed}, round {round}, anchor {a}");
+                }
+                // Place a random tenth of the searches.
+                let ids: Vec<usize> = (0..n / 10)
+                    .map(|_| {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        (rng % n as u64) as usize
+                    })
+                    .collect();
+                st.take(&ids);
             }
         }
     }
