@@ -19,7 +19,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-const LEAF: usize = 8;
+/// Points per leaf (8, 16 and 32 measured alike on the 10,000-search tick; 4 was slower).
+const LEAF: usize = 16;
 const NIL: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
