@@ -30,7 +30,7 @@ struct Node {
     /// Children, or `NIL` for a leaf.
     left: u32,
     right: u32,
-    /// A leaf's points: `order[start..end]`.
+    /// A leaf's points: `pts[start..end]`.
     start: u32,
     end: u32,
     parent: u32,
@@ -39,34 +39,52 @@ struct Node {
     devices: u8,
 }
 
+/// One search as the index sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexPoint {
+    /// The point on the sphere (km) and the weighted skill.
+    pub coords: [f64; 4],
+    /// Input device slot (0, 1 or 2).
+    pub device: u8,
+    pub platform: u8,
+    pub crossplay: bool,
+}
+
 /// The index: build once per tick, [`KdIndex::remove`] placed searches, walk with
-/// [`KdIndex::walk`].
+/// [`KdIndex::walk`]. Points are stored in leaf order, so a leaf is one contiguous run.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KdIndex {
     nodes: Vec<Node>,
-    order: Vec<u32>,
-    /// Each point's leaf.
-    leaf_of: Vec<u32>,
-    coords: Vec<[f64; 4]>,
-    device: Vec<u8>,
+    /// Points in leaf order, with their search indices.
+    pts: Vec<IndexPoint>,
+    ids: Vec<u32>,
     live: Vec<bool>,
+    /// Each search's position in `pts`, and its leaf.
+    pos_of: Vec<u32>,
+    leaf_of: Vec<u32>,
+    input_km: f64,
 }
 
 impl KdIndex {
-    /// An index of `coords[i]` (sphere km, weighted skill) with input device slot `device[i]`
-    /// (0, 1 or 2).
-    pub(crate) fn new(coords: Vec<[f64; 4]>, device: Vec<u8>) -> KdIndex {
-        let n = coords.len();
+    /// An index of `points` (search i is `points[i]`); `input_km` is the distance's input
+    /// penalty.
+    pub(crate) fn new(points: Vec<IndexPoint>, input_km: f64) -> KdIndex {
+        let n = points.len();
         let mut ix = KdIndex {
             nodes: Vec::with_capacity(2 * n / LEAF + 2),
-            order: (0..n as u32).collect(),
-            leaf_of: vec![NIL; n],
-            coords,
-            device,
+            pts: points,
+            ids: (0..n as u32).collect(),
             live: vec![true; n],
+            pos_of: vec![0; n],
+            leaf_of: vec![NIL; n],
+            input_km,
         };
         if n > 0 {
             ix.build(0, n, NIL);
+        }
+        ix.pts = ix.ids.iter().map(|&i| ix.pts[i as usize]).collect();
+        for (pos, &i) in ix.ids.iter().enumerate() {
+            ix.pos_of[i as usize] = pos as u32;
         }
         ix
     }
@@ -74,13 +92,13 @@ impl KdIndex {
     fn build(&mut self, start: usize, end: usize, parent: u32) -> u32 {
         let (mut lo, mut hi) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
         let mut devices = 0u8;
-        for &p in &self.order[start..end] {
-            let c = &self.coords[p as usize];
+        for &p in &self.ids[start..end] {
+            let pt = &self.pts[p as usize];
             for d in 0..4 {
-                lo[d] = lo[d].min(c[d]);
-                hi[d] = hi[d].max(c[d]);
+                lo[d] = lo[d].min(pt.coords[d]);
+                hi[d] = hi[d].max(pt.coords[d]);
             }
-            devices |= 1 << self.device[p as usize];
+            devices |= 1 << pt.device;
         }
         let id = self.nodes.len() as u32;
         self.nodes.push(Node {
@@ -95,7 +113,7 @@ impl KdIndex {
             devices,
         });
         if end - start <= LEAF {
-            for &p in &self.order[start..end] {
+            for &p in &self.ids[start..end] {
                 self.leaf_of[p as usize] = id;
             }
             return id;
@@ -105,9 +123,9 @@ impl KdIndex {
             .max_by(|&a, &b| (hi[a] - lo[a]).total_cmp(&(hi[b] - lo[b])))
             .unwrap_or(0);
         let mid = start + (end - start) / 2;
-        let coords = &self.coords;
-        self.order[start..end].select_nth_unstable_by(mid - start, |&a, &b| {
-            coords[a as usize][dim].total_cmp(&coords[b as usize][dim])
+        let pts = &self.pts;
+        self.ids[start..end].select_nth_unstable_by(mid - start, |&a, &b| {
+            pts[a as usize].coords[dim].total_cmp(&pts[b as usize].coords[dim])
         });
         let left = self.build(start, mid, id);
         let right = self.build(mid, end, id);
@@ -119,7 +137,7 @@ impl KdIndex {
 
     /// Drops point `i` from every later walk (placing it twice is harmless).
     pub(crate) fn remove(&mut self, i: usize) {
-        if !std::mem::replace(&mut self.live[i], false) {
+        if !std::mem::replace(&mut self.live[self.pos_of[i] as usize], false) {
             return;
         }
         let mut node = self.leaf_of[i];
@@ -144,38 +162,37 @@ impl KdIndex {
         (e2.sqrt() + skill + penalty) * (1.0 - 1e-12)
     }
 
-    /// The live points other than `anchor` that `keep` accepts, nearest first by `exact`
-    /// (ties by index). `exact(j)` must never be below the bound: the chord of the first three
-    /// coordinates, plus the skill gap, plus `input_km` when the devices differ.
-    pub(crate) fn walk<'a, K, E>(
-        &'a self,
-        anchor: usize,
-        input_km: f64,
-        keep: K,
-        exact: E,
-    ) -> Walk<'a, K, E>
-    where
-        K: Fn(usize) -> bool,
-        E: Fn(usize) -> f64,
-    {
+    /// The live searches other than `anchor` that may share its lobby (same platform, or both
+    /// cross-play: [`crate::queue::platforms_compatible`]), nearest first by the distance of
+    /// [`IndexPoint::distance`] (ties by index).
+    pub(crate) fn walk(&self, anchor: usize) -> Walk<'_> {
         let mut heap = BinaryHeap::with_capacity(64);
+        let a = self.pts[self.pos_of[anchor] as usize];
         if !self.nodes.is_empty() && self.nodes[0].live > 0 {
-            let b = self.bound(
-                &self.nodes[0],
-                &self.coords[anchor],
-                self.device[anchor],
-                input_km,
-            );
+            let b = self.bound(&self.nodes[0], &a.coords, a.device, self.input_km);
             heap.push(Reverse((key(b), NODE, 0)));
         }
         Walk {
             ix: self,
-            anchor,
-            input_km,
-            keep,
-            exact,
+            anchor: anchor as u32,
+            a,
             heap,
         }
+    }
+}
+
+impl IndexPoint {
+    /// The CoD distance: great-circle km, plus the weighted skill gap, plus `input_km` when the
+    /// devices differ (the same operations as [`crate::queue::Distance`]).
+    pub(crate) fn distance(&self, other: &IndexPoint, input_km: f64) -> f64 {
+        let (a, b) = (&self.coords, &other.coords);
+        crate::queue::great_circle_km(&[a[0], a[1], a[2]], &[b[0], b[1], b[2]])
+            + (a[3] - b[3]).abs()
+            + if self.device == other.device {
+                0.0
+            } else {
+                input_km
+            }
     }
 }
 
@@ -190,43 +207,49 @@ fn key(d: f64) -> u64 {
 }
 
 /// See [`KdIndex::walk`].
-pub(crate) struct Walk<'a, K, E> {
+pub(crate) struct Walk<'a> {
     ix: &'a KdIndex,
-    anchor: usize,
-    input_km: f64,
-    keep: K,
-    exact: E,
+    anchor: u32,
+    a: IndexPoint,
     heap: BinaryHeap<Reverse<(u64, u8, u32)>>,
 }
 
-impl<K, E> Iterator for Walk<'_, K, E>
-where
-    K: Fn(usize) -> bool,
-    E: Fn(usize) -> f64,
-{
+impl Iterator for Walk<'_> {
     type Item = (f64, usize);
 
     fn next(&mut self) -> Option<(f64, usize)> {
         let ix = self.ix;
-        let q = &ix.coords[self.anchor];
-        let dev = ix.device[self.anchor];
+        let a = &self.a;
         while let Some(Reverse((k, kind, id))) = self.heap.pop() {
             if kind == POINT {
                 return Some((f64::from_bits(k), id as usize));
             }
             let node = &ix.nodes[id as usize];
             if node.left == NIL {
-                for &p in &ix.order[node.start as usize..node.end as usize] {
-                    let j = p as usize;
-                    if j != self.anchor && ix.live[j] && (self.keep)(j) {
-                        self.heap.push(Reverse((key((self.exact)(j)), POINT, p)));
+                let range = node.start as usize..node.end as usize;
+                for ((p, &j), &live) in ix.pts[range.clone()]
+                    .iter()
+                    .zip(&ix.ids[range.clone()])
+                    .zip(&ix.live[range])
+                {
+                    if live
+                        && j != self.anchor
+                        && crate::queue::compatible(
+                            a.platform,
+                            a.crossplay,
+                            p.platform,
+                            p.crossplay,
+                        )
+                    {
+                        let d = a.distance(p, ix.input_km);
+                        self.heap.push(Reverse((key(d), POINT, j)));
                     }
                 }
             } else {
                 for child in [node.left, node.right] {
                     let c = &ix.nodes[child as usize];
                     if c.live > 0 {
-                        let b = ix.bound(c, q, dev, self.input_km);
+                        let b = ix.bound(c, &a.coords, a.device, ix.input_km);
                         self.heap.push(Reverse((key(b), NODE, child)));
                     }
                 }

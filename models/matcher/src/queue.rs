@@ -29,7 +29,7 @@ use mm_artifact::team::{PartyAdjustment, TeamSample, TeamWinModel};
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
-use crate::knn::KdIndex;
+use crate::knn::{IndexPoint, KdIndex};
 use crate::teams::{Party, Split, best_split};
 
 /// A search's id, unique within a queue.
@@ -515,7 +515,12 @@ fn input_slot(i: Input) -> u8 {
 /// Whether two searches may share a lobby: same platform, or both accept cross-play.
 #[must_use]
 pub fn platforms_compatible(a: &Search, b: &Search) -> bool {
-    a.platform == b.platform || (a.crossplay && b.crossplay)
+    compatible(a.platform, a.crossplay, b.platform, b.crossplay)
+}
+
+/// [`platforms_compatible`] on the two fields it reads.
+pub(crate) fn compatible(pa: u8, ca: bool, pb: u8, cb: bool) -> bool {
+    pa == pb || (ca && cb)
 }
 
 /// The CoD paper's N-dimensional distance between searches.
@@ -540,8 +545,9 @@ impl Default for Distance {
 
 impl Distance {
     pub(crate) fn between(&self, a: &View, sa: &Search, b: &View, sb: &Search) -> f64 {
+        // The skill term as the index computes it (the gap of the weighted skills).
         great_circle_km(&a.xyz, &b.xyz)
-            + self.skill_km * (a.skill - b.skill).abs()
+            + (self.skill_km * a.skill - self.skill_km * b.skill).abs()
             + if sa.input == sb.input {
                 0.0
             } else {
@@ -577,9 +583,15 @@ impl<'q> TickState<'q> {
         let index = KdIndex::new(
             views
                 .iter()
-                .map(|v| [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill])
+                .zip(searches)
+                .map(|(v, s)| IndexPoint {
+                    coords: [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill],
+                    device: input_slot(s.input),
+                    platform: s.platform,
+                    crossplay: s.crossplay,
+                })
                 .collect(),
-            searches.iter().map(|s| input_slot(s.input)).collect(),
+            dist.input_km,
         );
         TickState {
             searches,
@@ -624,13 +636,7 @@ impl<'q> TickState<'q> {
     /// N-dimensional distance (ties by index), produced lazily so that a caller that stops after
     /// a few candidates pays for a few. Exact: see [`crate::knn`].
     pub(crate) fn nearest_iter(&self, anchor: usize) -> impl Iterator<Item = (f64, usize)> + '_ {
-        let a = &self.searches[anchor];
-        self.index.walk(
-            anchor,
-            self.dist.input_km,
-            move |j| platforms_compatible(a, &self.searches[j]),
-            move |j| self.distance(anchor, j),
-        )
+        self.index.walk(anchor)
     }
 
     /// Splits candidates of `anchor` into groups compatible with each other and with it: those
