@@ -45,11 +45,10 @@ const TAKEN: u8 = 1;
 /// Candidate columns per row in the sparse search, before pricing adds any.
 const CANDIDATES: usize = 12;
 /// Sizes from which [`Lap::assign_no_diagonal`] takes the sparse search. Measured with
-/// `examples/solve_pool.rs` (medians of 5, both searches interleaved in one process): on the
-/// peers' pools the two are even at 400 to 500 rows and the sparse one is 2.3x faster at 1,000;
-/// on pools dumped from `mm evaluate` the dense one is 1.2x faster at 500 and the sparse one
-/// 1.4x faster at 1,000.
-pub const SPARSE_FROM: usize = 640;
+/// `examples/solve_pool.rs` (medians of 5 to 7, both searches interleaved in one process): the
+/// two are even at 400 rows, the sparse one is up to 1.2x faster at 500 (peers' and evaluation
+/// pools) and 2.2 to 2.5x faster at 1,000.
+pub const SPARSE_FROM: usize = 450;
 /// The cost of a diagonal entry: far above any sum of real costs (`|c| <= 2^41` after the
 /// blossom's scaling, at most 2^20 rows), far below overflow.
 const FORBIDDEN: i64 = i64::MAX / 8;
