@@ -35,7 +35,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
 }
 
 fn pval(p: f64) -> String {
-    if p < 1e-4 {
+    if p == 0.0 {
+        // Below the smallest positive double: the t statistic is beyond its tail.
+        "< 1e-300".into()
+    } else if p < 1e-4 {
         format!("{p:.1e}")
     } else {
         format!("{p:.4}")
@@ -233,7 +236,11 @@ fn table2(h: &mut String, r: &EvalReport) {
                 e.paper_relative_improvement.map_or("–".into(), pct)
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table><ul>");
+        for line in table2_verdict(r) {
+            let _ = write!(h, "<li>{}</li>", esc(&line));
+        }
+        h.push_str("</ul>");
         let series: Vec<(String, Vec<(f64, f64)>)> = {
             let mut by: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
             for e in &r.eomm_vs_skill {
@@ -284,6 +291,91 @@ fn table2(h: &mut String, r: &EvalReport) {
         ));
         h.push_str("</div>");
     }
+}
+
+/// The Table 2 findings in words: per pool size, whether EOMM retains more than SkillMM and at
+/// which level each test puts it; then which policy retains the most and which the fewest (the
+/// first artifact's policies).
+#[must_use]
+pub fn table2_verdict(r: &EvalReport) -> Vec<String> {
+    let level = |p: f64| {
+        if p < 0.01 {
+            "significant at 1%"
+        } else {
+            "not significant at 1%"
+        }
+    };
+    let mut out: Vec<String> = r
+        .eomm_vs_skill
+        .iter()
+        .map(|e| {
+            format!(
+                "P={}{}: EOMM {} SkillMM ({}): paired t-test p = {} ({}), Welch p = {} ({}).",
+                e.pool_size,
+                if e.artifact.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", e.artifact)
+                },
+                if e.relative_improvement > 0.0 {
+                    "retains more players than"
+                } else {
+                    "retains no more players than"
+                },
+                pct(e.relative_improvement),
+                pval(e.paired_p_value),
+                level(e.paired_p_value),
+                pval(e.p_value),
+                level(e.p_value),
+            )
+        })
+        .collect();
+    let mut ranks: Vec<(usize, &str, &str)> = Vec::new();
+    for s in &r.sizes {
+        let Some(first) = s.policies.first() else {
+            continue;
+        };
+        let own: Vec<_> = s
+            .policies
+            .iter()
+            .filter(|p| p.artifact == first.artifact)
+            .collect();
+        let most = own
+            .iter()
+            .max_by(|a, b| a.retained_mean.total_cmp(&b.retained_mean));
+        let fewest = own
+            .iter()
+            .min_by(|a, b| a.retained_mean.total_cmp(&b.retained_mean));
+        if let (Some(m), Some(f)) = (most, fewest)
+            && own.len() >= 2
+        {
+            ranks.push((s.pool_size, m.policy.as_str(), f.policy.as_str()));
+        }
+    }
+    for (what, pick) in [("the most", 1usize), ("the fewest", 2)] {
+        let names: Vec<&str> = ranks
+            .iter()
+            .map(|r| if pick == 1 { r.1 } else { r.2 })
+            .collect();
+        match names.first() {
+            Some(first) if names.iter().all(|n| n == first) => {
+                out.push(format!(
+                    "{first} retains {what} players at every pool size."
+                ));
+            }
+            Some(_) => out.push(format!(
+                "Retains {what}: {}.",
+                ranks
+                    .iter()
+                    .zip(&names)
+                    .map(|(r, n)| format!("{n} at P={}", r.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None => {}
+        }
+    }
+    out
 }
 
 /// One chart series per policy: `value` of each skill decile that has players.
@@ -589,6 +681,9 @@ pub fn summary(r: &EvalReport) -> String {
             e.paper_relative_improvement
                 .map_or("–".into(), |x| format!("{:+.2}%", 100.0 * x))
         );
+    }
+    for line in table2_verdict(r) {
+        let _ = writeln!(s, "{line}");
     }
     if let Some(t) = &r.team_queue {
         let _ = writeln!(

@@ -100,6 +100,48 @@ fn policies_on_the_same_pools() {
         }
     }
     assert_eq!(r.eomm_vs_skill.len(), 2);
+    // The report states the Table 2 findings in words, from the same figures: one line per
+    // size with each test's level, then the policies retaining the most and the fewest.
+    let verdict = mm_eval::report::table2_verdict(&r);
+    assert_eq!(verdict.len(), 4, "{verdict:?}");
+    for (line, e) in verdict.iter().zip(&r.eomm_vs_skill) {
+        assert!(
+            line.starts_with(&format!("P={}: EOMM ", e.pool_size)),
+            "{line}"
+        );
+        let level = |p: f64| {
+            if p < 0.01 {
+                "significant at 1%"
+            } else {
+                "not significant at 1%"
+            }
+        };
+        assert!(
+            line.contains(&format!("({}), Welch p = ", level(e.paired_p_value)))
+                && line.ends_with(&format!("({}).", level(e.p_value))),
+            "{line}"
+        );
+    }
+    for (line, pick) in verdict[2..].iter().zip([true, false]) {
+        let names: Vec<&str> = r
+            .sizes
+            .iter()
+            .map(|s| {
+                let cmp = |a: &&mm_eval::PolicyStats, b: &&mm_eval::PolicyStats| {
+                    a.retained_mean.total_cmp(&b.retained_mean)
+                };
+                let it = s.policies.iter();
+                if pick { it.max_by(cmp) } else { it.min_by(cmp) }
+                    .unwrap()
+                    .policy
+                    .as_str()
+            })
+            .collect();
+        for n in names {
+            assert!(line.contains(n), "{line} lacks {n}");
+        }
+    }
+    assert!(mm_eval::report::summary(&r).contains(&verdict[0]));
     let h = &r.holdout[0];
     assert!(h.churn_rows > 0 && h.churn_log_loss.is_finite() && h.win_log_loss.is_finite());
     assert!(r.historical[0].players > 0);
