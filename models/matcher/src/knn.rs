@@ -183,7 +183,8 @@ impl KdIndex {
 
 impl IndexPoint {
     /// The CoD distance: great-circle km, plus the weighted skill gap, plus `input_km` when the
-    /// devices differ (the same operations as [`crate::queue::Distance`]).
+    /// devices differ. It repeats the operations of [`crate::queue::Distance`] on the index's
+    /// own copy of the fields; `nearest_walk_equals_brute_force` fails if the two drift apart.
     pub(crate) fn distance(&self, other: &IndexPoint, input_km: f64) -> f64 {
         let (a, b) = (&self.coords, &other.coords);
         crate::queue::great_circle_km(&[a[0], a[1], a[2]], &[b[0], b[1], b[2]])

@@ -20,10 +20,10 @@
 //!
 //! [`Lap::assign_no_diagonal`] runs the search on a sparse candidate graph and prices the rest
 //! (Volgenant's LAPMOD idea, 1996, with column generation): each row keeps its few columns of
-//! least reduced cost after the reductions, plus the edge `i -> i + 1 (mod n)`, so the sparse
-//! graph always has a perfect assignment. Once every row is assigned, one dense pass checks
-//! `c(i, j) - v_j >= u_i` for every edge; a row with a violated edge gets its violated columns
-//! and is freed, and the search runs again. It stops when no edge is violated, so the duals are
+//! least reduced cost after the reductions, each column its few rows that want it most, plus the
+//! edge `i -> i + 1 (mod n)`, so the sparse graph always has a perfect assignment. Once every
+//! row is assigned, one dense pass checks `c(i, j) - v_j >= u_i` for every edge; a row with a
+//! violated edge gets its most violated columns and is freed, and the search runs again. It stops when no edge is violated, so the duals are
 //! feasible on the whole matrix and the assignment is optimal, exactly as the dense search's.
 //! The dense search ([`Lap::assign_no_diagonal_dense`]) serves small problems and is the
 //! reference the tests compare with. On pools of 1,000 players it scanned about half the
@@ -83,6 +83,14 @@ pub struct Lap {
     /// Candidates per row (0: [`CANDIDATES`]); tests set it low to exercise the pricing.
     candidates: usize,
     stats: LapStats,
+}
+
+/// Keeps the `k` least keys (in no order).
+fn keep_least(keys: &mut Vec<(i64, u32)>, k: usize) {
+    if k < keys.len() {
+        keys.select_nth_unstable(k);
+        keys.truncate(k);
+    }
 }
 
 /// Counters of the last sparse solve.
@@ -215,10 +223,7 @@ impl Lap {
                     .filter(|&j| j != i)
                     .map(|j| (row[j] - self.v[j], j as u32)),
             );
-            if k < self.keys.len() {
-                self.keys.select_nth_unstable(k);
-                self.keys.truncate(k);
-            }
+            keep_least(&mut self.keys, k);
             let adj = &mut self.adj[i];
             adj.clear();
             adj.extend(self.keys.iter().map(|&(_, j)| (j, row[j as usize])));
@@ -241,10 +246,7 @@ impl Lap {
                     .filter(|&i| i != j)
                     .map(|i| (cost[i * n + j] - self.d[i], i as u32)),
             );
-            if k < self.keys.len() {
-                self.keys.select_nth_unstable(k);
-                self.keys.truncate(k);
-            }
+            keep_least(&mut self.keys, k);
             for &(_, i) in &self.keys {
                 let adj = &mut self.adj[i as usize];
                 if !adj.iter().any(|&(c, _)| c as usize == j) {
@@ -280,10 +282,7 @@ impl Lap {
                 if self.keys.is_empty() {
                     continue;
                 }
-                if k < self.keys.len() {
-                    self.keys.select_nth_unstable(k);
-                    self.keys.truncate(k);
-                }
+                keep_least(&mut self.keys, k);
                 self.stats.priced_edges += self.keys.len();
                 self.stats.repriced_rows += 1;
                 self.adj[i].extend(self.keys.iter().map(|&(_, j)| (j, row[j as usize])));

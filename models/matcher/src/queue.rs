@@ -518,7 +518,7 @@ pub fn platforms_compatible(a: &Search, b: &Search) -> bool {
     compatible(a.platform, a.crossplay, b.platform, b.crossplay)
 }
 
-/// [`platforms_compatible`] on the two fields it reads.
+/// [`platforms_compatible`] on the platform and cross-play fields of the two searches.
 pub(crate) fn compatible(pa: u8, ca: bool, pb: u8, cb: bool) -> bool {
     pa == pb || (ca && cb)
 }

@@ -352,11 +352,8 @@ pub fn table2_verdict(r: &EvalReport) -> Vec<String> {
             ranks.push((s.pool_size, m.policy.as_str(), f.policy.as_str()));
         }
     }
-    for (what, pick) in [("the most", 1usize), ("the fewest", 2)] {
-        let names: Vec<&str> = ranks
-            .iter()
-            .map(|r| if pick == 1 { r.1 } else { r.2 })
-            .collect();
+    for (what, most) in [("the most", true), ("the fewest", false)] {
+        let names: Vec<&str> = ranks.iter().map(|r| if most { r.1 } else { r.2 }).collect();
         match names.first() {
             Some(first) if names.iter().all(|n| n == first) => {
                 out.push(format!(
