@@ -65,7 +65,12 @@ fn solve_certified(n: usize, c: &[i64]) -> i64 {
 /// negative costs, Euclidean-like costs, and near-separable costs `a_i + a_j + small` (the shape
 /// of EOMM weights from an artifact, where the jump start matters most).
 fn pool(max_n: usize) -> impl Strategy<Value = (usize, Vec<i64>)> {
-    (1..=max_n / 2, 0..5u8).prop_flat_map(|(half, kind)| {
+    pool_between(2, max_n)
+}
+
+/// [`pool`] with an even size between `min_n` and `max_n`.
+fn pool_between(min_n: usize, max_n: usize) -> impl Strategy<Value = (usize, Vec<i64>)> {
+    (min_n.div_ceil(2)..=max_n / 2, 0..5u8).prop_flat_map(|(half, kind)| {
         let n = 2 * half;
         let e = n * (n - 1) / 2;
         let values = match kind {
@@ -108,6 +113,28 @@ proptest! {
     #[test]
     fn equals_brute_force_up_to_12((n, c) in pool(12)) {
         prop_assert_eq!(solve_certified(n, &c), brute_force(n, &c));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Pools large enough for the auction jump start (`lap::AUCTION_FROM`), against the first
+    /// independent matcher.
+    #[test]
+    fn equals_an_independent_matcher_from_100_to_160((n, c) in pool_between(100, 160)) {
+        prop_assume!(n >= mm_matcher::lap::AUCTION_FROM);
+        let ours = solve_certified(n, &c);
+        let big = c.iter().copied().max().unwrap_or(0) + 1;
+        let mut edges = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                edges.push((i, j, (big - c[i * n + j]) as i32));
+            }
+        }
+        let mates = mwmatching::Matching::new(edges).max_cardinality().solve();
+        let theirs: i64 = (0..n).filter(|&i| mates[i] > i).map(|i| c[i * n + mates[i]]).sum();
+        prop_assert_eq!(ours, theirs);
     }
 }
 
