@@ -61,6 +61,23 @@ fn solve_certified(n: usize, c: &[i64]) -> i64 {
     m.cost
 }
 
+/// The optimum by `mwmatching` (maximum weight, maximum cardinality, on offset weights
+/// `C - c` in i32): the first independent matcher.
+fn mwmatching_optimum(n: usize, c: &[i64]) -> i64 {
+    let big = c.iter().copied().max().unwrap_or(0) + 1;
+    let mut edges = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            edges.push((i, j, (big - c[i * n + j]) as i32));
+        }
+    }
+    let mates = mwmatching::Matching::new(edges).max_cardinality().solve();
+    (0..n)
+        .filter(|&i| mates[i] > i)
+        .map(|i| c[i * n + mates[i]])
+        .sum()
+}
+
 /// Random pools of several kinds: wide ranges, narrow ranges (many ties, many blossoms),
 /// negative costs, Euclidean-like costs, and near-separable costs `a_i + a_j + small` (the shape
 /// of EOMM weights from an artifact, where the jump start matters most).
@@ -125,15 +142,7 @@ proptest! {
     fn equals_an_independent_matcher_from_100_to_160((n, c) in pool_between(100, 160)) {
         prop_assume!(n >= mm_matcher::lap::AUCTION_FROM);
         let ours = solve_certified(n, &c);
-        let big = c.iter().copied().max().unwrap_or(0) + 1;
-        let mut edges = Vec::new();
-        for i in 0..n {
-            for j in i + 1..n {
-                edges.push((i, j, (big - c[i * n + j]) as i32));
-            }
-        }
-        let mates = mwmatching::Matching::new(edges).max_cardinality().solve();
-        let theirs: i64 = (0..n).filter(|&i| mates[i] > i).map(|i| c[i * n + mates[i]]).sum();
+        let theirs = mwmatching_optimum(n, &c);
         prop_assert_eq!(ours, theirs);
     }
 }
@@ -144,16 +153,7 @@ proptest! {
     #[test]
     fn equals_two_independent_matchers_up_to_90((n, c) in pool(90)) {
         let ours = solve_certified(n, &c);
-        // mwmatching: maximum weight, maximum cardinality, on offset weights C - c (i32).
-        let big = c.iter().copied().max().unwrap_or(0) + 1;
-        let mut edges = Vec::new();
-        for i in 0..n {
-            for j in i + 1..n {
-                edges.push((i, j, (big - c[i * n + j]) as i32));
-            }
-        }
-        let mates = mwmatching::Matching::new(edges).max_cardinality().solve();
-        let theirs: i64 = (0..n).filter(|&i| mates[i] > i).map(|i| c[i * n + mates[i]]).sum();
+        let theirs = mwmatching_optimum(n, &c);
         prop_assert_eq!(ours, theirs);
         if c.iter().all(|&x| x >= 0) {
             let mate = integer_blossom::min_weight_perfect_matching(&c, n);
