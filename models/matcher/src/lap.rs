@@ -39,9 +39,9 @@ use std::collections::VecDeque;
 
 const NONE: u32 = u32::MAX;
 /// Sizes from which [`Lap::assign_no_diagonal`] takes the auction. On the peers' pools
-/// (`examples/solve_pool.rs`, medians of 5, both interleaved in one process) the auction took
-/// 0.78 against 0.93 ms at 100 rows, 2.4 against 6.2 ms at 200, 18 against 77 ms at 500 and
-/// 68 against 642 ms at 1,000.
+/// (`examples/solve_pool.rs`, medians of 5, both interleaved in one process) the auction's
+/// first version (before [`BID_SLACK`]) took 0.78 against 0.93 ms at 100 rows, 2.4 against
+/// 6.2 ms at 200, 18 against 77 ms at 500 and 68 against 642 ms at 1,000.
 pub const AUCTION_FROM: usize = 100;
 /// The cost of a diagonal entry: far above any sum of real costs (`|c| <= 2^41` after the
 /// blossom's scaling, at most 2^20 rows), far below overflow.
@@ -52,14 +52,16 @@ const BLOCK: usize = 16;
 /// 32 slower.
 const LOOKAHEAD: usize = 8;
 /// The first `eps` of the auction is the cost range over this, and each phase divides it by
-/// [`EPS_FACTOR`]: of 10, 100 and 1,000 against 4, 6 and 10 on the peers' P=1000 pool, 100 and
-/// 6 made the fewest bids and rescans.
+/// [`EPS_FACTOR`]. Of 10, 100 and 1,000 crossed with 4, 6 and 10 on the peers' P=1000 pool,
+/// 100 made the fewest bids; with it, 4 and 6 were close (37,483 and 39,987 bids, 46 and 41
+/// ms) and 10 was slower (86 ms).
 const EPS_DIVISOR: i64 = 100;
 const EPS_FACTOR: i64 = 6;
 /// How far, in units of the phase's `eps`, a bid before the last phase may trust a spent cache
 /// (see the auction). Against exact bids (0) on the peers' P=1000 pool, 1, 2, 4 and 8 took the
 /// rescans from 19,505 to 16,050, 13,834, 10,927 and 9,479, and the bids from 39,987 to 39,561,
-/// 42,581, 41,808 and 50,602; 4 was the fastest there and on the evaluation pools.
+/// 42,581, 41,808 and 50,602. 4 was the fastest there, and faster than 0 on the evaluation
+/// pools.
 const BID_SLACK: i64 = 4;
 /// Row scans of the dual label correction, per row, beyond which the dense search takes over.
 /// One scan per row is the rule on every pool measured; only a bug could reach this.
@@ -169,8 +171,8 @@ impl Lap {
     }
 
     /// Row reduction, then column reduction: prices `v`, a partial assignment and its free
-    /// rows.
-    fn reduce(&mut self, n: usize, cost: &[i64]) {
+    /// rows. Returns the least and the greatest cost off the diagonal (the auction's range).
+    fn reduce(&mut self, n: usize, cost: &[i64]) -> (i64, i64) {
         for buf in [&mut self.x, &mut self.y, &mut self.pred, &mut self.cols] {
             buf.clear();
             buf.resize(n, NONE);
@@ -189,15 +191,18 @@ impl Lap {
         // Every assigned row's column is then one of its cheapest under these prices, as the
         // augmenting paths below require. (Jonker and Volgenant's augmenting row reduction is
         // left out: on finely quantised costs it makes millions of tiny price cuts.)
+        let mut max = i64::MIN;
         for i in 0..n {
             let mut min = i64::MAX;
             for j in 0..n {
                 if j != i {
                     min = min.min(cost[i * n + j]);
+                    max = max.max(cost[i * n + j]);
                 }
             }
             self.d[i] = min;
         }
+        let lo = self.d.iter().copied().min().unwrap_or(0);
         v.fill(i64::MAX);
         for i in 0..n {
             let (row, r) = (&cost[i * n..(i + 1) * n], self.d[i]);
@@ -221,6 +226,7 @@ impl Lap {
                 self.free.push(i as u32);
             }
         }
+        (lo, max)
     }
 
     /// Counters of the last auction.
@@ -361,22 +367,14 @@ impl Lap {
         );
         self.stats = LapStats::default();
         // The reduction's column prices start the auction.
-        self.reduce(n, cost);
+        let (lo, hi) = self.reduce(n, cost);
         let s = n as i64 + 1;
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        for (i, row) in cost.chunks_exact(n).enumerate() {
-            for (j, &c) in row.iter().enumerate() {
-                if i != j {
-                    lo = lo.min(c);
-                    hi = hi.max(c);
-                }
-            }
-        }
         if hi.abs().max(lo.abs()).saturating_mul(4 * s) > VALUE_LIMIT {
             self.stats.fell_back = true;
             return self.assign_no_diagonal_dense(n, cost);
         }
-        // Prices in the min-cost form: row i pays `c(i, j) * s + p_j` for column j.
+        // Prices in the min-cost form: row i pays `c(i, j) * s + p_j` for column j. They take
+        // the buffer of the reduction's row minima, which the auction does not need.
         let p = &mut self.d;
         for j in 0..n {
             p[j] = -self.v[j] * s;
