@@ -196,7 +196,7 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "canonical CSV -> lake (validation, dedup, day partitions, zstd 3); median of {} runs, {} cores",
+        "canonical CSV -> lake (validation, dedup, day partitions, zstd 1; polars: one file, zstd 3); median of {} runs, {} cores",
         a.reps,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );

@@ -40,6 +40,12 @@ pub trait CsvAdapter: Send + Sync + std::fmt::Debug {
     /// or rejects the record without emitting any.
     fn convert(&self, rec: &ByteRecord, emit: &mut dyn FnMut(&PlayerRow<'_>))
     -> Result<(), Reject>;
+
+    /// The column map and default mode of a canonical source, whose chunks may take the
+    /// columnar fast path ([`crate::columnar`]); `None` for the real-data adapters.
+    fn canonical(&self) -> Option<(&CanonMap, &str)> {
+        None
+    }
 }
 
 /// The input formats `mm ingest` understands.
@@ -211,6 +217,10 @@ impl CsvAdapter for CanonicalCsv {
         }
         emit(&row);
         Ok(())
+    }
+
+    fn canonical(&self) -> Option<(&CanonMap, &str)> {
+        Some((&self.map, &self.mode))
     }
 }
 

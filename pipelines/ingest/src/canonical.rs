@@ -43,6 +43,40 @@ pub enum C {
 
 const N: usize = C::Extra as usize + 1;
 
+impl C {
+    /// Every canonical column, in declaration order.
+    pub const ALL: [C; N] = [
+        C::MatchId,
+        C::Mode,
+        C::StartTime,
+        C::Team,
+        C::PlayerId,
+        C::Outcome,
+        C::Won,
+        C::EndTime,
+        C::SecondsPlayed,
+        C::PartyId,
+        C::TeamName,
+        C::Kills,
+        C::Deaths,
+        C::DeathsByEnemy,
+        C::SelfKills,
+        C::Assists,
+        C::Score,
+        C::TeamScore,
+        C::Perf,
+        C::QuitEarly,
+        C::InputDevice,
+        C::Platform,
+        C::Region,
+        C::Lat,
+        C::Lon,
+        C::PingMs,
+        C::Rating,
+        C::Extra,
+    ];
+}
+
 /// The canonical column a header name stands for (case-insensitive, with aliases).
 pub fn canon_column(name: &str) -> Option<C> {
     let n = name.trim().to_ascii_lowercase();

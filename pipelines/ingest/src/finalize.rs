@@ -416,10 +416,12 @@ fn resolve_outcomes(
         if outcome.is_null(i) {
             pending.push(i);
         } else {
-            let o = Outcome::parse(outcome.value(i)).ok_or((
-                "match: inconsistent outcomes",
-                format!("bad outcome in match {m}"),
-            ))?;
+            let o = Outcome::parse(outcome.value(i)).ok_or_else(|| {
+                (
+                    "match: inconsistent outcomes",
+                    format!("bad outcome in match {m}"),
+                )
+            })?;
             agree(m, e, o, "has both")?;
         }
         if !team_score.is_null(i) {

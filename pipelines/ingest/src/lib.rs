@@ -37,6 +37,7 @@
 
 pub mod adapters;
 pub mod canonical;
+pub mod columnar;
 pub mod fields;
 pub mod finalize;
 pub mod generate;

@@ -75,7 +75,6 @@ struct ChunkRows {
 }
 
 impl ChunkRows {
-    /// Room for `records` records of `per_record` rows and `bytes` bytes of input.
     /// Room for `records` records of `per_record` rows from `bytes` bytes of input. Ids are
     /// short: 24 bytes a row covers them with room to spare (a longer id grows the buffer once),
     /// and a tight reservation keeps the heap, and so the resident memory, small.
@@ -91,49 +90,53 @@ impl ChunkRows {
             .push(row, ctx.name, line, ctx.file_idx, rows_in_record);
     }
 
-    /// The rows by day: zero-copy slices when each day's rows are contiguous (time-ordered
-    /// input), gathered copies otherwise.
+    /// The rows by day.
     fn finish(mut self) -> Result<Vec<(i32, RecordBatch)>, IngestError> {
-        let batch = self.rows.finish();
-        let n = batch.num_rows();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let start = batch
-            .column_by_name(mm_lake::schema::col::START_TIME)
-            .map(|c| c.as_primitive::<TimestampMillisecondType>().clone())
-            .ok_or_else(|| IngestError::Internal {
-                path: "<chunk>".into(),
-                reason: "no start_time column".into(),
-            })?;
-        let days: Vec<i32> = (0..n).map(|i| day_of(start.value(i))).collect();
-        let mut runs: Vec<(i32, usize, usize)> = Vec::new();
-        for (i, d) in days.iter().enumerate() {
-            match runs.last_mut() {
-                Some((rd, _, len)) if rd == d => *len += 1,
-                _ => runs.push((*d, i, 1)),
-            }
-        }
-        let mut distinct: Vec<i32> = runs.iter().map(|r| r.0).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if distinct.len() == runs.len() {
-            return Ok(runs
-                .into_iter()
-                .map(|(d, off, len)| (d, batch.slice(off, len)))
-                .collect());
-        }
-        let mut out = Vec::with_capacity(distinct.len());
-        for d in distinct {
-            let idx: UInt32Array = (0..n).filter(|&i| days[i] == d).map(|i| i as u32).collect();
-            let part = take_record_batch(&batch, &idx).map_err(|e| IngestError::Internal {
-                path: "<chunk>".into(),
-                reason: e.to_string(),
-            })?;
-            out.push((d, part));
-        }
-        Ok(out)
+        split_days(self.rows.finish())
     }
+}
+
+/// A batch's rows by day: zero-copy slices when each day's rows are contiguous (time-ordered
+/// input), gathered copies otherwise.
+pub fn split_days(batch: RecordBatch) -> Result<Vec<(i32, RecordBatch)>, IngestError> {
+    let n = batch.num_rows();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let start = batch
+        .column_by_name(mm_lake::schema::col::START_TIME)
+        .map(|c| c.as_primitive::<TimestampMillisecondType>().clone())
+        .ok_or_else(|| IngestError::Internal {
+            path: "<chunk>".into(),
+            reason: "no start_time column".into(),
+        })?;
+    let days: Vec<i32> = (0..n).map(|i| day_of(start.value(i))).collect();
+    let mut runs: Vec<(i32, usize, usize)> = Vec::new();
+    for (i, d) in days.iter().enumerate() {
+        match runs.last_mut() {
+            Some((rd, _, len)) if rd == d => *len += 1,
+            _ => runs.push((*d, i, 1)),
+        }
+    }
+    let mut distinct: Vec<i32> = runs.iter().map(|r| r.0).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() == runs.len() {
+        return Ok(runs
+            .into_iter()
+            .map(|(d, off, len)| (d, batch.slice(off, len)))
+            .collect());
+    }
+    let mut out = Vec::with_capacity(distinct.len());
+    for d in distinct {
+        let idx: UInt32Array = (0..n).filter(|&i| days[i] == d).map(|i| i as u32).collect();
+        let part = take_record_batch(&batch, &idx).map_err(|e| IngestError::Internal {
+            path: "<chunk>".into(),
+            reason: e.to_string(),
+        })?;
+        out.push((d, part));
+    }
+    Ok(out)
 }
 
 fn render_record(rec: &ByteRecord) -> String {
@@ -158,8 +161,41 @@ fn row_q(ctx: &FileCtx<'_>, line: u64, e: RowError, raw: String) -> QEntry {
     }
 }
 
-/// Parses one CSV chunk with the file's adapter.
+/// Parses one CSV chunk with the file's adapter: canonical chunks try the columnar fast path
+/// first ([`crate::columnar`]), and any chunk it declines goes record by record.
 pub fn parse_csv_chunk(
+    ctx: &FileCtx<'_>,
+    chunk: &Chunk,
+    path: &Path,
+) -> Result<Parsed, IngestError> {
+    let adapter = ctx
+        .adapter
+        .ok_or_else(|| IngestError::input(path, "internal: CSV chunk without an adapter"))?;
+    if let Some((map, mode)) = adapter.canonical() {
+        let data = chunk.data();
+        let fast = crate::columnar::decode_chunk(
+            map,
+            ctx.header_len,
+            mode,
+            data,
+            chunk.first_line,
+            ctx.name,
+            ctx.file_idx,
+        );
+        if let Some(batch) = fast {
+            return Ok(Parsed {
+                read: batch.num_rows() as u64,
+                days: split_days(batch)?,
+                ..Parsed::default()
+            });
+        }
+    }
+    parse_csv_records(ctx, chunk, path)
+}
+
+/// Parses one CSV chunk record by record with the file's adapter: the exact path, which
+/// quarantines each bad record with its reason.
+pub(crate) fn parse_csv_records(
     ctx: &FileCtx<'_>,
     chunk: &Chunk,
     path: &Path,

@@ -1,0 +1,663 @@
+//! The fast path of canonical CSV: a chunk is decoded column by column (arrow-csv) and checked
+//! with column-wide loops, instead of record by record.
+//!
+//! It is optimistic. It returns `None`, and the caller parses the chunk with the exact
+//! record-by-record path of [`crate::parse`], whenever the chunk holds anything that path might
+//! treat specially: a value that fails to parse or breaks a row rule, a field with surrounding
+//! blanks, a record with the wrong number of fields, a blank line or a line break inside a
+//! quoted field (line numbers would no longer follow from record positions), unknown columns
+//! (the `extra` object), or a cut-off last record. So the fast path never quarantines anything
+//! and never decides a row the exact path would decide differently: on the chunks it accepts,
+//! its rows are the exact path's rows, value for value (the tests compare the two on random
+//! chunks, clean and damaged).
+//!
+//! Every value is read by the same [`crate::fields`] functions as the exact path, except the
+//! integer counts (`team`, `kills`, ...), which arrow parses itself: what it accepts (ASCII digits
+//! with an optional sign and blanks around them) is a subset of what [`crate::fields::int`]
+//! accepts, with the same value, and anything else makes the chunk fall back.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, TimestampMillisecondType};
+use arrow_array::{
+    Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
+    StringArray, UInt8Array, UInt32Array, new_null_array,
+};
+use arrow_schema::{DataType, Field, Schema};
+use mm_lake::rows::{MAX_START_MS, MIN_START_MS, internal};
+use mm_lake::schema::{Outcome, col, timestamp_type};
+use mm_lake::staging_schema;
+
+use crate::canonical::{C, CanonMap};
+use crate::fields;
+
+/// The arrow type a canonical column is decoded as: integer counts as `Int32` (arrow's parser),
+/// everything else as text for the [`crate::fields`] functions.
+fn decode_type(c: C) -> DataType {
+    match c {
+        C::Team | C::Kills | C::Deaths | C::DeathsByEnemy | C::SelfKills | C::Assists => {
+            DataType::Int32
+        }
+        _ => DataType::Utf8,
+    }
+}
+
+/// Where each canonical column sits in the header, inverted: the canonical column of each
+/// position (`None` for the provenance columns the lake regenerates).
+fn columns(map: &CanonMap, header_len: usize) -> Vec<Option<C>> {
+    let mut out = vec![None; header_len];
+    for c in C::ALL {
+        if let Some(i) = map.get(c)
+            && i < header_len
+        {
+            out[i] = Some(c);
+        }
+    }
+    out
+}
+
+/// A text value as the exact path reads it (`present`, then UTF-8 and trimmed): `Some(None)` for
+/// a blank, `Some(Some(s))` when the stored value `s` is the field as written, `None` when the
+/// value has blanks around it (the exact path would store it trimmed: fall back).
+#[inline]
+fn clean_text(s: &str) -> Option<Option<&str>> {
+    let solid = |b: u8| b.is_ascii_graphic();
+    if let (Some(&a), Some(&z)) = (s.as_bytes().first(), s.as_bytes().last())
+        && solid(a)
+        && solid(z)
+    {
+        return Some(Some(s)); // the common case: no blank at either end
+    }
+    if fields::present(Some(s.as_bytes())).is_none() {
+        return Some(None);
+    }
+    (s.trim().len() == s.len()).then_some(Some(s))
+}
+
+/// A text column whose every value is stored as written (no blank-only values, no blanks
+/// around values); `None` otherwise.
+fn text_column(a: &StringArray) -> Option<ArrayRef> {
+    for v in a.iter().flatten() {
+        if clean_text(v)? != Some(v) {
+            return None;
+        }
+    }
+    Some(Arc::new(a.clone()))
+}
+
+/// A required text column: every value present and stored as written.
+fn required_text(a: &StringArray) -> Option<ArrayRef> {
+    if a.null_count() > 0 {
+        return None;
+    }
+    text_column(a)
+}
+
+/// Times in milliseconds by [`fields::time_ms`]; `required` refuses blanks.
+fn time_column(a: &StringArray, name: &str, required: bool) -> Option<Vec<Option<i64>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for v in a.iter() {
+        match v.and_then(|s| fields::present(Some(s.as_bytes()))) {
+            Some(b) => out.push(Some(fields::time_ms(name, b).ok()?)),
+            None if required => return None,
+            None => out.push(None),
+        }
+    }
+    Some(out)
+}
+
+fn float_column(a: &StringArray, name: &str) -> Option<Vec<Option<f64>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for v in a.iter() {
+        out.push(fields::opt_f64(name, v.map(str::as_bytes)).ok()?);
+    }
+    Some(out)
+}
+
+fn bool_column(a: &StringArray, name: &str) -> Option<Vec<Option<bool>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for v in a.iter() {
+        out.push(fields::opt_bool(name, v.map(str::as_bytes)).ok()?);
+    }
+    Some(out)
+}
+
+/// Every line break in `data` ends a record: each carriage return starts a CRLF, and no line
+/// feed sits inside a quoted field. With as many records as line feeds (no blank lines), record
+/// `i` is then on line `first_line + i`.
+fn breaks_end_records(data: &[u8]) -> bool {
+    if memchr::memchr_iter(b'\r', data).any(|i| data.get(i + 1) != Some(&b'\n')) {
+        return false;
+    }
+    if memchr::memchr(b'"', data).is_some() {
+        let mut quoted = false;
+        for i in memchr::memchr2_iter(b'"', b'\n', data) {
+            if data[i] == b'"' {
+                quoted = !quoted;
+            } else if quoted {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The chunk's rows as one staging batch (see [`mm_lake::staging_schema`]), or `None` when the
+/// exact path must decide (see the module notes). `data` starts at a record boundary; its
+/// first record is on physical line `first_line`.
+pub fn decode_chunk(
+    map: &CanonMap,
+    header_len: usize,
+    default_mode: &str,
+    data: &[u8],
+    first_line: u64,
+    source_name: &str,
+    file_idx: u32,
+) -> Option<RecordBatch> {
+    if !map.extras.is_empty() || map.get(C::Extra).is_some() || data.last() != Some(&b'\n') {
+        return None;
+    }
+    if !breaks_end_records(data) {
+        return None;
+    }
+    let lines = memchr::memchr_iter(b'\n', data).count();
+    let cols = columns(map, header_len);
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.map_or(DataType::Utf8, decode_type), true))
+            .collect::<Vec<_>>(),
+    ));
+    let mut decoder = arrow_csv::ReaderBuilder::new(schema)
+        .with_header(false)
+        .with_batch_size(lines + 1)
+        .build_decoder();
+    let mut at = 0;
+    while at < data.len() {
+        let n = decoder.decode(&data[at..]).ok()?;
+        if n == 0 {
+            break;
+        }
+        at += n;
+    }
+    decoder.decode(&[]).ok()?;
+    let batch = decoder.flush().ok()??;
+    let n = batch.num_rows();
+    // One record per line feed: no blank lines.
+    if at != data.len() || n != lines {
+        return None;
+    }
+    let get = |c: C| map.get(c).map(|i| batch.column(i));
+    let text = |c: C| get(c).map(|a| a.as_string::<i32>());
+    let ints = |c: C| get(c).map(|a| a.as_primitive::<Int32Type>());
+
+    // Required columns.
+    // A blank default mode is a row error of the exact path.
+    fields::present(Some(default_mode.as_bytes()))?;
+    let match_id = required_text(text(C::MatchId)?)?;
+    let player_id = required_text(text(C::PlayerId)?)?;
+    let start = time_column(text(C::StartTime)?, "start_time", true)?;
+    if !start
+        .iter()
+        .flatten()
+        .all(|s| (MIN_START_MS..MAX_START_MS).contains(s))
+    {
+        return None;
+    }
+    let team = ints(C::Team)?;
+    if team.null_count() > 0 || team.values().iter().any(|t| *t < 0) {
+        return None;
+    }
+    let mode: ArrayRef = match text(C::Mode) {
+        Some(a) => {
+            let mut b = StringBuilder::with_capacity(n, a.values().len() + n * default_mode.len());
+            for v in a.iter() {
+                match v.map(clean_text) {
+                    None | Some(Some(None)) => b.append_value(default_mode),
+                    Some(Some(Some(s))) => b.append_value(s),
+                    Some(None) => return None,
+                }
+            }
+            Arc::new(b.finish())
+        }
+        None => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            default_mode,
+            n,
+        ))),
+    };
+
+    // Outcome: the `outcome` column, else `won`, else pending on `team_score`.
+    let outcome_col = text(C::Outcome);
+    let won = match text(C::Won) {
+        Some(a) => Some(bool_column(a, "won")?),
+        None => None,
+    };
+    let team_score = match text(C::TeamScore) {
+        Some(a) => Some(float_column(a, "team_score")?),
+        None => None,
+    };
+    let mut outcome = StringBuilder::with_capacity(n, n * 4);
+    for i in 0..n {
+        let o = match outcome_col.and_then(|a| a.is_valid(i).then(|| a.value(i))) {
+            Some(s) if fields::present(Some(s.as_bytes())).is_some() => {
+                Some(Outcome::parse(fields::text("outcome", s.as_bytes()).ok()?)?)
+            }
+            _ => match won.as_ref().and_then(|w| w[i]) {
+                Some(true) => Some(Outcome::Win),
+                Some(false) => Some(Outcome::Loss),
+                None => None,
+            },
+        };
+        if o.is_none() && team_score.as_ref().is_none_or(|t| t[i].is_none()) {
+            return None;
+        }
+        outcome.append_option(o.map(Outcome::as_str));
+    }
+
+    let end = match text(C::EndTime) {
+        Some(a) => Some(time_column(a, "end_time", false)?),
+        None => None,
+    };
+    if let Some(end) = &end
+        && end
+            .iter()
+            .zip(&start)
+            .any(|(e, s)| e.is_some_and(|e| Some(e) < *s))
+    {
+        return None;
+    }
+
+    // Counts: not negative; deaths by enemies and self kills within deaths.
+    for c in [
+        C::Kills,
+        C::Deaths,
+        C::DeathsByEnemy,
+        C::SelfKills,
+        C::Assists,
+    ] {
+        if ints(c).is_some_and(|a| a.iter().flatten().any(|v| v < 0)) {
+            return None;
+        }
+    }
+    if let Some(d) = ints(C::Deaths) {
+        for c in [C::DeathsByEnemy, C::SelfKills] {
+            if let Some(x) = ints(c)
+                && x.iter()
+                    .zip(d.iter())
+                    .any(|(x, d)| matches!((x, d), (Some(x), Some(d)) if x > d))
+            {
+                return None;
+            }
+        }
+    }
+
+    // Numbers: finite (the parser refuses the rest), some not negative, coordinates on the globe.
+    let range = |c: C| -> Option<(f64, f64)> {
+        Some(match c {
+            C::SecondsPlayed | C::PingMs => (0.0, f64::INFINITY),
+            C::Lat => (-90.0, 90.0),
+            C::Lon => (-180.0, 180.0),
+            _ => return None,
+        })
+    };
+    let mut floats: Vec<(&str, ArrayRef)> = Vec::new();
+    for (c, name) in [
+        (C::SecondsPlayed, col::SECONDS_PLAYED),
+        (C::Score, col::SCORE),
+        (C::Perf, col::PERF),
+        (C::Lat, col::LAT),
+        (C::Lon, col::LON),
+        (C::PingMs, col::PING_MS),
+        (C::Rating, col::RATING),
+    ] {
+        if let Some(a) = text(c) {
+            let v = float_column(a, name)?;
+            if let Some((lo, hi)) = range(c)
+                && v.iter().flatten().any(|x| !(lo..=hi).contains(x))
+            {
+                return None;
+            }
+            let mut b = Float64Builder::with_capacity(n);
+            b.extend(v);
+            floats.push((name, Arc::new(b.finish())));
+        }
+    }
+    if let Some(t) = team_score {
+        let mut b = Float64Builder::with_capacity(n);
+        b.extend(t);
+        floats.push((col::TEAM_SCORE, Arc::new(b.finish())));
+    }
+
+    let ts = timestamp_type();
+    let times = |v: Vec<Option<i64>>| -> ArrayRef {
+        Arc::new(PrimitiveArray::<TimestampMillisecondType>::from(v).with_data_type(ts.clone()))
+    };
+    let mut named: Vec<(&str, ArrayRef)> = vec![
+        (col::MATCH_ID, match_id),
+        (col::MODE, mode),
+        (col::START_TIME, times(start)),
+        (col::TEAM, Arc::new(team.clone())),
+        (col::PLAYER_ID, player_id),
+        (col::OUTCOME, Arc::new(outcome.finish())),
+    ];
+    if let Some(end) = end {
+        named.push((col::END_TIME, times(end)));
+    }
+    for (c, name) in [
+        (C::PartyId, col::PARTY_ID),
+        (C::TeamName, col::TEAM_NAME),
+        (C::InputDevice, col::INPUT_DEVICE),
+        (C::Platform, col::PLATFORM),
+        (C::Region, col::REGION),
+    ] {
+        if let Some(a) = text(c) {
+            named.push((name, text_column(a)?));
+        }
+    }
+    for (c, name) in [
+        (C::Kills, col::KILLS),
+        (C::Deaths, col::DEATHS),
+        (C::DeathsByEnemy, col::DEATHS_BY_ENEMY),
+        (C::SelfKills, col::SELF_KILLS),
+        (C::Assists, col::ASSISTS),
+    ] {
+        if let Some(a) = ints(c) {
+            named.push((name, Arc::new(a.clone())));
+        }
+    }
+    if let Some(a) = text(C::QuitEarly) {
+        let mut b = BooleanBuilder::with_capacity(n);
+        b.extend(bool_column(a, "quit_early")?);
+        named.push((col::QUIT_EARLY, Arc::new(b.finish())));
+    }
+    named.extend(floats);
+    let files = DictionaryArray::<Int32Type>::new(
+        Int32Array::from(vec![0; n]),
+        Arc::new(StringArray::from(vec![source_name])),
+    );
+    named.push((col::SOURCE_FILE, Arc::new(files)));
+    named.push((
+        col::SOURCE_LINE,
+        Arc::new(Int64Array::from_iter_values(
+            (0..n as i64).map(|i| first_line as i64 + i),
+        )),
+    ));
+    named.push((
+        internal::FILE_IDX,
+        Arc::new(UInt32Array::from(vec![file_idx; n])),
+    ));
+    named.push((
+        internal::RECORD_ROWS,
+        Arc::new(UInt8Array::from(vec![1_u8; n])),
+    ));
+
+    let schema = staging_schema();
+    let out: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            named
+                .iter()
+                .find(|(name, _)| *name == f.name())
+                .map_or_else(|| new_null_array(f.data_type(), n), |(_, a)| a.clone())
+        })
+        .collect();
+    RecordBatch::try_new(schema, out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use crate::adapters::Format;
+    use crate::parse::{FileCtx, Parsed, parse_csv_records, split_days};
+    use crate::source::Chunk;
+
+    use super::*;
+
+    /// Column layouts: the polars peer's, every canonical column, and outcomes from team scores.
+    const HEADERS: [&str; 3] = [
+        "match_id,player_id,team,party_id,start_ts,end_ts,kills,deaths,deaths_by_enemy,score,won",
+        "match_id,mode,start_time,team,player_id,outcome,end_time,seconds_played,party_id,team_name,\
+         kills,deaths,deaths_by_enemy,self_kills,assists,score,team_score,perf,quit_early,\
+         input_device,platform,region,lat,lon,ping_ms,rating,source_line",
+        "game_id,start,side,player,team_score,kills,deaths,self_kills",
+    ];
+
+    /// Values a clean row may hold in a column.
+    fn clean(name: &str, k: usize) -> String {
+        let start = 1_704_067_200 + 3600 * (k as i64 % 50);
+        match name {
+            "match_id" | "game_id" => format!("m{}", k / 4),
+            "player_id" | "player" => format!("p{k}"),
+            "party_id" => format!("q{}", k / 2),
+            "team" | "side" => (k % 2).to_string(),
+            "start_ts" | "start" => start.to_string(),
+            "start_time" => match k % 3 {
+                0 => "2024-01-01 10:00:00".into(),
+                1 => "2024-01-02T03:04:05Z".into(),
+                _ => format!("{}", start * 1000),
+            },
+            "end_ts" | "end_time" => (start + 1800).to_string(),
+            "kills" | "assists" => (k % 9).to_string(),
+            "deaths" => (3 + k % 5).to_string(),
+            "deaths_by_enemy" | "self_kills" => (k % 4).to_string(),
+            "score" | "perf" | "rating" => ["480", "12.5", "-3", "1e3", ""][k % 5].into(),
+            "team_score" => ["16", "9", "2.5", ""][k % 4].into(),
+            "won" => ["1", "0", "true", "F"][k % 4].into(),
+            "outcome" => ["win", "loss", "draw", "Win"][k % 4].into(),
+            "mode" => ["tdm", "", "ranked duel"][k % 3].into(),
+            "seconds_played" | "ping_ms" => ["600.5", "0", "42", ""][k % 4].into(),
+            "lat" => ["45.5", "-90", ""][k % 3].into(),
+            "lon" => ["-3.25", "180", ""][k % 3].into(),
+            "quit_early" => ["false", "1", "", "yes"][k % 4].into(),
+            "team_name" | "input_device" | "platform" | "region" => {
+                ["red", "", "eu west", "\"quoted\""][k % 4].into()
+            }
+            _ => (k % 1000).to_string(),
+        }
+    }
+
+    /// Values that some rule of the exact path treats specially (or that look like it might).
+    const NASTY: [&str; 29] = [
+        "0",
+        "12",
+        "0.0",
+        "",
+        " ",
+        " 3",
+        "3 ",
+        "-1",
+        "+2",
+        "3.0",
+        "1e2",
+        "inf",
+        "NaN",
+        "abc",
+        "99999999999",
+        "\"4\"",
+        "2024-01-01 10:00:00",
+        "1704067200000",
+        "-5",
+        "+1704067200",
+        "WIN",
+        " win",
+        "yes",
+        "ñ",
+        "a b",
+        "\"x,y\"",
+        "\"a\nb\"",
+        "\u{a0}p\u{a0}",
+        "2099-12-31T23:59:59Z",
+    ];
+
+    fn chunk_of(text: &str) -> Chunk {
+        Chunk {
+            bytes: text.as_bytes().to_vec(),
+            len: text.len(),
+            start: 0,
+            first_line: 2,
+            last: true,
+            seq: 0,
+        }
+    }
+
+    /// The fast path's rows by day, or `None`; and the exact path's result on the same chunk.
+    fn both(header: &str, body: &str) -> (Option<Vec<(i32, RecordBatch)>>, Parsed) {
+        let names: Vec<&str> = header.split(',').collect();
+        let adapter = Format::Canonical.csv_adapter(&names, "default").unwrap();
+        let ctx = FileCtx {
+            file_idx: 3,
+            name: "t.csv",
+            header_len: names.len(),
+            adapter: Some(adapter.as_ref()),
+            default_mode: "default",
+        };
+        let (map, mode) = adapter.canonical().unwrap();
+        let fast = decode_chunk(map, names.len(), mode, body.as_bytes(), 2, "t.csv", 3)
+            .map(|b| split_days(b).unwrap());
+        let exact = parse_csv_records(&ctx, &chunk_of(body), Path::new("t.csv")).unwrap();
+        (fast, exact)
+    }
+
+    /// `rows` clean rows (row `r` from seed `k + r`), with at most one value replaced by a nasty
+    /// one (`nasty`: row, column, which) and a line-level `damage`.
+    fn body(
+        header: &str,
+        k: usize,
+        rows: usize,
+        nasty: Option<(usize, usize, usize)>,
+        damage: u8,
+    ) -> String {
+        let names: Vec<&str> = header.split(',').collect();
+        let mut out = String::new();
+        for r in 0..rows {
+            let vals: Vec<String> = names
+                .iter()
+                .enumerate()
+                .map(|(c, n)| match nasty {
+                    Some((nr, nc, v)) if nr % rows == r && nc % names.len() == c => {
+                        NASTY[v % NASTY.len()].to_string()
+                    }
+                    _ => clean(n, k + r),
+                })
+                .collect();
+            out.push_str(&vals.join(","));
+            match (damage, r) {
+                (1, 0) => out.push_str(",extra"), // a field too many
+                (2, 0) => out.push('\n'),         // a blank line
+                (3, 0) => {
+                    out.push('\r'); // a lone carriage return ends the record
+                    continue;
+                }
+                (4, _) => out.push('\r'), // CRLF line ends: not damage
+                _ => {}
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn assert_same(fast: &[(i32, RecordBatch)], exact: &Parsed) {
+        assert!(exact.quarantine.is_empty(), "{:?}", exact.quarantine);
+        assert!(exact.skipped.is_empty());
+        let rows: usize = fast.iter().map(|(_, b)| b.num_rows()).sum();
+        assert_eq!(exact.read as usize, rows);
+        assert_eq!(fast.len(), exact.days.len());
+        for ((d1, b1), (d2, b2)) in fast.iter().zip(&exact.days) {
+            assert_eq!(d1, d2);
+            assert_eq!(b1.schema(), b2.schema());
+            for (k, f) in b1.schema().fields().iter().enumerate() {
+                assert_eq!(
+                    b1.column(k).as_ref(),
+                    b2.column(k).as_ref(),
+                    "column {}",
+                    f.name()
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whenever the fast path takes a chunk, its rows are the exact path's, value for value.
+        #[test]
+        fn fast_path_rows_are_the_exact_paths(
+            h in 0..HEADERS.len(),
+            k in 0..10_000_usize,
+            rows in 1..40_usize,
+            nasty in prop::option::of((0..40_usize, 0..30_usize, 0..NASTY.len())),
+            damage in 0..6_u8,
+        ) {
+            let text = body(HEADERS[h], k, rows, nasty, damage);
+            let (fast, exact) = both(HEADERS[h], &text);
+            if let Some(fast) = fast {
+                assert_same(&fast, &exact);
+            } else {
+                // Declining is always allowed; a clean chunk of the peer's shape must not be.
+                prop_assert!(!(h == 0 && nasty.is_none() && damage != 1 && damage != 2 && damage != 3),
+                    "fast path declined a clean chunk:\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn clean_chunks_take_the_fast_path_and_damaged_ones_do_not() {
+        for h in HEADERS {
+            let text = body(h, 7, 30, None, 0);
+            let (fast, exact) = both(h, &text);
+            // The third layout's rows have no outcome where team_score is blank: the exact path
+            // quarantines those, so the fast path must decline.
+            match fast {
+                Some(f) => assert_same(&f, &exact),
+                None => assert!(!exact.quarantine.is_empty(), "declined a clean chunk: {h}"),
+            }
+        }
+        let peer = HEADERS[0];
+        assert!(both(peer, &body(peer, 0, 30, None, 0)).0.is_some());
+        for damage in 1..=3 {
+            assert!(
+                both(peer, &body(peer, 0, 30, None, damage)).0.is_none(),
+                "damage {damage}"
+            );
+        }
+        let (fast, exact) = both(peer, &body(peer, 0, 30, None, 4));
+        assert_same(&fast.expect("CRLF line ends take the fast path"), &exact);
+        // One value the exact path rejects or reads differently from arrow: the chunk falls back.
+        // Columns: 1 player_id, 2 team, 4 start_ts, 5 end_ts, 6 kills, 7 deaths, 10 won.
+        let edit = |col: usize, v: &str| {
+            let text = body(peer, 0, 30, None, 0);
+            let mut lines: Vec<String> = text.lines().map(String::from).collect();
+            let mut f: Vec<&str> = lines[5].split(',').collect();
+            f[col] = v;
+            lines[5] = f.join(",");
+            lines.join("\n") + "\n"
+        };
+        // "3.0" is 3 to the exact path but not to arrow: the chunk falls back and the row lands.
+        let (fast, exact) = both(peer, &edit(6, "3.0"));
+        assert!(fast.is_none() && exact.quarantine.is_empty() && exact.read == 30);
+        // Blanks around an integer: arrow and the exact path both read 3.
+        let (fast, exact) = both(peer, &edit(2, " 3"));
+        assert_same(&fast.expect("a padded integer takes the fast path"), &exact);
+        for (col, bad) in [
+            (1, " "),
+            (2, "-1"),
+            (4, "+1704067200"),
+            (4, "-5"),
+            (5, "1704067200"), // ends before it starts
+            (6, "-1"),
+            (7, "0"), // fewer deaths than deaths by enemies
+            (9, "NaN"),
+            (10, "maybe"),
+        ] {
+            let (fast, exact) = both(peer, &edit(col, bad));
+            assert!(fast.is_none(), "{col}: {bad}");
+            assert_eq!(exact.quarantine.len(), 1, "{col}: {bad}");
+        }
+    }
+}
