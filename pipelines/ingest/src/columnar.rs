@@ -18,12 +18,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Float64Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, TimestampMillisecondType};
 use arrow_array::{
-    Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
-    StringArray, UInt8Array, UInt32Array, new_null_array,
+    Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, PrimitiveArray,
+    RecordBatch, StringArray, UInt8Array, UInt32Array, new_null_array,
 };
 use arrow_schema::{DataType, Field, Schema};
 use mm_lake::rows::{MAX_START_MS, MIN_START_MS, internal};
@@ -43,6 +43,15 @@ fn decode_type(c: C) -> DataType {
         _ => DataType::Utf8,
     }
 }
+
+/// The count columns and their lake names: not negative, decoded as `Int32` by arrow.
+const COUNTS: [(C, &str); 5] = [
+    (C::Kills, col::KILLS),
+    (C::Deaths, col::DEATHS),
+    (C::DeathsByEnemy, col::DEATHS_BY_ENEMY),
+    (C::SelfKills, col::SELF_KILLS),
+    (C::Assists, col::ASSISTS),
+];
 
 /// Where each canonical column sits in the header, inverted: the canonical column of each
 /// position (`None` for the provenance columns the lake regenerates).
@@ -193,8 +202,7 @@ pub fn decode_chunk(
     let text = |c: C| get(c).map(|a| a.as_string::<i32>());
     let ints = |c: C| get(c).map(|a| a.as_primitive::<Int32Type>());
 
-    // Required columns.
-    // A blank default mode is a row error of the exact path.
+    // Required columns (a blank default mode is a row error of the exact path).
     fields::present(Some(default_mode.as_bytes()))?;
     let match_id = required_text(text(C::MatchId)?)?;
     let player_id = required_text(text(C::PlayerId)?)?;
@@ -270,13 +278,7 @@ pub fn decode_chunk(
     }
 
     // Counts: not negative; deaths by enemies and self kills within deaths.
-    for c in [
-        C::Kills,
-        C::Deaths,
-        C::DeathsByEnemy,
-        C::SelfKills,
-        C::Assists,
-    ] {
+    for (c, _) in COUNTS {
         if ints(c).is_some_and(|a| a.iter().flatten().any(|v| v < 0)) {
             return None;
         }
@@ -319,15 +321,11 @@ pub fn decode_chunk(
             {
                 return None;
             }
-            let mut b = Float64Builder::with_capacity(n);
-            b.extend(v);
-            floats.push((name, Arc::new(b.finish())));
+            floats.push((name, Arc::new(Float64Array::from(v))));
         }
     }
     if let Some(t) = team_score {
-        let mut b = Float64Builder::with_capacity(n);
-        b.extend(t);
-        floats.push((col::TEAM_SCORE, Arc::new(b.finish())));
+        floats.push((col::TEAM_SCORE, Arc::new(Float64Array::from(t))));
     }
 
     let ts = timestamp_type();
@@ -356,13 +354,7 @@ pub fn decode_chunk(
             named.push((name, text_column(a)?));
         }
     }
-    for (c, name) in [
-        (C::Kills, col::KILLS),
-        (C::Deaths, col::DEATHS),
-        (C::DeathsByEnemy, col::DEATHS_BY_ENEMY),
-        (C::SelfKills, col::SELF_KILLS),
-        (C::Assists, col::ASSISTS),
-    ] {
+    for (c, name) in COUNTS {
         if let Some(a) = ints(c) {
             named.push((name, Arc::new(a.clone())));
         }
