@@ -18,6 +18,7 @@ use hashbrown::HashMap;
 use mm_lake::schema::{Outcome, col};
 use mm_lake::store::{read_parquet_columns, write_parquet_file};
 use mm_lake::{Lake, Txn, staging_schema, to_lake_batch};
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::IngestError;
 use crate::parse::QEntry;
@@ -83,6 +84,16 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
         }
     }
     Ok(out)
+}
+
+/// Whether the rows' player ids are pairwise different, by their 64-bit hashes: `false` also
+/// when two different ids share a hash (the caller then compares the ids themselves). Sorting
+/// ten integers is much cheaper than sorting ten strings.
+fn distinct_players(rows: &[usize], player: &StringArray, hashes: &mut Vec<u64>) -> bool {
+    hashes.clear();
+    hashes.extend(rows.iter().map(|&i| xxh3_64(player.value(i).as_bytes())));
+    hashes.sort_unstable();
+    hashes.windows(2).all(|w| w[0] != w[1])
 }
 
 /// Finalises one day's staged rows: decides every row's fate and stages a Parquet file of the
@@ -169,6 +180,7 @@ pub fn finalize_day(
     };
     let mut derived: HashMap<usize, Outcome> = HashMap::new();
     let mut by_player: Vec<usize> = Vec::new();
+    let mut hashes: Vec<u64> = Vec::new();
     for group in order.chunk_by(|a, b| match_id.value(*a) == match_id.value(*b)) {
         let m = match_id.value(group[0]);
         let stored = existing.get(m);
@@ -181,6 +193,9 @@ pub fn finalize_day(
             } else {
                 by_player.push(i);
             }
+        }
+        if distinct_players(&by_player, player, &mut hashes) {
+            by_player.clear(); // the common case: nobody twice, nothing to compare
         }
         by_player.sort_by(|a, b| player.value(*a).cmp(player.value(*b)).then(a.cmp(b)));
         for same in by_player.chunk_by(|a, b| player.value(*a) == player.value(*b)) {

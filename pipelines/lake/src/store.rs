@@ -122,7 +122,7 @@ fn properties_builder() -> parquet::file::properties::WriterPropertiesBuilder {
         b = b.set_column_dictionary_enabled(c.into(), true);
     }
     // Identifiers are looked up, never filtered by range: min/max statistics would cost a string
-    // comparison per value and prune nothing.
+    // comparison per value and prune nothing (nor would they for the outcome or source file).
     for c in NO_STATISTICS {
         b = b.set_column_statistics_enabled(c.into(), EnabledStatistics::None);
     }
@@ -133,8 +133,17 @@ fn properties_builder() -> parquet::file::properties::WriterPropertiesBuilder {
     b
 }
 
-/// Identifier and free-text columns, written without min/max statistics.
-const NO_STATISTICS: [&str; 5] = ["match_id", "player_id", "party_id", "extra", "raw"];
+/// Identifier and free-text columns, and the outcome and source file (three values, one value),
+/// written without min/max statistics.
+const NO_STATISTICS: [&str; 7] = [
+    "match_id",
+    "player_id",
+    "party_id",
+    "extra",
+    "raw",
+    "outcome",
+    "source_file",
+];
 
 /// Integer columns written with delta encoding: times and line numbers are sorted or nearly so
 /// within a file, and the counts are small, so the encoding packs them into a few bits a value
