@@ -587,7 +587,17 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
         Arc::new(UInt8Array::from(vec![1_u8; n])),
     ));
 
+    // Absent columns: one all-null array per type, shared by every column of that type.
     let schema = staging_schema();
+    let mut nulls: Vec<ArrayRef> = Vec::new();
+    let mut null_of = |t: &DataType| -> ArrayRef {
+        if let Some(a) = nulls.iter().find(|a| a.data_type() == t) {
+            return a.clone();
+        }
+        let a = new_null_array(t, n);
+        nulls.push(a.clone());
+        a
+    };
     let out: Vec<ArrayRef> = schema
         .fields()
         .iter()
@@ -595,7 +605,7 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
             named
                 .iter()
                 .find(|(name, _)| *name == f.name())
-                .map_or_else(|| new_null_array(f.data_type(), n), |(_, a)| a.clone())
+                .map_or_else(|| null_of(f.data_type()), |(_, a)| a.clone())
         })
         .collect();
     RecordBatch::try_new(schema, out).ok()
