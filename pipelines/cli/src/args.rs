@@ -590,7 +590,7 @@ pub struct IngestArgs {
     #[arg(long, default_value_t = 500_000)]
     pub stage_rows: usize,
     /// Size in MiB of the chunks parsed in parallel.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 2)]
     pub chunk_mib: usize,
     #[command(flatten)]
     pub out: Output,

@@ -69,6 +69,20 @@ pub(crate) fn peer_python(explicit: Option<&Path>, module: &str) -> Option<PathB
     })
 }
 
+/// The median time and the largest peak memory of single runs; `None` for no runs.
+fn combine(runs: &[Run], rows: u64) -> Option<Run> {
+    if runs.is_empty() {
+        return None;
+    }
+    let mut secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+    let s = median(&mut secs);
+    Some(Run {
+        seconds: s,
+        rows_per_s: rows as f64 / s,
+        peak_rss_mib: runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
+    })
+}
+
 fn run_peer(
     python: &Path,
     csv: &Path,
@@ -134,8 +148,11 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
         }
         let rows = rows / 10 * 10;
         let csv_mib = std::fs::metadata(&csv)?.len() as f64 / 1048576.0;
+        // Rounds interleave the contenders (mm, polars eager, polars lazy, then again), so that
+        // a machine that slows down or speeds up during the run biases none of them.
         let mut secs = Vec::new();
         let mut rss = 0_f64;
+        let mut peer_runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
         for rep in 0..a.reps {
             let lake = a.work.join(format!("lake_{rows}_{rep}"));
             let _ = std::fs::remove_dir_all(&lake);
@@ -161,6 +178,11 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
             rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
             secs.push(s);
             std::fs::remove_dir_all(&lake)?;
+            if let Some(py) = &python {
+                for (k, variant) in ["eager", "lazy"].into_iter().enumerate() {
+                    peer_runs[k].push(run_peer(py, &csv, &a.work, variant, 1, rows)?);
+                }
+            }
         }
         let runs = secs.clone();
         let s = median(&mut secs);
@@ -169,13 +191,7 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
             rows_per_s: rows as f64 / s,
             peak_rss_mib: rss,
         };
-        let (eager, lazy) = match &python {
-            Some(py) => (
-                Some(run_peer(py, &csv, &a.work, "eager", a.reps, rows)?),
-                Some(run_peer(py, &csv, &a.work, "lazy", a.reps, rows)?),
-            ),
-            None => (None, None),
-        };
+        let [eager, lazy] = peer_runs.map(|r| combine(&r, rows));
         let best = [&eager, &lazy]
             .into_iter()
             .flatten()

@@ -106,7 +106,10 @@ pub struct IngestConfig {
 }
 
 impl IngestConfig {
-    /// Defaults: auto-detected format, mode `default`, 500k staged rows, 8 MiB chunks.
+    /// Defaults: auto-detected format, mode `default`, 500k staged rows, 2 MiB chunks. A staged
+    /// day is a slice of its chunk's columns and keeps the whole chunk alive: on the 10M-row
+    /// benchmark 2 MiB chunks peak at about 260 MiB against 410 MiB with 8 MiB chunks, at the
+    /// same speed.
     pub fn new(lake: impl Into<PathBuf>, inputs: Vec<PathBuf>) -> IngestConfig {
         IngestConfig {
             lake: lake.into(),
@@ -114,7 +117,7 @@ impl IngestConfig {
             format: None,
             default_mode: "default".into(),
             stage_rows: 500_000,
-            chunk_bytes: 8 << 20,
+            chunk_bytes: 2 << 20,
         }
     }
 
