@@ -83,41 +83,29 @@ fn combine(runs: &[Run], rows: u64) -> Option<Run> {
     })
 }
 
-fn run_peer(
-    python: &Path,
-    csv: &Path,
-    work: &Path,
-    variant: &str,
-    reps: usize,
-    rows: u64,
-) -> Result<Run> {
-    let mut secs = Vec::new();
-    let mut rss = 0_f64;
-    for _ in 0..reps {
-        let out = work.join(format!("peer_{variant}.parquet"));
-        let _ = std::fs::remove_file(&out);
-        let o = Command::new(python)
-            .args(["-c", PEER_SCRIPT])
-            .arg(csv)
-            .arg(&out)
-            .arg(variant)
-            .output()?;
-        if !o.status.success() {
-            bail!("polars peer failed: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
-        if v["rows"].as_u64() != Some(rows) {
-            bail!("polars peer wrote {} rows, expected {rows}", v["rows"]);
-        }
-        secs.push(v["seconds"].as_f64().unwrap_or(f64::NAN));
-        rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
-        let _ = std::fs::remove_file(&out);
+/// One run of the polars peer (`variant`: eager or lazy) on `csv`.
+fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) -> Result<Run> {
+    let out = work.join(format!("peer_{variant}.parquet"));
+    let _ = std::fs::remove_file(&out);
+    let o = Command::new(python)
+        .args(["-c", PEER_SCRIPT])
+        .arg(csv)
+        .arg(&out)
+        .arg(variant)
+        .output()?;
+    if !o.status.success() {
+        bail!("polars peer failed: {}", String::from_utf8_lossy(&o.stderr));
     }
-    let s = median(&mut secs);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+    if v["rows"].as_u64() != Some(rows) {
+        bail!("polars peer wrote {} rows, expected {rows}", v["rows"]);
+    }
+    let _ = std::fs::remove_file(&out);
+    let s = v["seconds"].as_f64().unwrap_or(f64::NAN);
     Ok(Run {
         seconds: s,
         rows_per_s: rows as f64 / s,
-        peak_rss_mib: rss,
+        peak_rss_mib: v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
     })
 }
 
@@ -180,7 +168,7 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
             std::fs::remove_dir_all(&lake)?;
             if let Some(py) = &python {
                 for (k, variant) in ["eager", "lazy"].into_iter().enumerate() {
-                    peer_runs[k].push(run_peer(py, &csv, &a.work, variant, 1, rows)?);
+                    peer_runs[k].push(run_peer(py, &csv, &a.work, variant, rows)?);
                 }
             }
         }
