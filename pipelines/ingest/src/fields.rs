@@ -80,8 +80,22 @@ pub fn opt_i32(field: &str, raw: Option<&[u8]>) -> Result<Option<i32>, RowError>
         .transpose()
 }
 
+/// A number. Plain integers of up to 15 digits with an optional sign (the common case: scores
+/// and counts) are converted directly: every such value is exactly representable, so the result
+/// is the one `str::parse::<f64>` gives, signed zero included, at a fraction of the cost.
 #[inline]
 pub fn float(field: &str, raw: &[u8]) -> Result<f64, RowError> {
+    let (neg, digits) = match raw {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, raw),
+    };
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0_i64, |acc, d| acc * 10 + i64::from(d - b'0')) as f64;
+        return Ok(if neg { -v } else { v });
+    }
     let s = std::str::from_utf8(raw).map(str::trim).unwrap_or("");
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
@@ -102,6 +116,11 @@ pub fn opt_f64(field: &str, raw: Option<&[u8]>) -> Result<Option<f64>, RowError>
 }
 
 pub fn opt_bool(field: &str, raw: Option<&[u8]>) -> Result<Option<bool>, RowError> {
+    match raw {
+        Some(b"1") => return Ok(Some(true)),
+        Some(b"0") => return Ok(Some(false)),
+        _ => {}
+    }
     let Some(b) = present(raw) else {
         return Ok(None);
     };
@@ -174,6 +193,46 @@ mod tests {
             assert_eq!(e.field.as_deref(), Some("kills"), "{s}");
         }
         assert!(opt_i32("kills", Some(b"99999999999")).is_err());
+    }
+
+    #[test]
+    fn numbers_fast_path_agrees_with_std() {
+        for s in [
+            "0",
+            "-0",
+            "+0",
+            "7",
+            "-7",
+            "+7",
+            "007",
+            "480",
+            "-3",
+            "123456789012345",
+            "-999999999999999",
+            "1234567890123456",
+            "12.5",
+            "1e3",
+            " 42",
+            "42 ",
+            "-",
+            "+",
+            "",
+        ] {
+            let want = s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+            let got = float("score", s.as_bytes()).ok();
+            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any short string of signs, digits, dots, exponents and blanks: the same value (bit
+        /// for bit) or the same refusal as the standard parser.
+        #[test]
+        fn numbers_agree_with_std_on_random_text(s in "[-+ ]?[0-9]{0,17}(\\.[0-9]{0,3})?(e[-+]?[0-9]{1,3})? ?") {
+            let want = s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+            let got = float("score", s.as_bytes()).ok();
+            proptest::prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        }
     }
 
     #[test]

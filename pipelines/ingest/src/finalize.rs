@@ -16,7 +16,7 @@ use arrow_select::concat::concat_batches;
 use arrow_select::take::take_record_batch;
 use hashbrown::HashMap;
 use mm_lake::schema::{Outcome, col};
-use mm_lake::store::{read_parquet_columns, write_parquet_file};
+use mm_lake::store::read_parquet_columns;
 use mm_lake::{Lake, Txn, staging_schema, to_lake_batch};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -338,8 +338,7 @@ pub fn finalize_day(
     let out = to_lake_batch(&out).map_err(internal)?;
     let rel =
         Lake::partition_rel(day).join(format!("part-{}-{}.parquet", txn.run_id(), earlier.len()));
-    let path = txn.staged_path(&rel)?;
-    write_parquet_file(&path, &[out])?;
+    txn.write_staged(&rel, &[out])?;
     result.written = Some((rel, keep.len() as u64));
     Ok(result)
 }

@@ -43,6 +43,7 @@ pub mod rows;
 pub mod schema;
 pub mod store;
 pub mod summary;
+pub mod syncer;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
 
