@@ -288,18 +288,8 @@ fn time_column(
     for r in 0..n {
         let raw = f.get(c, r);
         // The common case, epoch seconds or milliseconds, as `fields::time_ms` reads it.
-        if let Some(d) = raw.map(str::as_bytes)
-            && (1..=16).contains(&d.len())
-            && d.iter().all(u8::is_ascii_digit)
-        {
-            let v = d
-                .iter()
-                .fold(0_i64, |acc, b| acc * 10 + i64::from(b - b'0'));
-            out.push(Some(if v >= fields::EPOCH_MS_THRESHOLD {
-                v
-            } else {
-                v * 1000
-            }));
+        if let Some(v) = raw.and_then(|s| fields::digits(s.as_bytes())) {
+            out.push(Some(fields::epoch_ms(v as i64)));
             continue;
         }
         match raw.and_then(|s| fields::present(Some(s.as_bytes()))) {

@@ -86,6 +86,60 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
     Ok(out)
 }
 
+/// The rows in input order, and where each match's run of them starts (with `n` at the end),
+/// when the input is already in lake order: (start, match, team), which a time-ordered export
+/// of whole matches is. One pass that compares neighbouring match ids for equality and orders
+/// them only where the match changes. No bounds when the input is out of order.
+fn input_order_groups(
+    n: usize,
+    start: &arrow_array::TimestampMillisecondArray,
+    match_id: &StringArray,
+    team: &arrow_array::Int32Array,
+) -> (Vec<usize>, Vec<usize>) {
+    let order: Vec<usize> = (0..n).collect();
+    let mut bounds = Vec::with_capacity(n / 8 + 2);
+    bounds.push(0);
+    for i in 1..n {
+        let in_order = match start.value(i - 1).cmp(&start.value(i)) {
+            std::cmp::Ordering::Less => {
+                if match_id.value(i - 1) != match_id.value(i) {
+                    bounds.push(i);
+                }
+                true
+            }
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
+                let (a, b) = (match_id.value(i - 1), match_id.value(i));
+                if a == b {
+                    team.value(i - 1) <= team.value(i)
+                } else {
+                    bounds.push(i);
+                    a < b
+                }
+            }
+        };
+        if !in_order {
+            return (order, Vec::new());
+        }
+    }
+    if n > 0 {
+        bounds.push(n);
+    }
+    (order, bounds)
+}
+
+/// Where each match's run of `order` starts (with `order.len()` at the end).
+fn group_bounds(order: &[usize], match_id: &StringArray) -> Vec<usize> {
+    let mut bounds = vec![0];
+    bounds.extend(
+        (1..order.len()).filter(|&k| match_id.value(order[k - 1]) != match_id.value(order[k])),
+    );
+    if !order.is_empty() {
+        bounds.push(order.len());
+    }
+    bounds
+}
+
 /// Whether the rows' player ids are pairwise different, by their 64-bit hashes: `false` also
 /// when two different ids share a hash (the caller then compares the ids themselves). Sorting
 /// ten integers is much cheaper than sorting ten strings.
@@ -169,9 +223,10 @@ pub fn finalize_day(
             .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
             .then_with(|| team.value(*a).cmp(&team.value(*b)))
     };
-    let mut order: Vec<usize> = (0..n).collect();
-    if !order.windows(2).all(|w| key(&w[0], &w[1]).is_le()) {
+    let (mut order, mut groups) = input_order_groups(n, start, match_id, team);
+    if groups.is_empty() {
         order.sort_by(key); // stable: input order within a team
+        groups = group_bounds(&order, match_id);
     }
     let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
     let same_content = |i: usize, j: usize| {
@@ -181,7 +236,7 @@ pub fn finalize_day(
     let mut derived: HashMap<usize, Outcome> = HashMap::new();
     let mut by_player: Vec<usize> = Vec::new();
     let mut hashes: Vec<u64> = Vec::new();
-    for group in order.chunk_by(|a, b| match_id.value(*a) == match_id.value(*b)) {
+    for group in groups.windows(2).map(|w| &order[w[0]..w[1]]) {
         let m = match_id.value(group[0]);
         let stored = existing.get(m);
 
@@ -500,4 +555,51 @@ fn resolve_outcomes(
         ));
     }
     Ok(derived)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Int32Array, TimestampMillisecondArray};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The one-pass order check and grouping agree with the plain definition: sorted by
+        /// (start, match, team) exactly when every neighbour pair is in order, and then the
+        /// groups are the runs of equal match ids (what `chunk_by` finds).
+        #[test]
+        fn one_pass_groups_are_the_runs_of_equal_matches(
+            rows in proptest::collection::vec((0_i64..3, 0_usize..4, 0_i32..2), 0..40),
+            sort_first in any::<bool>(),
+        ) {
+            let names = ["a", "b", "aa", "c"];
+            let mut rows = rows;
+            if sort_first {
+                rows.sort_by(|x, y| (x.0, names[x.1], x.2).cmp(&(y.0, names[y.1], y.2)));
+            }
+            let start = TimestampMillisecondArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+            let match_id = StringArray::from(rows.iter().map(|r| names[r.1]).collect::<Vec<_>>());
+            let team = Int32Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>());
+            let n = rows.len();
+            let key = |a: usize, b: usize| {
+                (start.value(a), match_id.value(a), team.value(a))
+                    .cmp(&(start.value(b), match_id.value(b), team.value(b)))
+            };
+            let sorted = (1..n).all(|i| key(i - 1, i).is_le());
+            let (order, bounds) = input_order_groups(n, &start, &match_id, &team);
+            prop_assert_eq!(order.clone(), (0..n).collect::<Vec<_>>());
+            prop_assert_eq!(!bounds.is_empty(), sorted);
+            if sorted {
+                let want: Vec<Vec<usize>> = order
+                    .chunk_by(|a, b| match_id.value(*a) == match_id.value(*b))
+                    .map(<[usize]>::to_vec)
+                    .collect();
+                let got: Vec<Vec<usize>> =
+                    bounds.windows(2).map(|w| order[w[0]..w[1]].to_vec()).collect();
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(group_bounds(&order, &match_id), bounds);
+            }
+        }
+    }
 }
