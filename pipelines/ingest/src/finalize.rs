@@ -86,17 +86,16 @@ fn existing_rows(files: &[PathBuf]) -> Result<HashMap<String, Vec<(String, i32)>
     Ok(out)
 }
 
-/// The rows in input order, and where each match's run of them starts (with `n` at the end),
-/// when the input is already in lake order: (start, match, team), which a time-ordered export
-/// of whole matches is. One pass that compares neighbouring match ids for equality and orders
-/// them only where the match changes. No bounds when the input is out of order.
+/// Where each match's run of rows starts (with `n` at the end) when rows `0..n` are already in
+/// lake order, (start, match, team), as a time-ordered export of whole matches is; `None` when
+/// they are not. One pass that compares neighbouring match ids for equality and orders them
+/// only where the match changes.
 fn input_order_groups(
     n: usize,
     start: &arrow_array::TimestampMillisecondArray,
     match_id: &StringArray,
     team: &arrow_array::Int32Array,
-) -> (Vec<usize>, Vec<usize>) {
-    let order: Vec<usize> = (0..n).collect();
+) -> Option<Vec<usize>> {
     let mut bounds = Vec::with_capacity(n / 8 + 2);
     bounds.push(0);
     for i in 1..n {
@@ -119,13 +118,13 @@ fn input_order_groups(
             }
         };
         if !in_order {
-            return (order, Vec::new());
+            return None;
         }
     }
     if n > 0 {
         bounds.push(n);
     }
-    (order, bounds)
+    Some(bounds)
 }
 
 /// Where each match's run of `order` starts (with `order.len()` at the end).
@@ -223,11 +222,11 @@ pub fn finalize_day(
             .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
             .then_with(|| team.value(*a).cmp(&team.value(*b)))
     };
-    let (mut order, mut groups) = input_order_groups(n, start, match_id, team);
-    if groups.is_empty() {
+    let mut order: Vec<usize> = (0..n).collect();
+    let groups = input_order_groups(n, start, match_id, team).unwrap_or_else(|| {
         order.sort_by(key); // stable: input order within a team
-        groups = group_bounds(&order, match_id);
-    }
+        group_bounds(&order, match_id)
+    });
     let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
     let same_content = |i: usize, j: usize| {
         (0..lake_cols)
@@ -587,10 +586,10 @@ mod tests {
                     .cmp(&(start.value(b), match_id.value(b), team.value(b)))
             };
             let sorted = (1..n).all(|i| key(i - 1, i).is_le());
-            let (order, bounds) = input_order_groups(n, &start, &match_id, &team);
-            prop_assert_eq!(order.clone(), (0..n).collect::<Vec<_>>());
-            prop_assert_eq!(!bounds.is_empty(), sorted);
-            if sorted {
+            let bounds = input_order_groups(n, &start, &match_id, &team);
+            prop_assert_eq!(bounds.is_some(), sorted);
+            if let Some(bounds) = bounds {
+                let order: Vec<usize> = (0..n).collect();
                 let want: Vec<Vec<usize>> = order
                     .chunk_by(|a, b| match_id.value(*a) == match_id.value(*b))
                     .map(<[usize]>::to_vec)
