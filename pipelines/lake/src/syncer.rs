@@ -75,19 +75,18 @@ impl Syncer {
     /// already waiting.
     pub fn sync_later(&self, path: PathBuf, file: File) -> Result<()> {
         let tx = {
-            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-            if pool.is_none() {
-                *pool = Some(Pool::start()?);
-            }
-            pool.as_ref().map(|p| p.tx.clone())
+            let mut slot = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            let pool = match &mut *slot {
+                Some(pool) => pool,
+                None => slot.insert(Pool::start()?),
+            };
+            pool.tx.clone()
         };
-        match tx {
-            Some(tx) => tx.send((path, file)).map_err(|_| LakeError::Corrupt {
-                path: PathBuf::from("<lake sync thread>"),
-                reason: "the sync threads stopped".into(),
-            }),
-            None => Ok(()),
-        }
+        // The lock is released: a full queue makes this writer wait, not the others.
+        tx.send((path, file)).map_err(|_| LakeError::Corrupt {
+            path: PathBuf::from("<lake sync thread>"),
+            reason: "the sync threads stopped".into(),
+        })
     }
 
     /// Waits until every file handed over is synced; the first failure, if any. The syncer can
