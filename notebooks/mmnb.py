@@ -10,6 +10,7 @@ Paths come from environment variables, else from the README's main command's out
                or of MM_MODEL when several)
 - MM_WORK      the retrain work folder with the fits' outputs (default out/retrain)
 - MM_EVAL      an evaluation.json (default MM_WORK/evaluation/evaluation.json)
+- MM_BIN       the `mm` binary, for `mm lake show` (default: `mm` on the PATH)
 
 Relative paths are taken from the project root (the folder holding Cargo.toml).
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -70,9 +73,20 @@ def read_json(path: Path) -> dict:
         return json.load(f)
 
 
-def matches() -> pl.LazyFrame:
-    """Every player-match row of the lake (one Parquet file per day)."""
-    return pl.scan_parquet(str(lake() / "matches" / "**" / "*.parquet"), hive_partitioning=True)
+def matches(version: int | None = None) -> pl.LazyFrame:
+    """Every player-match row of the lake's `matches` Delta table (the latest version, or
+    `version`), read through the Delta log by the `deltalake` package, as any engine would."""
+    return pl.scan_delta(str(lake() / "matches"), version=version)
+
+
+def lake_show() -> dict | None:
+    """`mm lake show --json` on the lake (None when no `mm` binary is at hand)."""
+    exe = os.environ.get("MM_BIN") or shutil.which("mm")
+    if not exe:
+        print("no mm binary (set MM_BIN): not comparing with `mm lake show`")
+        return None
+    out = subprocess.run([exe, "lake", "show", "--lake", str(lake()), "--json"], check=True, capture_output=True)
+    return json.loads(out.stdout)
 
 
 def reliability(p: pl.Series, y: pl.Series, bins: int = 10) -> pl.DataFrame:

@@ -7,6 +7,7 @@ mod util;
 
 mod ingest_canonical;
 mod ingest_real;
+mod delta;
 mod lake_crash;
 mod pair;
 mod retrain;

@@ -65,10 +65,15 @@ pub fn assert_balanced(report: &serde_json::Value) {
     }
 }
 
-/// All batches of all Parquet files under `dir` (recursively), in path order.
+/// All batches of a Delta table's latest snapshot (a lake's `matches` or `quarantine`), or of
+/// every Parquet file under `dir` (recursively) when it is not a table, in path order.
 pub fn read_tree(dir: &Path) -> Vec<RecordBatch> {
     let mut files = Vec::new();
-    collect(dir, &mut files);
+    if mm_lake::store::is_delta_table(dir) {
+        files = mm_lake::store::table_files(dir).expect("table files");
+    } else {
+        collect(dir, &mut files);
+    }
     files.sort();
     let mut out = Vec::new();
     for f in files {
@@ -124,11 +129,12 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Snapshot without the run log (`_runs/`), which records every run, even one that adds nothing.
+/// Snapshot without the tables' logs (`_delta_log/`), which record every run, even one that
+/// adds nothing.
 pub fn data_snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     snapshot(dir)
         .into_iter()
-        .filter(|(p, _)| !p.starts_with("_runs"))
+        .filter(|(p, _)| !p.components().any(|c| c.as_os_str() == "_delta_log"))
         .collect()
 }
 
@@ -151,6 +157,116 @@ pub fn mm(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .output()
         .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A Python with `moto` (the S3-compatible test server): `MM_TEST_PYTHON`, else the notebooks'
+/// venv that `.ci/run` builds. `None` (with a message) when there is none, unless
+/// `MM_REQUIRE_S3` is set, as CI sets it: then a missing server fails the test.
+pub fn moto_python() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("MM_TEST_PYTHON").map(PathBuf::from),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/mm-nb-venv/bin/python")),
+    ];
+    for py in candidates.into_iter().flatten() {
+        let ok = std::process::Command::new(&py)
+            .args(["-c", "import moto.server, boto3"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    assert!(
+        std::env::var_os("MM_REQUIRE_S3").is_none(),
+        "MM_REQUIRE_S3 is set but no Python with moto was found (set MM_TEST_PYTHON)"
+    );
+    eprintln!("skipping: no Python with moto (set MM_TEST_PYTHON)");
+    None
+}
+
+/// A moto S3 server on 127.0.0.1 at a free port, stopped when dropped and, whatever happens to
+/// the test, by `timeout` after ten minutes.
+pub struct S3Server {
+    child: std::process::Child,
+    pub endpoint: String,
+    python: PathBuf,
+}
+
+impl S3Server {
+    pub fn start(python: &Path) -> S3Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("timeout")
+            .arg("600")
+            .arg(python)
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let t0 = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed().as_secs() < 30, "moto did not start on {endpoint}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        S3Server {
+            child,
+            endpoint,
+            python: python.to_path_buf(),
+        }
+    }
+
+    /// The environment that points delta-rs and object_store at this server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
+    pub fn create_bucket(&self, name: &str) {
+        let script = format!(
+            "import boto3; boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1').create_bucket(Bucket='{name}')",
+            self.endpoint
+        );
+        let out = std::process::Command::new(&self.python)
+            .args(["-c", &script])
+            .output()
+            .expect("run python");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        // SIGTERM, which `timeout` passes on to the server (a SIGKILL would orphan it).
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `mm` with `args` and extra environment: (exit code, stdout, stderr).
+pub fn mm_env(args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mm"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

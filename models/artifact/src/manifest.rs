@@ -52,6 +52,10 @@ pub struct Manifest {
 pub struct DataWindow {
     /// The lake, as given to the fit.
     pub lake: String,
+    /// The version of the lake's matches table (Delta Lake) the fits read: `mm fit ... --as-of`
+    /// with it reproduces them. Absent in artifacts of lakes before Delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lake_version: Option<i64>,
     /// First and last match start (ms since the Unix epoch).
     pub first_match_ms: i64,
     pub last_match_ms: i64,

@@ -163,6 +163,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
         mode: Some("tdm-6v6".into()),
         data: DataWindow {
             lake: "synthetic".into(),
+            lake_version: None,
             first_match_ms: as_of - 28 * 86_400_000,
             last_match_ms: as_of,
             rows: 0,

@@ -124,6 +124,10 @@ pub fn metric_of(m: MetricArg) -> mm_fit::Metric {
 pub struct EvaluateArgs {
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
+    /// day (`2024-01-07`, its end). Default: the latest version. `mm lake show` lists versions.
+    #[arg(long, value_parser = parse_as_of)]
+    pub as_of: Option<mm_lake::AsOf>,
     /// The artifact: a version directory, or a model directory (its LATEST).
     #[arg(long)]
     pub artifact: PathBuf,
@@ -182,6 +186,7 @@ impl EvaluateArgs {
         let mut c = mm_eval::EvalConfig::new(&self.lake, &self.artifact, &self.out);
         c.compare.clone_from(&self.compare);
         c.mode.clone_from(&self.mode);
+        c.as_of = self.as_of.unwrap_or_default();
         c.from_ms = day_ms(self.from);
         c.to_ms = day_ms(self.to);
         c.pool_sizes.clone_from(&self.pool_sizes);
@@ -210,6 +215,10 @@ pub enum FitCmd {
 pub struct FitChurnArgs {
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
+    /// day (`2024-01-07`, its end). Default: the latest version. `mm lake show` lists versions.
+    #[arg(long, value_parser = parse_as_of)]
+    pub as_of: Option<mm_lake::AsOf>,
     /// Output directory (churn_model.json, churn_metrics.json, churn_report.html,
     /// churn_features.parquet).
     #[arg(long, default_value = "out/churn")]
@@ -291,6 +300,7 @@ impl FitChurnArgs {
         }
         let base = mm_fit::churn::ChurnConfig::new(self.lake.clone(), self.out.clone());
         Ok(mm_fit::churn::ChurnConfig {
+            as_of: self.as_of.unwrap_or_default(),
             until_ms: day_ms(self.until),
             mode: self.mode.clone(),
             horizon: self.horizon.clone(),
@@ -334,6 +344,10 @@ pub enum MetricArg {
 pub struct FitSkillArgs {
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
+    /// day (`2024-01-07`, its end). Default: the latest version. `mm lake show` lists versions.
+    #[arg(long, value_parser = parse_as_of)]
+    pub as_of: Option<mm_lake::AsOf>,
     /// Output directory (players.parquet, percentiles.json, team_model.json, skill_metrics.json,
     /// skill_report.html).
     #[arg(long, default_value = "out/skill")]
@@ -425,6 +439,7 @@ impl FitSkillArgs {
             }
         }
         Ok(mm_fit::SkillConfig {
+            as_of: self.as_of.unwrap_or_default(),
             until_ms: day_ms(self.until),
             mode: self.mode.clone(),
             metric: match self.metric {
@@ -551,7 +566,7 @@ pub struct PairArgs {
 }
 
 /// Output flags every job shares.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Output {
     /// Print the result as one JSON object on stdout (and no progress bar).
     #[arg(long)]
@@ -626,14 +641,65 @@ impl IngestArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LakeCmd {
-    /// Days, files, rows, quarantine and runs of a lake (from Parquet metadata; reads no data).
+    /// Versions, history, days, files, rows, quarantine and runs of a lake (from the Delta log;
+    /// reads no data).
     Show(LakeShowArgs),
+    /// Compacts each day's files into one (Delta OPTIMIZE: remove + add, no data change).
+    Optimize(LakeOptimizeArgs),
+    /// Deletes files that no retained version needs (Delta VACUUM, as delta-rs does it).
+    Vacuum(LakeVacuumArgs),
+    /// Turns a local lake of the layout before Delta Lake into Delta tables, in place.
+    Convert(LakeShowArgs),
+}
+
+/// Parses `--as-of`: a version, an RFC 3339 time or a day.
+pub fn parse_as_of(s: &str) -> Result<mm_lake::AsOf, String> {
+    s.parse()
 }
 
 #[derive(Debug, Args)]
 pub struct LakeShowArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// Show the lake as of a version, time or day (default: the latest).
+    #[arg(long, value_parser = parse_as_of)]
+    pub as_of: Option<mm_lake::AsOf>,
+    /// How many of the newest commits to list.
+    #[arg(long, default_value_t = 10)]
+    pub history: usize,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct LakeOptimizeArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Compact a day only when it has at least this many files.
+    #[arg(long, default_value_t = 2)]
+    pub min_files: usize,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct LakeVacuumArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Keep files needed by the versions of the last this many hours (Delta's default: 168).
+    #[arg(long, default_value_t = 168)]
+    pub retention_hours: u64,
+    /// Also delete files in the table directories that no version committed (runs that died
+    /// or were refused), once older than the retention.
+    #[arg(long)]
+    pub full: bool,
+    /// List what would be deleted, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Allow a retention below 168 hours (time travel to older versions may then fail).
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub out: Output,
 }
@@ -663,8 +729,9 @@ pub struct ExportArgs {
 }
 
 /// Which model: `--models` root and `--name` (optional when the root holds one model).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ModelSel {
+    /// The models root: a path, or an s3://, gs://, az:// URL.
     #[arg(long, env = "MM_MODELS", default_value = "models")]
     pub models: PathBuf,
     #[arg(long)]
@@ -673,7 +740,7 @@ pub struct ModelSel {
     pub out: Output,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum ModelsCmd {
     /// Versions with their main metrics; `*` marks LATEST.
     List(ModelSel),

@@ -5,7 +5,12 @@ use anyhow::Result;
 use crate::args::EvaluateArgs;
 
 pub fn run(a: &EvaluateArgs) -> Result<()> {
-    let cfg = a.to_config();
+    let mut cfg = a.to_config();
+    // Artifacts given as URLs are evaluated from their local mirrors.
+    cfg.artifact = mm_lake::mirror::localize(&cfg.artifact)?;
+    if let Some(c) = &cfg.compare {
+        cfg.compare = Some(mm_lake::mirror::localize(c)?);
+    }
     let quiet = a.out_flags.quiet || a.out_flags.json;
     let bar = crate::progress::Bar::new(quiet);
     let report = mm_eval::evaluate_with(&cfg, &mut |done, total| bar.rounds(done, total))?;

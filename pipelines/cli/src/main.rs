@@ -38,6 +38,15 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<pair::InputError>().is_some() {
         return 2;
     }
+    // A lake error anywhere in the chain (a bad URL, an unreachable bucket, a newer protocol).
+    let lake_input = |x: &mm_lake::LakeError| x.is_input();
+    if e.downcast_ref::<mm_lake::LakeError>().is_some_and(lake_input)
+        || matches!(e.downcast_ref(), Some(IngestError::Lake(x)) if x.is_input())
+        || matches!(e.downcast_ref(), Some(mm_sim::SimError::Lake(x)) if x.is_input())
+        || matches!(e.downcast_ref(), Some(mm_fit::FitError::Lake(x)) if x.is_input())
+    {
+        return 2;
+    }
     if let Some(mm_sim::SimError::Config { .. } | mm_sim::SimError::LakeNotEmpty(_)) =
         e.downcast_ref()
     {
@@ -61,6 +70,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         Some(mm_eval::retrain::RetrainError::Locked { .. }) => return 3,
         Some(mm_eval::retrain::RetrainError::Input(_)) => return 2,
         Some(mm_eval::retrain::RetrainError::Eval(x)) if x.is_input() => return 2,
+        Some(mm_eval::retrain::RetrainError::Lake(x)) if x.is_input() => return 2,
         _ => {}
     }
     // A refused artifact (verify, promote, rollback, diff) is bad input.
@@ -89,11 +99,64 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Lake(LakeCmd::Show(a)) => {
-            let summary = mm_lake::summary::summarize(&a.lake)?;
+            let lake = mm_lake::Lake::open_as_of(&a.lake, a.as_of.unwrap_or_default())?;
+            if lake.version().is_none() {
+                return Err(mm_lake::LakeError::Location {
+                    location: lake.root().to_string(),
+                    reason: "no lake here (no matches table)".into(),
+                }
+                .into());
+            }
+            let summary = mm_lake::summary::summarize(&lake, a.history)?;
             if a.out.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 print!("{summary}");
+            }
+            Ok(())
+        }
+        Cmd::Lake(LakeCmd::Convert(a)) => {
+            let lake = mm_lake::Lake::convert_legacy(&a.lake)?;
+            let summary = mm_lake::summary::summarize(&lake, a.history)?;
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("converted to Delta Lake\n{summary}");
+            }
+            Ok(())
+        }
+        Cmd::Lake(LakeCmd::Optimize(a)) => {
+            let lake = mm_lake::Lake::open(&a.lake)?;
+            let r = lake.optimize(a.min_files)?;
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "optimize {}: {} days compacted, {} files replaced by {} ({} rows); version {}",
+                    lake.root(),
+                    r.days_compacted,
+                    r.files_removed,
+                    r.files_added,
+                    r.rows,
+                    r.version.map_or("-".into(), |v| v.to_string())
+                );
+            }
+            Ok(())
+        }
+        Cmd::Lake(LakeCmd::Vacuum(a)) => {
+            let lake = mm_lake::Lake::open(&a.lake)?;
+            let r = lake.vacuum(a.retention_hours, a.full, a.dry_run, a.force)?;
+            if a.out.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "vacuum {}{}: {} matches files, {} quarantine files {}",
+                    lake.root(),
+                    if a.dry_run { " (dry run)" } else { "" },
+                    r.matches.len(),
+                    r.quarantine.len(),
+                    if a.dry_run { "would be deleted" } else { "deleted" }
+                );
             }
             Ok(())
         }

@@ -10,14 +10,23 @@ use serde::Serialize;
 use crate::args::{BenchArtifactArgs, ExportArgs, ModelSel, ModelsCmd};
 
 pub fn export(a: &ExportArgs) -> Result<()> {
+    // A remote models root: export into its mirror, then upload what was added.
+    let remote = mm_lake::Location::from_path(&a.models)?;
+    let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
     let r = mm_fit::export::export(&mm_fit::export::ExportConfig {
         skill: a.skill.clone(),
         churn: a.churn.clone(),
-        models: a.models.clone(),
+        models: mirror.local.clone(),
         name: a.name.clone(),
         version: a.version.clone(),
         promote: !a.no_promote,
     })?;
+    mirror.push()?;
+    let dir = if remote.is_remote() {
+        remote.join(&r.name).join(&r.version).to_string()
+    } else {
+        r.dir.display().to_string()
+    };
     if a.out.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -26,7 +35,7 @@ pub fn export(a: &ExportArgs) -> Result<()> {
             r.name,
             r.version,
             r.players,
-            r.dir.display(),
+            dir,
             if r.promoted {
                 "; LATEST points to it"
             } else {
@@ -102,7 +111,37 @@ struct ListRow {
     error: Option<String>,
 }
 
+/// Runs a `mm models` command; a remote `--models` is used through its local mirror, and the
+/// commands that move pointers (promote, rollback) upload them afterwards.
 pub fn run(cmd: &ModelsCmd) -> Result<()> {
+    let sel = match cmd {
+        ModelsCmd::List(sel) | ModelsCmd::Rollback(sel) => sel,
+        ModelsCmd::Show { sel, .. }
+        | ModelsCmd::Verify { sel, .. }
+        | ModelsCmd::Promote { sel, .. }
+        | ModelsCmd::Diff { sel, .. } => sel,
+    };
+    let remote = mm_lake::Location::from_path(&sel.models)?;
+    if !remote.is_remote() {
+        return run_local(cmd);
+    }
+    let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
+    let mut local = cmd.clone();
+    match &mut local {
+        ModelsCmd::List(sel) | ModelsCmd::Rollback(sel) => sel.models.clone_from(&mirror.local),
+        ModelsCmd::Show { sel, .. }
+        | ModelsCmd::Verify { sel, .. }
+        | ModelsCmd::Promote { sel, .. }
+        | ModelsCmd::Diff { sel, .. } => sel.models.clone_from(&mirror.local),
+    }
+    run_local(&local)?;
+    if matches!(cmd, ModelsCmd::Promote { .. } | ModelsCmd::Rollback(_)) {
+        mirror.push()?;
+    }
+    Ok(())
+}
+
+fn run_local(cmd: &ModelsCmd) -> Result<()> {
     match cmd {
         ModelsCmd::List(sel) => {
             let store = store(sel)?;

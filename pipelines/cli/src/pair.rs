@@ -143,6 +143,9 @@ fn read_ids(path: &Path) -> Result<Vec<String>> {
 
 /// A pool scored by an artifact (a version directory, or a model directory's LATEST).
 fn read_with_artifact(players: &Path, dir: &Path, now_ms: Option<i64>) -> Result<Pool> {
+    // A URL (s3://…/models/NAME or …/NAME/VERSION) is read through its local mirror.
+    let local = mm_lake::mirror::localize(dir)?;
+    let dir = local.as_path();
     let art = if dir.join("manifest.json").exists() {
         mm_artifact::Artifact::open(dir)?
     } else {

@@ -51,6 +51,8 @@ pub struct HistMatch {
 /// The evaluation window's searches, artifact-independent.
 #[derive(Debug, Clone)]
 pub struct EvalHistory {
+    /// The version of the lake's matches table read.
+    pub lake_version: Option<i64>,
     pub ids: Vec<String>,
     pub searchers: Vec<Searcher>,
     /// Party key of each searcher within its match (0: solo).
@@ -81,6 +83,7 @@ pub(crate) struct RowRec {
 #[derive(Debug, Clone)]
 pub struct WindowSpec {
     pub lake: PathBuf,
+    pub as_of: mm_lake::AsOf,
     pub mode: Option<String>,
     pub from_ms: i64,
     pub to_ms: i64,
@@ -94,7 +97,7 @@ pub struct WindowSpec {
 /// The lake cannot be read, a column is missing or null where it must not be, or the window
 /// holds no match.
 pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
-    let lake = Lake::open(&spec.lake)?;
+    let lake = Lake::open_as_of(&spec.lake, spec.as_of)?;
     let files = lake.matches_files()?;
     if files.is_empty() {
         return Err(EvalError::Input(format!(
@@ -117,7 +120,9 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
         .and_then(LazyFrame::collect)
         .map_err(|e| EvalError::Input(format!("{}: {e}", spec.lake.display())))?;
     let path = spec.lake.as_path();
-    from_frame(&df, path, spec)
+    let mut h = from_frame(&df, path, spec)?;
+    h.lake_version = lake.version();
+    Ok(h)
 }
 
 fn opt_strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<String>>, EvalError> {
@@ -178,6 +183,7 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
         (starts[a], &mid[a], teams[a], &pid[a]).cmp(&(starts[b], &mid[b], teams[b], &pid[b]))
     });
     let mut h = EvalHistory {
+        lake_version: None,
         ids,
         searchers: Vec::new(),
         party: Vec::new(),

@@ -73,10 +73,13 @@ impl EvalError {
     /// Bad input (exit code 2) rather than a failure of the run.
     #[must_use]
     pub fn is_input(&self) -> bool {
-        matches!(
-            self,
-            EvalError::Input(_) | EvalError::Artifact(_) | EvalError::Fit(_)
-        )
+        match self {
+            EvalError::Lake(x) => x.is_input(),
+            x => matches!(
+                x,
+                EvalError::Input(_) | EvalError::Artifact(_) | EvalError::Fit(_)
+            ),
+        }
     }
 }
 
@@ -97,6 +100,8 @@ pub const POLICIES: [&str; 5] = ["worst", "skill", "random", "eomm", "greedy"];
 #[derive(Debug, Clone)]
 pub struct EvalConfig {
     pub lake: PathBuf,
+    /// The lake snapshot to evaluate on (latest by default).
+    pub as_of: mm_lake::AsOf,
     /// An artifact version directory (or a model directory: its `LATEST`).
     pub artifact: PathBuf,
     /// A second artifact to compare on the same pools and draws.
@@ -131,6 +136,7 @@ impl EvalConfig {
     ) -> Self {
         EvalConfig {
             lake: lake.into(),
+            as_of: mm_lake::AsOf::Latest,
             artifact: artifact.into(),
             compare: None,
             out: out.into(),
@@ -268,6 +274,8 @@ pub struct Holdout {
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
     pub lake: String,
+    /// The version of the lake's matches table the evaluation read.
+    pub lake_version: Option<i64>,
     pub mode: Option<String>,
     pub artifact: String,
     pub artifact_version: String,
@@ -872,6 +880,7 @@ pub fn evaluate_with(
     }
     let h = history::read(&WindowSpec {
         lake: cfg.lake.clone(),
+        as_of: cfg.as_of,
         mode: mode.clone(),
         from_ms,
         to_ms,
@@ -962,6 +971,7 @@ pub fn evaluate_with(
     }
     let report = EvalReport {
         lake: cfg.lake.display().to_string(),
+        lake_version: h.lake_version,
         mode,
         artifact: art.dir.display().to_string(),
         artifact_version: art.manifest.model_version.clone(),

@@ -80,6 +80,10 @@ pub struct RunState {
     pub version: Option<String>,
     pub baseline: Option<String>,
     pub ingested_rows: Option<u64>,
+    /// The lake version (matches table) every stage after the ingest reads: one snapshot for
+    /// the fits and the evaluation, however many runs add to the lake meanwhile.
+    #[serde(default)]
+    pub lake_version: Option<i64>,
     /// The evaluation's holdout figures ([`Holdout`]) of the candidate and of `LATEST`.
     pub candidate: Option<serde_json::Value>,
     pub baseline_holdout: Option<serde_json::Value>,
@@ -247,6 +251,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
             }
             "cutoff" => {
                 let lake = mm_lake::Lake::open(&cfg.lake)?;
+                st.lake_version = lake.version();
                 let days = lake.days()?;
                 let last = *days.last().ok_or_else(|| {
                     RetrainError::Input(format!(
@@ -272,6 +277,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
                 c.mode.clone_from(&cfg.mode);
                 c.metric = cfg.metric;
                 c.until_ms = st.cutoff_ms;
+                c.as_of = pinned(&st);
                 mm_fit::fit_skill(&c)?;
             }
             "fit-churn" => {
@@ -279,6 +285,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
                 c.mode.clone_from(&cfg.mode);
                 c.until_ms = st.cutoff_ms;
                 c.skill = Some(skill_dir.clone());
+                c.as_of = pinned(&st);
                 // The churn fit's own scoring window: the last quarter of the labelled part of
                 // the training span (rows within the horizon of the cutoff have no label).
                 if let (Some(a), Some(b)) = (st.data_start_ms, st.cutoff_ms) {
@@ -297,6 +304,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
                 let mut e = EvalConfig::new(&cfg.lake, store.dir(&version), &eval_dir);
                 e.mode.clone_from(&cfg.mode);
                 e.from_ms = st.cutoff_ms;
+                e.as_of = pinned(&st);
                 e.rounds = cfg.rounds;
                 e.pool_sizes.clone_from(&cfg.pool_sizes);
                 e.compare = st.baseline.as_ref().map(|b| store.dir(b));
@@ -460,4 +468,10 @@ impl Figures {
             win_log_loss: get("win_log_loss"),
         }
     }
+}
+
+/// The snapshot the run pinned at its cutoff stage (the latest, for a run state from before
+/// lake versions).
+fn pinned(st: &RunState) -> mm_lake::AsOf {
+    st.lake_version.map_or(mm_lake::AsOf::Latest, mm_lake::AsOf::Version)
 }

@@ -24,6 +24,8 @@ use crate::skill::FitError;
 #[derive(Debug, Clone)]
 pub struct ChurnConfig {
     pub lake: PathBuf,
+    /// The lake snapshot to read (latest by default; a version or time reproduces an old fit).
+    pub as_of: mm_lake::AsOf,
     pub out: PathBuf,
     pub mode: Option<String>,
     /// Only matches starting before this time (ms since the epoch).
@@ -94,6 +96,7 @@ impl ChurnConfig {
     pub fn new(lake: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
         ChurnConfig {
             until_ms: None,
+            as_of: mm_lake::AsOf::Latest,
             lake: lake.into(),
             out: out.into(),
             mode: None,
@@ -142,6 +145,8 @@ pub struct GroupScore {
 #[derive(Debug, Clone, Serialize)]
 pub struct ChurnReport {
     pub lake: PathBuf,
+    /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
+    pub lake_version: Option<i64>,
     pub mode: Option<String>,
     pub horizon: String,
     pub rows: u64,
@@ -323,7 +328,7 @@ fn truth_probs(
 /// Runs the churn fit and writes its outputs into `cfg.out`.
 pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let t0 = Instant::now();
-    let lake = Lake::open(&cfg.lake)?;
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
     let files = lake.matches_files()?;
     if files.is_empty() {
         return Err(FitError::Empty(cfg.lake.clone()));
@@ -639,6 +644,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     };
     let mut report = ChurnReport {
         lake: cfg.lake.clone(),
+        lake_version: lake.version(),
         mode: cfg.mode.clone(),
         horizon: cfg.horizon.clone(),
         rows: n as u64,

@@ -297,6 +297,18 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
             ),
         ));
     }
+    let version_of = |m: &serde_json::Value| m.get("lake_version").and_then(serde_json::Value::as_i64);
+    if let (Some(s), Some(c)) = (version_of(&skill_metrics), version_of(&churn_metrics))
+        && s != c
+    {
+        return Err(input_err(
+            &cfg.churn.join("churn_metrics.json"),
+            format!(
+                "the churn fit read lake version {c}, the skill fit version {s}: fit both on one \
+                 snapshot (--as-of {s})"
+            ),
+        ));
+    }
     let history = churn.model.spec.history;
     let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
     let players = snapshot(&cfg.skill.join("players.parquet"), state, history, as_of)?;
@@ -359,6 +371,9 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
+            lake_version: churn_metrics
+                .get("lake_version")
+                .and_then(serde_json::Value::as_i64),
             first_match_ms: churn_metrics
                 .get("train_from_ms")
                 .and_then(serde_json::Value::as_i64)

@@ -61,6 +61,8 @@ impl Metric {
 #[derive(Debug, Clone)]
 pub struct SkillConfig {
     pub lake: PathBuf,
+    /// The lake snapshot to read (latest by default; a version or time reproduces an old fit).
+    pub as_of: mm_lake::AsOf,
     pub out: PathBuf,
     /// Only matches starting before this time (ms since the epoch).
     pub until_ms: Option<i64>,
@@ -107,6 +109,7 @@ impl SkillConfig {
     pub fn new(lake: PathBuf, out: PathBuf) -> SkillConfig {
         SkillConfig {
             until_ms: None,
+            as_of: mm_lake::AsOf::Latest,
             lake,
             out,
             mode: None,
@@ -183,6 +186,8 @@ pub struct WindowDates {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SkillReport {
+    /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
+    pub lake_version: Option<i64>,
     pub metric: Metric,
     pub mode: Option<String>,
     pub matches: u64,
@@ -297,7 +302,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     if cfg.knots < 2 {
         return Err(config_err("knots", "at least 2"));
     }
-    let lake = Lake::open(&cfg.lake)?;
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
     let mut h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
     if let Some(t) = cfg.until_ms {
         h.truncate_from(t);
@@ -454,6 +459,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             .count() as u64
     };
     let report = SkillReport {
+        lake_version: lake.version(),
         metric: cfg.metric,
         mode: cfg.mode.clone(),
         matches: h.matches.len() as u64,

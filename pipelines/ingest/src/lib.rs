@@ -358,11 +358,10 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
             reason: "no readable files (.csv, .jsonl, .parquet, optionally .gz) found".into(),
         });
     }
-    let lake = Lake::open(&cfg.lake)?;
-    let lock = lake.lock()?;
-    let recovery = lake.recover(&lock)?;
+    let lake = Lake::open_or_create(&cfg.lake)?;
+    let recovery = lake.recover()?;
     let run_id = new_run_id();
-    let mut txn = lake.begin(&lock, &run_id)?;
+    let mut txn = lake.begin(&run_id)?;
     let mut stager = Stager {
         lake: &lake,
         txn: &txn,
@@ -515,19 +514,17 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         stage_seconds,
         records_per_second: totals.read as f64 / seconds.max(1e-9),
         peak_rss_bytes: None,
-        recovered: recovery
-            .rolled_forward
-            .iter()
-            .chain(&recovery.rolled_back)
-            .cloned()
-            .collect(),
+        recovered: recovery.removed,
+        lake_version: None,
+        read_version: lake.version(),
     };
     let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal {
         path: cfg.lake.clone(),
         reason: e.to_string(),
     })?;
     let t2 = Instant::now();
-    txn.commit(&record)?;
+    let committed = txn.commit(&record)?;
+    report.lake_version = Some(committed.version);
     report
         .stage_seconds
         .insert("commit".to_string(), t2.elapsed().as_secs_f64());
@@ -650,7 +647,7 @@ fn write_quarantine(
     ];
     let batch =
         RecordBatch::try_new(quarantine_schema(), cols).map_err(|e| IngestError::Internal {
-            path: lake.root().to_path_buf(),
+            path: PathBuf::from(lake.root().to_string()),
             reason: e.to_string(),
         })?;
     let rel =

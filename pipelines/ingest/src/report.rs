@@ -73,8 +73,14 @@ pub struct RunReport {
     pub stage_seconds: BTreeMap<String, f64>,
     pub records_per_second: f64,
     pub peak_rss_bytes: Option<u64>,
-    /// Unfinished runs found at start and completed (rolled forward) or removed (rolled back).
+    /// Staging directories of runs that died before committing, found at start and removed.
     pub recovered: Vec<String>,
+    /// The matches table's version this run read (and deduplicated against).
+    #[serde(default)]
+    pub read_version: Option<i64>,
+    /// The matches table's version that holds this run (set once committed).
+    #[serde(default)]
+    pub lake_version: Option<i64>,
 }
 
 impl RunReport {
@@ -115,10 +121,13 @@ impl RunReport {
         );
         let _ = writeln!(
             s,
-            "{} lake rows in {} partitions, {} new quarantine entries; {:.2} s, {:.0} records/s{}",
+            "{} lake rows in {} partitions, {} new quarantine entries{}; {:.2} s, {:.0} records/s{}",
             self.lake_rows_written,
             self.partitions_written,
             self.quarantine_entries_written,
+            self.lake_version
+                .map(|v| format!("; lake version {v}"))
+                .unwrap_or_default(),
             self.seconds,
             self.records_per_second,
             self.peak_rss_bytes

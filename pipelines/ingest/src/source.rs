@@ -62,13 +62,27 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
     Ok(out)
 }
 
+/// Collects the readable files below `dir`. A Delta table (a lake's `matches`, say) gives the
+/// files of its latest snapshot, never its log or uncommitted files; other names starting with
+/// `_` or `.` are skipped, as Spark and Hive skip them.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
+    if mm_lake::store::is_delta_table(dir) {
+        out.extend(mm_lake::store::table_files(dir)?);
+        return Ok(());
+    }
     let rd = std::fs::read_dir(dir)
         .map_err(|e| IngestError::input(dir, format!("cannot read directory: {e}")))?;
     for entry in rd {
         let path = entry
             .map_err(|e| IngestError::input(dir, e.to_string()))?
             .path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('_') || n.starts_with('.'))
+        {
+            continue;
+        }
         if path.is_dir() {
             walk(&path, out)?;
         } else if container_of(&path).is_some() {

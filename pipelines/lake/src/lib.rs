@@ -1,15 +1,17 @@
 //! # mm-lake: the match-history lake
 //!
 //! Every job of the pipeline reads or writes one table of match history: **one row per player per
-//! match**, stored as zstd Parquet partitioned by the UTC day of the match start
-//! (`matches/day=YYYY-MM-DD/part-<run>.parquet`), so polars, DuckDB or pandas can open it with a
-//! glob. This crate owns three things and nothing else:
+//! match**, a [Delta Lake](https://delta.io) table of zstd Parquet files partitioned by the UTC
+//! day of the match start (`matches/day=YYYY-MM-DD/part-<run>.parquet` plus its `_delta_log/`),
+//! on a local disk or in an object store, so Spark, DuckDB, Trino and polars open it with their
+//! Delta readers and their transactional guarantees. This crate owns four things and nothing else:
 //!
 //! - the schema ([`schema::matches_schema`], documented column by column in `data/README.md`)
 //!   and the typed row that producers fill ([`PlayerRow`], with its row-level [`PlayerRow::validate`]);
 //! - the columnar [`RowsBuilder`] that turns rows into Arrow batches;
-//! - the store ([`Lake`]): one writer at a time ([`Lake::lock`]), and multi-file commits that are
-//!   atomic across a crash ([`Txn`], [`Lake::recover`]).
+//! - where a lake lives ([`Location`]: a path or an `s3://`, `gs://`, `az://`, `file://` URL);
+//! - the store ([`Lake`]): snapshots pinned at a version or time ([`AsOf`]), and multi-file runs
+//!   committed through the Delta log with optimistic concurrency ([`Txn`]), on top of delta-rs.
 //!
 //! Producers (ingest, the simulator) decide *what* rows to write; the lake decides *how* they
 //! land. A run stages its files, then commits them all or none.
@@ -17,9 +19,7 @@
 //! ```
 //! use mm_lake::{Lake, PlayerRow, RowsBuilder, schema::Outcome, to_lake_batch};
 //! let dir = tempfile::tempdir().unwrap();
-//! let lake = Lake::open(dir.path()).unwrap();
-//! let lock = lake.lock().unwrap();
-//! lake.recover(&lock).unwrap();
+//! let lake = Lake::open_or_create(dir.path()).unwrap();
 //!
 //! let mut rows = RowsBuilder::with_capacity(2);
 //! for (team, player, outcome) in [(0, "ann", Outcome::Win), (1, "bob", Outcome::Loss)] {
@@ -32,13 +32,21 @@
 //! }
 //! let batch = to_lake_batch(&rows.finish()).unwrap();
 //!
-//! let mut txn = lake.begin(&lock, "run-1").unwrap();
+//! let mut txn = lake.begin("run-1").unwrap();
 //! let rel = Lake::partition_rel(mm_lake::schema::day_of(1_704_067_200_000)).join("part-run-1.parquet");
 //! txn.write_parquet(&rel, &[batch]).unwrap();
-//! txn.commit(&serde_json::json!({"run_id": "run-1"})).unwrap();
-//! assert_eq!(lake.matches_files().unwrap().len(), 1);
+//! let done = txn.commit(&serde_json::json!({"run_id": "run-1"})).unwrap();
+//!
+//! // Readers see committed versions only, and can go back to any of them.
+//! let now = Lake::open(dir.path()).unwrap();
+//! assert_eq!((now.version(), now.matches_files().unwrap().len()), (Some(done.version), 1));
+//! let before = Lake::open_as_of(dir.path(), mm_lake::AsOf::Version(done.version - 1)).unwrap();
+//! assert!(before.matches_files().unwrap().is_empty());
 //! ```
 
+pub mod delta;
+pub mod location;
+pub mod mirror;
 pub mod rows;
 pub mod schema;
 pub mod store;
@@ -56,4 +64,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
-pub use store::{Lake, LakeError, LakeLock, Recovery, Txn};
+pub use delta::AsOf;
+pub use location::Location;
+pub use store::{Committed, FileEntry, Lake, LakeError, Recovery, Txn};

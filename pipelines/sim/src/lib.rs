@@ -187,10 +187,9 @@ struct Sim {
 pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
     cfg.validate()?;
     let t0 = Instant::now();
-    let lake = Lake::open(&cfg.lake)?;
-    let lock = lake.lock()?;
-    lake.recover(&lock)?;
-    if !lake.matches_files()?.is_empty() {
+    let lake = Lake::open_or_create(&cfg.lake)?;
+    lake.recover()?;
+    if !lake.match_entries().is_empty() {
         return Err(SimError::LakeNotEmpty(cfg.lake.clone()));
     }
     let run_id = format!(
@@ -201,7 +200,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
     // File names inside the lake do not carry the timestamp, so a seed always writes the same
     // paths as well as the same bytes.
     let file_tag = format!("sim-s{}", cfg.seed);
-    let mut txn = lake.begin(&lock, &run_id)?;
+    let mut txn = lake.begin(&run_id)?;
     let mut sim = Sim::new(cfg);
     let end_s = i64::from(cfg.days) * 86_400;
     // Parquet encoding and compression run on a second thread, a day behind the simulation.

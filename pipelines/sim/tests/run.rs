@@ -74,7 +74,7 @@ fn writes_a_lake_that_the_lake_reads_with_truth_for_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = small(dir.path().join("lake"), 3);
     let report = simulate(&cfg).unwrap();
-    let s = mm_lake::summary::summarize(&cfg.lake).unwrap();
+    let s = mm_lake::summary::summarize(&mm_lake::Lake::open(&cfg.lake).unwrap(), 0).unwrap();
     assert_eq!(s.match_rows, report.rows);
     assert!(report.matches_tdm > 0 && report.matches_duel > 0);
     // One truth row per lake row.

@@ -1,0 +1,366 @@
+//! The lake's tables as Delta Lake tables, through delta-rs (`deltalake-core`).
+//!
+//! delta-rs owns the table format: the log, snapshots, time travel, conditional commits
+//! (put-if-absent on every object store it supports; S3 through its conditional writes), history
+//! and vacuum. This module is the thin, synchronous layer the rest of the pipeline calls: it
+//! opens a table at a version or time, lists a snapshot's files, and commits actions with
+//! optimistic concurrency, re-checking what a concurrent winner committed before retrying.
+
+use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
+use std::sync::{LazyLock, Once};
+
+use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
+use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake_core::kernel::{Action, DataType, StructField};
+use deltalake_core::logstore::LogStoreRef;
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use serde_json::Value;
+
+use crate::location::Location;
+use crate::store::{LakeError, Result};
+
+/// The highest Delta protocol versions `mm` honours: it reads tables of reader version 1 (no
+/// column mapping, no deletion vectors) and writes tables of writer version 2 (append-only and
+/// invariants; no check constraints, change data feed, generated or identity columns).
+pub const MAX_READER_VERSION: i32 = 1;
+pub const MAX_WRITER_VERSION: i32 = 2;
+
+/// How many times a commit is re-checked and retried against concurrent winners.
+const MAX_ATTEMPTS: usize = 64;
+
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("mm-lake-io")
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("cannot start the lake's I/O runtime: {e}"))
+});
+
+/// A table's version as `mm` reports it (Delta versions are small non-negative integers).
+pub(crate) fn version_of(t: &DeltaTable) -> Option<i64> {
+    t.version().and_then(|v| i64::try_from(v).ok())
+}
+
+/// Runs a delta-rs future to completion on the lake's I/O runtime.
+pub(crate) fn block_on<F: Future + Send>(f: F) -> F::Output
+where
+    F::Output: Send,
+{
+    register_stores();
+    // A caller already inside a runtime (a test harness, a service) must not block its thread.
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| {
+            s.spawn(|| RUNTIME.block_on(f))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    } else {
+        RUNTIME.block_on(f)
+    }
+}
+
+/// Registers the object stores delta-rs does not know by itself (S3, GCS, Azure).
+fn register_stores() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        deltalake_aws::register_handlers(None);
+        deltalake_gcp::register_handlers(None);
+        deltalake_azure::register_handlers(None);
+    });
+}
+
+/// Which snapshot of a table to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AsOf {
+    #[default]
+    Latest,
+    /// A table version (the `N` of `_delta_log/000…N.json`).
+    Version(i64),
+    /// The latest version committed at or before this time (milliseconds since the epoch, UTC).
+    Time(i64),
+}
+
+impl std::str::FromStr for AsOf {
+    type Err = String;
+    /// `17` (a version), `2024-01-07T12:00:00Z` (RFC 3339) or `2024-01-07` (midnight UTC).
+    fn from_str(s: &str) -> std::result::Result<AsOf, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("latest") {
+            return Ok(AsOf::Latest);
+        }
+        if let Ok(v) = s.parse::<i64>() {
+            return if v >= 0 {
+                Ok(AsOf::Version(v))
+            } else {
+                Err(format!("{s}: a table version is 0 or more"))
+            };
+        }
+        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+            return Ok(AsOf::Time(t.timestamp_millis()));
+        }
+        if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+            && let Some(t) = d.and_hms_opt(23, 59, 59)
+        {
+            return Ok(AsOf::Time(t.and_utc().timestamp_millis() + 999));
+        }
+        Err(format!(
+            "{s}: expected a table version (17), a time (2024-01-07T12:00:00Z) or a day \
+             (2024-01-07, meaning its end)"
+        ))
+    }
+}
+
+pub(crate) fn delta_err(loc: &Location) -> impl Fn(DeltaTableError) -> LakeError + '_ {
+    move |source| LakeError::from_delta(loc, source)
+}
+
+fn builder(loc: &Location) -> Result<DeltaTableBuilder> {
+    register_stores();
+    DeltaTableBuilder::from_url(loc.url()?).map_err(delta_err(loc))
+}
+
+/// Opens the table at `loc` as of `as_of`; `None` when no table exists there yet (and `as_of`
+/// is [`AsOf::Latest`]).
+pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTable>> {
+    let b = builder(loc)?;
+    let b = match as_of {
+        AsOf::Latest => b,
+        AsOf::Version(v) => b.with_version(u64::try_from(v).unwrap_or(0)),
+        AsOf::Time(ms) => b.with_timestamp(
+            chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| LakeError::Location {
+                location: loc.to_string(),
+                reason: format!("{ms}: not a time"),
+            })?,
+        ),
+    };
+    let mut table = b.build().map_err(delta_err(loc))?;
+    let loaded = block_on(async {
+        match as_of {
+            AsOf::Latest => table.load().await,
+            AsOf::Version(v) => table.load_version(u64::try_from(v).unwrap_or(0)).await,
+            AsOf::Time(ms) => {
+                let t = chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+                table.load_with_datetime(t).await
+            }
+        }
+    });
+    match loaded {
+        Ok(()) => {
+            check_protocol(loc, &table, false)?;
+            Ok(Some(table))
+        }
+        Err(DeltaTableError::NotATable(_)) if as_of == AsOf::Latest => {
+            // A reachable location with no table yet. An unreachable one fails here instead.
+            probe(loc, &table)?;
+            Ok(None)
+        }
+        Err(e) => Err(LakeError::from_delta(loc, e)),
+    }
+}
+
+/// Lists the location once, so that a missing bucket or bad credentials fail on open with the
+/// store's own message, not later as "no table".
+fn probe(loc: &Location, table: &DeltaTable) -> Result<()> {
+    use futures::StreamExt;
+    let store = table.log_store().object_store(None);
+    block_on(async move {
+        let mut list = store.list(None);
+        match list.next().await {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    })
+    .map_err(|e| LakeError::Location {
+        location: loc.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Refuses a table whose protocol asks more of its readers (or writers) than `mm` provides.
+pub(crate) fn check_protocol(loc: &Location, table: &DeltaTable, write: bool) -> Result<()> {
+    let snap = table.snapshot().map_err(delta_err(loc))?;
+    let p = snap.protocol();
+    let (r, w) = (p.min_reader_version(), p.min_writer_version());
+    if r > MAX_READER_VERSION || (write && w > MAX_WRITER_VERSION) {
+        return Err(LakeError::Protocol {
+            location: loc.to_string(),
+            reason: format!(
+                "the table needs Delta reader version {r} and writer version {w} (reader \
+                 features {:?}, writer features {:?}); mm reads up to reader version \
+                 {MAX_READER_VERSION} and writes up to writer version {MAX_WRITER_VERSION}",
+                p.reader_features().unwrap_or_default(),
+                p.writer_features().unwrap_or_default()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The Delta type of one of our Arrow column types.
+fn delta_type(t: &ArrowType) -> Option<DataType> {
+    Some(match t {
+        ArrowType::Utf8 | ArrowType::LargeUtf8 => DataType::STRING,
+        ArrowType::Dictionary(_, v) if matches!(**v, ArrowType::Utf8) => DataType::STRING,
+        ArrowType::Int64 => DataType::LONG,
+        ArrowType::Int32 => DataType::INTEGER,
+        ArrowType::Float64 => DataType::DOUBLE,
+        ArrowType::Boolean => DataType::BOOLEAN,
+        ArrowType::Timestamp(_, Some(_)) => DataType::TIMESTAMP,
+        ArrowType::Date32 => DataType::DATE,
+        _ => return None,
+    })
+}
+
+/// Creates the table at `loc` with the columns of `schema`, partitioned by `partition` (a
+/// `date` column not stored in the files), or loads it when another writer created it first.
+pub(crate) fn create_table(
+    loc: &Location,
+    name: &str,
+    schema: &ArrowSchema,
+    partition: Option<&str>,
+) -> Result<DeltaTable> {
+    let mut cols = Vec::new();
+    for f in schema.fields() {
+        let t = delta_type(f.data_type()).ok_or_else(|| LakeError::Location {
+            location: loc.to_string(),
+            reason: format!("column {} has no Delta type ({})", f.name(), f.data_type()),
+        })?;
+        cols.push(StructField::new(f.name().clone(), t, f.is_nullable()));
+    }
+    if let Some(p) = partition {
+        cols.push(StructField::new(p.to_string(), DataType::DATE, false));
+    }
+    let table = builder(loc)?.build().map_err(delta_err(loc))?;
+    let mut create = table
+        .create()
+        .with_table_name(name)
+        .with_columns(cols)
+        .with_save_mode(SaveMode::ErrorIfExists);
+    if let Some(p) = partition {
+        create = create.with_partition_columns([p]);
+    }
+    match block_on(create.into_future()) {
+        Ok(t) => Ok(t),
+        // Another writer created it between our look and our commit: use theirs.
+        Err(_) if open_table(loc, AsOf::Latest)?.is_some() => open_table(loc, AsOf::Latest)?
+            .ok_or_else(|| LakeError::Location {
+                location: loc.to_string(),
+                reason: "the table vanished while it was being created".into(),
+            }),
+        Err(e) => Err(LakeError::from_delta(loc, e)),
+    }
+}
+
+/// What a concurrent winner committed, as read from its log entry.
+#[derive(Debug, Default, Clone)]
+pub struct WinnerCommit {
+    pub version: i64,
+    /// Files it added with `dataChange: true`: (path relative to the table, partition values).
+    pub added: Vec<(String, HashMap<String, Option<String>>)>,
+    /// Files it removed.
+    pub removed: Vec<String>,
+    pub operation: Option<String>,
+    /// The run id it recorded, if it was an `mm` run.
+    pub run_id: Option<String>,
+}
+
+fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
+    let mut w = WinnerCommit {
+        version,
+        ..Default::default()
+    };
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if let Some(a) = v.get("add") {
+            let data_change = a.get("dataChange").and_then(Value::as_bool).unwrap_or(true);
+            if let (Some(p), true) = (a.get("path").and_then(Value::as_str), data_change) {
+                let pv = a
+                    .get("partitionValues")
+                    .and_then(|x| serde_json::from_value(x.clone()).ok())
+                    .unwrap_or_default();
+                w.added.push((p.to_string(), pv));
+            }
+        } else if let Some(r) = v.get("remove") {
+            if let Some(p) = r.get("path").and_then(Value::as_str) {
+                w.removed.push(p.to_string());
+            }
+        } else if let Some(ci) = v.get("commitInfo") {
+            w.operation = ci.get("operation").and_then(Value::as_str).map(str::to_string);
+            w.run_id = ci
+                .get(crate::store::RUN_KEY)
+                .and_then(|r| r.get("run_id"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+    }
+    w
+}
+
+/// Commits `actions` on top of the loaded snapshot of `table`. When other writers committed
+/// since, `recheck` sees each of their commits, oldest first; if it accepts them all the commit
+/// is retried on the new snapshot, and if it refuses one, its error is returned and nothing is
+/// committed. Returns the committed version.
+pub(crate) fn commit(
+    loc: &Location,
+    table: &mut DeltaTable,
+    actions: Vec<Action>,
+    operation: DeltaOperation,
+    metadata: HashMap<String, Value>,
+    recheck: &mut dyn FnMut(&WinnerCommit) -> Result<()>,
+) -> Result<i64> {
+    check_protocol(loc, table, true)?;
+    let log_store: LogStoreRef = table.log_store();
+    for _ in 0..MAX_ATTEMPTS {
+        let snapshot = table.snapshot().map_err(delta_err(loc))?;
+        let read_version = snapshot.version();
+        let props = CommitProperties::default()
+            .with_metadata(metadata.clone())
+            .with_max_retries(0)
+            .with_create_checkpoint(true);
+        let attempt = block_on(
+            CommitBuilder::from(props)
+                .with_actions(actions.clone())
+                .build(Some(snapshot), log_store.clone(), operation.clone())
+                .into_future(),
+        );
+        match attempt {
+            Ok(done) => {
+                let version = done.version();
+                block_on(table.update_incremental(Some(version))).map_err(delta_err(loc))?;
+                return Ok(i64::try_from(version).unwrap_or(i64::MAX));
+            }
+            Err(e) if is_conflict(&e) => {
+                let latest = block_on(log_store.get_latest_version(read_version))
+                    .map_err(delta_err(loc))?;
+                for v in read_version + 1..=latest {
+                    let bytes = block_on(log_store.read_commit_entry(v))
+                        .map_err(delta_err(loc))?
+                        .unwrap_or_default();
+                    recheck(&parse_commit(i64::try_from(v).unwrap_or(i64::MAX), &bytes))?;
+                }
+                block_on(table.update_incremental(Some(latest))).map_err(delta_err(loc))?;
+            }
+            Err(e) => return Err(LakeError::from_delta(loc, e)),
+        }
+    }
+    Err(LakeError::Conflict {
+        location: loc.to_string(),
+        reason: format!("gave up after {MAX_ATTEMPTS} attempts: other writers keep committing"),
+    })
+}
+
+fn is_conflict(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::VersionAlreadyExists(_)
+            | DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_)
+                    | TransactionError::VersionAlreadyExists(_)
+            }
+    )
+}
