@@ -63,7 +63,7 @@ where
 }
 
 /// Registers the object stores delta-rs does not know by itself (S3, GCS, Azure).
-fn register_stores() {
+pub(crate) fn register_stores() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         deltalake_aws::register_handlers(None);
@@ -122,9 +122,26 @@ fn builder(loc: &Location) -> Result<DeltaTableBuilder> {
     DeltaTableBuilder::from_url(loc.url()?).map_err(delta_err(loc))
 }
 
+/// The object store rooted at `loc` (a table's or any prefix's), as delta-rs configures it.
+pub(crate) fn object_store(loc: &Location) -> Result<std::sync::Arc<dyn object_store::ObjectStore>> {
+    let log_store = builder(loc)?.build_storage().map_err(delta_err(loc))?;
+    Ok(log_store.object_store(None))
+}
+
 /// Opens the table at `loc` as of `as_of`; `None` when no table exists there yet (and `as_of`
 /// is [`AsOf::Latest`]).
 pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTable>> {
+    if let Some(dir) = loc.local()
+        && !dir.join("_delta_log").is_dir()
+    {
+        return match as_of {
+            AsOf::Latest => Ok(None),
+            _ => Err(LakeError::Location {
+                location: loc.to_string(),
+                reason: "no Delta table here".into(),
+            }),
+        };
+    }
     let b = builder(loc)?;
     let b = match as_of {
         AsOf::Latest => b,
@@ -157,7 +174,16 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
             probe(loc, &table)?;
             Ok(None)
         }
-        Err(e) => Err(LakeError::from_delta(loc, e)),
+        // A version or time the table cannot give is the request's fault.
+        Err(e) if as_of != AsOf::Latest => Err(LakeError::Location {
+            location: loc.to_string(),
+            reason: format!("cannot read the table as of {as_of:?}: {e}"),
+        }),
+        Err(e) => {
+            // Storage that cannot be listed (no bucket, refused credentials) is named as such.
+            probe(loc, &table)?;
+            Err(LakeError::from_delta(loc, e))
+        }
     }
 }
 
@@ -232,6 +258,9 @@ pub(crate) fn create_table(
     }
     if let Some(p) = partition {
         cols.push(StructField::new(p.to_string(), DataType::DATE, false));
+    }
+    if let Some(dir) = loc.local() {
+        std::fs::create_dir_all(dir).map_err(crate::store::io_err(dir))?;
     }
     let table = builder(loc)?.build().map_err(delta_err(loc))?;
     let mut create = table

@@ -32,10 +32,7 @@ pub struct Mirror {
 }
 
 fn store_of(loc: &Location) -> Result<Arc<dyn ObjectStore>> {
-    let t = deltalake_core::DeltaTableBuilder::from_url(loc.url()?)
-        .and_then(deltalake_core::DeltaTableBuilder::build)
-        .map_err(delta::delta_err(loc))?;
-    Ok(t.log_store().object_store(None))
+    delta::object_store(loc)
 }
 
 fn remote_err(loc: &Location, rel: &str) -> impl Fn(object_store::Error) -> LakeError {

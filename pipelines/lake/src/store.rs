@@ -729,6 +729,7 @@ impl Lake {
 
 /// A table handle at the lake root itself, for the files beside the tables (`truth/`).
 fn root_table(root: &Location) -> Result<deltalake_core::DeltaTable> {
+    delta::register_stores();
     deltalake_core::DeltaTableBuilder::from_url(root.url()?)
         .and_then(deltalake_core::DeltaTableBuilder::build)
         .map_err(delta::delta_err(root))
