@@ -32,7 +32,13 @@ fn keys(lake: &Path) -> HashSet<(String, String)> {
 
 fn spawn_ingest(lake: &Path, input: &Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_mm"))
-        .args(["ingest", input.to_str().unwrap(), "--lake", lake.to_str().unwrap(), "-q"])
+        .args([
+            "ingest",
+            input.to_str().unwrap(),
+            "--lake",
+            lake.to_str().unwrap(),
+            "-q",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -48,14 +54,22 @@ fn concurrent_ingests_never_duplicate_or_lose_a_row() {
     let full = generate(dir.path(), "full.csv", 4000, 5);
     let lines = util::read_lines(&full);
     let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
-    std::fs::write(&a, [&lines[..1], &lines[1..2001]].concat().join("\n") + "\n").unwrap();
+    std::fs::write(
+        &a,
+        [&lines[..1], &lines[1..2001]].concat().join("\n") + "\n",
+    )
+    .unwrap();
     std::fs::write(&b, [&lines[..1], &lines[2001..]].concat().join("\n") + "\n").unwrap();
     for round in 0..3 {
         let lake = dir.path().join(format!("disjoint{round}"));
         let (pa, pb) = (spawn_ingest(&lake, &a), spawn_ingest(&lake, &b));
         for p in [pa, pb] {
             let out = p.wait_with_output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         assert_eq!(keys(&lake).len(), 4000);
     }
@@ -108,10 +122,17 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
         assert!(rows == base_rows || rows == want, "kill {k}: {rows} rows");
         seen_partial[usize::from(rows == want)] += 1;
         let r = util::ingest_ok(&lake, &[&big]);
-        assert_eq!(r["lake_rows_written"].as_u64(), Some((want - rows) as u64), "kill {k}");
+        assert_eq!(
+            r["lake_rows_written"].as_u64(),
+            Some((want - rows) as u64),
+            "kill {k}"
+        );
         assert_eq!(keys(&lake).len(), want, "kill {k}");
     }
-    eprintln!("kills before the commit: {}, after: {}", seen_partial[0], seen_partial[1]);
+    eprintln!(
+        "kills before the commit: {}, after: {}",
+        seen_partial[0], seen_partial[1]
+    );
 }
 
 /// A table of a newer Delta protocol (deletion vectors) is refused with exit 2, naming the
@@ -142,14 +163,20 @@ fn a_newer_protocol_or_an_unknown_scheme_is_refused_and_nothing_is_written() {
     let before = util::snapshot(&lake);
     let (code, _, err) = util::ingest(&lake, &[&csv], &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("matches") && err.contains("reader version 3"), "{err}");
+    assert!(
+        err.contains("matches") && err.contains("reader version 3"),
+        "{err}"
+    );
     assert_eq!(util::snapshot(&lake), before);
     let (code, _, err) = mm(&["lake", "show", "--lake", lake.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
 
     let (code, _, err) = util::ingest(Path::new("ftp://host/lake"), &[&csv], &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("ftp://host/lake") && err.contains("unsupported scheme"), "{err}");
+    assert!(
+        err.contains("ftp://host/lake") && err.contains("unsupported scheme"),
+        "{err}"
+    );
 }
 
 /// Fits record the lake version they read; `--as-of` that version after more data arrived
@@ -160,13 +187,33 @@ fn as_of_a_version_reproduces_a_fit_byte_for_byte() {
     let lake = dir.path().join("lake");
     let lake_s = lake.to_str().unwrap();
     let (code, _, err) = mm(&[
-        "simulate", "--lake", lake_s, "--players", "600", "--days", "3", "--duel-share", "1.0", "-q",
+        "simulate",
+        "--lake",
+        lake_s,
+        "--players",
+        "600",
+        "--days",
+        "3",
+        "--duel-share",
+        "1.0",
+        "-q",
     ]);
     assert_eq!(code, 0, "{err}");
     let fit = |out: &Path, as_of: Option<&str>| {
         let mut args = vec![
-            "fit", "skill", "--lake", lake_s, "--out", out.to_str().unwrap(), "--mode",
-            "duel-1v1", "--metric", "outcome", "--baselines", "", "--json",
+            "fit",
+            "skill",
+            "--lake",
+            lake_s,
+            "--out",
+            out.to_str().unwrap(),
+            "--mode",
+            "duel-1v1",
+            "--metric",
+            "outcome",
+            "--baselines",
+            "",
+            "--json",
         ];
         if let Some(v) = as_of {
             args.extend(["--as-of", v]);
@@ -190,7 +237,12 @@ fn as_of_a_version_reproduces_a_fit_byte_for_byte() {
     let again = dir.path().join("again");
     let r = fit(&again, Some(&v.to_string()));
     assert_eq!(r["lake_version"].as_i64(), Some(v));
-    for f in ["players.parquet", "percentiles.json", "team_model.json", "match_skill.parquet"] {
+    for f in [
+        "players.parquet",
+        "percentiles.json",
+        "team_model.json",
+        "match_skill.parquet",
+    ] {
         assert_eq!(
             std::fs::read(first.join(f)).unwrap(),
             std::fs::read(again.join(f)).unwrap(),
@@ -204,7 +256,11 @@ fn as_of_a_version_reproduces_a_fit_byte_for_byte() {
     let (code, out, err) = mm(&["lake", "show", "--lake", lake_s, "--json"]);
     assert_eq!(code, 0, "{err}");
     let show: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(show["history"][0]["version"].as_i64(), Some(v + 1), "{show}");
+    assert_eq!(
+        show["history"][0]["version"].as_i64(),
+        Some(v + 1),
+        "{show}"
+    );
     let (code, out, err) = mm(&["lake", "optimize", "--lake", lake_s, "--json"]);
     assert_eq!(code, 0, "{err}");
     let opt: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -220,7 +276,9 @@ fn as_of_a_version_reproduces_a_fit_byte_for_byte() {
 /// verify, and pair with the artifact read back from the bucket.
 #[test]
 fn the_whole_chain_runs_against_an_s3_server() {
-    let Some(py) = util::moto_python() else { return };
+    let Some(py) = util::moto_python() else {
+        return;
+    };
     let server = util::S3Server::start(&py);
     server.create_bucket("lake");
     server.create_bucket("models");
@@ -233,7 +291,18 @@ fn the_whole_chain_runs_against_an_s3_server() {
         out
     };
     let lake = "s3://lake/sim";
-    run(&["simulate", "--lake", lake, "--players", "600", "--days", "3", "--duel-share", "1.0", "-q"]);
+    run(&[
+        "simulate",
+        "--lake",
+        lake,
+        "--players",
+        "600",
+        "--days",
+        "3",
+        "--duel-share",
+        "1.0",
+        "-q",
+    ]);
     let show: serde_json::Value =
         serde_json::from_str(&run(&["lake", "show", "--lake", lake, "--json"])).unwrap();
     let sim_rows = show["match_rows"].as_u64().unwrap();
@@ -243,11 +312,21 @@ fn the_whole_chain_runs_against_an_s3_server() {
     let full = generate(dir.path(), "full.csv", 3000, 21);
     let lines = util::read_lines(&full);
     let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
-    std::fs::write(&a, [&lines[..1], &lines[1..1501]].concat().join("\n") + "\n").unwrap();
+    std::fs::write(
+        &a,
+        [&lines[..1], &lines[1..1501]].concat().join("\n") + "\n",
+    )
+    .unwrap();
     std::fs::write(&b, [&lines[..1], &lines[1501..]].concat().join("\n") + "\n").unwrap();
     let spawn = |input: &Path| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_mm"));
-        c.args(["ingest", input.to_str().unwrap(), "--lake", "s3://lake/ingested", "-q"]);
+        c.args([
+            "ingest",
+            input.to_str().unwrap(),
+            "--lake",
+            "s3://lake/ingested",
+            "-q",
+        ]);
         for (k, v) in &env {
             c.env(k, v);
         }
@@ -256,32 +335,75 @@ fn the_whole_chain_runs_against_an_s3_server() {
     let (pa, pb) = (spawn(&a), spawn(&b));
     for p in [pa, pb] {
         let out = p.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let again: serde_json::Value = serde_json::from_str(&run(&[
-        "ingest", a.to_str().unwrap(), "--lake", "s3://lake/ingested", "--json",
+        "ingest",
+        a.to_str().unwrap(),
+        "--lake",
+        "s3://lake/ingested",
+        "--json",
     ]))
     .unwrap();
     assert_eq!(util::counts(&again)[1..4], [0, 0, 1500], "{again}");
-    let shown: serde_json::Value =
-        serde_json::from_str(&run(&["lake", "show", "--lake", "s3://lake/ingested", "--json"]))
-            .unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&run(&[
+        "lake",
+        "show",
+        "--lake",
+        "s3://lake/ingested",
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(shown["match_rows"].as_u64(), Some(3000), "{shown}");
 
     // Fit on the simulated table, export to the bucket, verify it there, pair with it.
     let (skill, churn) = (dir.path().join("skill"), dir.path().join("churn"));
     run(&[
-        "fit", "skill", "--lake", lake, "--out", skill.to_str().unwrap(), "--mode", "duel-1v1",
-        "--metric", "outcome", "--baselines", "", "-q",
+        "fit",
+        "skill",
+        "--lake",
+        lake,
+        "--out",
+        skill.to_str().unwrap(),
+        "--mode",
+        "duel-1v1",
+        "--metric",
+        "outcome",
+        "--baselines",
+        "",
+        "-q",
     ]);
     run(&[
-        "fit", "churn", "--lake", lake, "--out", churn.to_str().unwrap(), "--mode", "duel-1v1",
-        "--skill", skill.to_str().unwrap(), "--c-grid", "0.1", "--folds", "2", "-q",
+        "fit",
+        "churn",
+        "--lake",
+        lake,
+        "--out",
+        churn.to_str().unwrap(),
+        "--mode",
+        "duel-1v1",
+        "--skill",
+        skill.to_str().unwrap(),
+        "--c-grid",
+        "0.1",
+        "--folds",
+        "2",
+        "-q",
     ]);
     let models = "s3://models/root";
     run(&[
-        "export", "--skill", skill.to_str().unwrap(), "--churn", churn.to_str().unwrap(),
-        "--models", models, "-q",
+        "export",
+        "--skill",
+        skill.to_str().unwrap(),
+        "--churn",
+        churn.to_str().unwrap(),
+        "--models",
+        models,
+        "-q",
     ]);
     let verified = run(&["models", "verify", "--all", "--models", models]);
     assert!(verified.contains("v0001"), "{verified}");
@@ -289,15 +411,28 @@ fn the_whole_chain_runs_against_an_s3_server() {
     let ids: String = (0..40).map(|i| format!("p{i:07}\n")).collect();
     std::fs::write(&pool, format!("id\n{ids}")).unwrap();
     let paired: serde_json::Value = serde_json::from_str(&run(&[
-        "pair", "--players", pool.to_str().unwrap(), "--artifact",
-        &format!("{models}/duel-1v1"), "--policy", "eomm", "--verify", "--json",
+        "pair",
+        "--players",
+        pool.to_str().unwrap(),
+        "--artifact",
+        &format!("{models}/duel-1v1"),
+        "--policy",
+        "eomm",
+        "--verify",
+        "--json",
     ]))
     .unwrap();
     assert_eq!(paired["results"][0]["certified"], true, "{paired}");
 
     // A bucket that does not exist: exit 2, the URL named, nothing written.
     let (code, _, err) = mm_env(
-        &["ingest", a.to_str().unwrap(), "--lake", "s3://no-such-bucket/lake", "-q"],
+        &[
+            "ingest",
+            a.to_str().unwrap(),
+            "--lake",
+            "s3://no-such-bucket/lake",
+            "-q",
+        ],
         &env,
     );
     assert_eq!(code, 2, "{err}");

@@ -94,8 +94,18 @@ fn two_runs_from_one_snapshot_both_commit_when_disjoint_and_one_when_they_overla
     // Disjoint: same day, different matches. The loser re-checks the winner's keys and retries.
     let a = stage_run(&lake, "a", "a", &[19_000]);
     let b = stage_run(&lake, "b", "b", &[19_000, 19_001]);
-    assert_eq!(a.commit(&serde_json::json!({"run_id": "a"})).unwrap().version, v0 + 1);
-    assert_eq!(b.commit(&serde_json::json!({"run_id": "b"})).unwrap().version, v0 + 2);
+    assert_eq!(
+        a.commit(&serde_json::json!({"run_id": "a"}))
+            .unwrap()
+            .version,
+        v0 + 1
+    );
+    assert_eq!(
+        b.commit(&serde_json::json!({"run_id": "b"}))
+            .unwrap()
+            .version,
+        v0 + 2
+    );
     assert_eq!(rows(dir.path()), 6);
 
     // Overlapping: both hold match c-19002; the second to commit is refused and adds nothing.
@@ -212,7 +222,10 @@ fn a_lake_of_the_old_layout_is_refused_until_converted_in_place() {
     std::fs::create_dir_all(root.join("_runs")).unwrap();
     std::fs::write(root.join("_runs/old.json"), r#"{"run_id":"old"}"#).unwrap();
     let err = Lake::open(root).unwrap_err();
-    assert!(err.is_input() && err.to_string().contains("mm lake convert"), "{err}");
+    assert!(
+        err.is_input() && err.to_string().contains("mm lake convert"),
+        "{err}"
+    );
     let lake = Lake::convert_legacy(root).unwrap();
     assert_eq!(lake.partition_files(19_000).unwrap().len(), 1);
     assert_eq!(rows(root), 2);

@@ -5,9 +5,9 @@
 
 mod util;
 
+mod delta;
 mod ingest_canonical;
 mod ingest_real;
-mod delta;
 mod lake_crash;
 mod pair;
 mod retrain;

@@ -206,7 +206,14 @@ impl S3Server {
         let child = std::process::Command::new("timeout")
             .arg("600")
             .arg(python)
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -214,7 +221,10 @@ impl S3Server {
         let endpoint = format!("http://127.0.0.1:{port}");
         let t0 = std::time::Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed().as_secs() < 30, "moto did not start on {endpoint}");
+            assert!(
+                t0.elapsed().as_secs() < 30,
+                "moto did not start on {endpoint}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         S3Server {
@@ -245,7 +255,11 @@ impl S3Server {
             .args(["-c", &script])
             .output()
             .expect("run python");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

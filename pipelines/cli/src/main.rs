@@ -40,7 +40,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     }
     // A lake error anywhere in the chain (a bad URL, an unreachable bucket, a newer protocol).
     let lake_input = |x: &mm_lake::LakeError| x.is_input();
-    if e.downcast_ref::<mm_lake::LakeError>().is_some_and(lake_input)
+    if e.downcast_ref::<mm_lake::LakeError>()
+        .is_some_and(lake_input)
         || matches!(e.downcast_ref(), Some(IngestError::Lake(x)) if x.is_input())
         || matches!(e.downcast_ref(), Some(mm_sim::SimError::Lake(x)) if x.is_input())
         || matches!(e.downcast_ref(), Some(mm_fit::FitError::Lake(x)) if x.is_input())
@@ -155,7 +156,11 @@ fn run(cli: Cli) -> Result<()> {
                     if a.dry_run { " (dry run)" } else { "" },
                     r.matches.len(),
                     r.quarantine.len(),
-                    if a.dry_run { "would be deleted" } else { "deleted" }
+                    if a.dry_run {
+                        "would be deleted"
+                    } else {
+                        "deleted"
+                    }
                 );
             }
             Ok(())

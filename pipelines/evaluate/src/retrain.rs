@@ -473,5 +473,6 @@ impl Figures {
 /// The snapshot the run pinned at its cutoff stage (the latest, for a run state from before
 /// lake versions).
 fn pinned(st: &RunState) -> mm_lake::AsOf {
-    st.lake_version.map_or(mm_lake::AsOf::Latest, mm_lake::AsOf::Version)
+    st.lake_version
+        .map_or(mm_lake::AsOf::Latest, mm_lake::AsOf::Version)
 }

@@ -297,7 +297,8 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
             ),
         ));
     }
-    let version_of = |m: &serde_json::Value| m.get("lake_version").and_then(serde_json::Value::as_i64);
+    let version_of =
+        |m: &serde_json::Value| m.get("lake_version").and_then(serde_json::Value::as_i64);
     if let (Some(s), Some(c)) = (version_of(&skill_metrics), version_of(&churn_metrics))
         && s != c
     {

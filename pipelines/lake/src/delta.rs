@@ -123,7 +123,9 @@ fn builder(loc: &Location) -> Result<DeltaTableBuilder> {
 }
 
 /// The object store rooted at `loc` (a table's or any prefix's), as delta-rs configures it.
-pub(crate) fn object_store(loc: &Location) -> Result<std::sync::Arc<dyn object_store::ObjectStore>> {
+pub(crate) fn object_store(
+    loc: &Location,
+) -> Result<std::sync::Arc<dyn object_store::ObjectStore>> {
     let log_store = builder(loc)?.build_storage().map_err(delta_err(loc))?;
     Ok(log_store.object_store(None))
 }
@@ -146,12 +148,14 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
     let b = match as_of {
         AsOf::Latest => b,
         AsOf::Version(v) => b.with_version(u64::try_from(v).unwrap_or(0)),
-        AsOf::Time(ms) => b.with_timestamp(
-            chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| LakeError::Location {
-                location: loc.to_string(),
-                reason: format!("{ms}: not a time"),
-            })?,
-        ),
+        AsOf::Time(ms) => {
+            b.with_timestamp(chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+                LakeError::Location {
+                    location: loc.to_string(),
+                    reason: format!("{ms}: not a time"),
+                }
+            })?)
+        }
     };
     let mut table = b.build().map_err(delta_err(loc))?;
     let loaded = block_on(async {
@@ -319,7 +323,10 @@ fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
                 w.removed.push(p.to_string());
             }
         } else if let Some(ci) = v.get("commitInfo") {
-            w.operation = ci.get("operation").and_then(Value::as_str).map(str::to_string);
+            w.operation = ci
+                .get("operation")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             w.run_id = ci
                 .get(crate::store::RUN_KEY)
                 .and_then(|r| r.get("run_id"))
@@ -364,8 +371,8 @@ pub(crate) fn commit(
                 return Ok(i64::try_from(version).unwrap_or(i64::MAX));
             }
             Err(e) if is_conflict(&e) => {
-                let latest = block_on(log_store.get_latest_version(read_version))
-                    .map_err(delta_err(loc))?;
+                let latest =
+                    block_on(log_store.get_latest_version(read_version)).map_err(delta_err(loc))?;
                 for v in read_version + 1..=latest {
                     let bytes = block_on(log_store.read_commit_entry(v))
                         .map_err(delta_err(loc))?

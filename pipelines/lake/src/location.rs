@@ -151,7 +151,10 @@ mod tests {
         );
         let r = Location::parse("s3://bucket/some/lake/").unwrap();
         assert_eq!(r.to_string(), "s3://bucket/some/lake");
-        assert_eq!(r.join("matches").to_string(), "s3://bucket/some/lake/matches");
+        assert_eq!(
+            r.join("matches").to_string(),
+            "s3://bucket/some/lake/matches"
+        );
         assert_eq!(
             r.join("matches").url().unwrap().as_str(),
             "s3://bucket/some/lake/matches/"

@@ -95,8 +95,7 @@ impl Mirror {
         for o in objects {
             let rel = o.location.to_string();
             let dst = m.local.join(&rel);
-            let fresh = !is_pointer(&rel)
-                && fs::metadata(&dst).is_ok_and(|md| md.len() == o.size);
+            let fresh = !is_pointer(&rel) && fs::metadata(&dst).is_ok_and(|md| md.len() == o.size);
             if fresh {
                 continue;
             }
@@ -158,8 +157,10 @@ impl Mirror {
             };
             let store = store.clone();
             let path = ObjPath::from(rel.as_str());
-            delta::block_on(async move { store.put_opts(&path, PutPayload::from(bytes), opts).await })
-                .map_err(remote_err(&self.remote, &rel))?;
+            delta::block_on(
+                async move { store.put_opts(&path, PutPayload::from(bytes), opts).await },
+            )
+            .map_err(remote_err(&self.remote, &rel))?;
             uploaded.push(rel);
         }
         Ok(uploaded)

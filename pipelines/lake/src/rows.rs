@@ -760,7 +760,11 @@ pub fn sort_lake_order(batches: &[RecordBatch]) -> Result<RecordBatch, arrow_sch
     let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
     order.sort_by(|&a, &b| {
         let (a, b) = (a as usize, b as usize);
-        (start.value(a), mid.value(a), team.value(a)).cmp(&(start.value(b), mid.value(b), team.value(b)))
+        (start.value(a), mid.value(a), team.value(a)).cmp(&(
+            start.value(b),
+            mid.value(b),
+            team.value(b),
+        ))
     });
     if order.windows(2).all(|w| w[0] < w[1]) {
         return Ok(all);

@@ -33,12 +33,12 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, RecordBatch};
+use object_store::ObjectStoreExt as _;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use object_store::ObjectStoreExt as _;
 use serde::Serialize;
 
 use crate::delta::{self, AsOf, WinnerCommit};
@@ -342,7 +342,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
-
 /// One data file of a table snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileEntry {
@@ -426,9 +425,9 @@ impl TableView {
                 let path = object_store::path::Path::from(rel);
                 let bytes = delta::block_on(async move { store.get(&path).await?.bytes().await })
                     .map_err(|e| LakeError::Location {
-                        location: format!("{}/{rel}", self.loc),
-                        reason: e.to_string(),
-                    })?;
+                    location: format!("{}/{rel}", self.loc),
+                    reason: e.to_string(),
+                })?;
                 if let Some(p) = dst.parent() {
                     fs::create_dir_all(p).map_err(io_err(p))?;
                 }
@@ -489,16 +488,16 @@ impl Lake {
         }
         let m = root.join(MATCHES_DIR);
         if delta::open_table(&m, AsOf::Latest)?.is_none() {
-            delta::create_table(
-                &m,
-                MATCHES_DIR,
-                &crate::schema::matches_schema(),
-                Some(DAY),
-            )?;
+            delta::create_table(&m, MATCHES_DIR, &crate::schema::matches_schema(), Some(DAY))?;
         }
         let q = root.join(QUARANTINE_DIR);
         if delta::open_table(&q, AsOf::Latest)?.is_none() {
-            delta::create_table(&q, QUARANTINE_DIR, &crate::schema::quarantine_schema(), None)?;
+            delta::create_table(
+                &q,
+                QUARANTINE_DIR,
+                &crate::schema::quarantine_schema(),
+                None,
+            )?;
         }
         Lake::at(root, AsOf::Latest)
     }
@@ -851,12 +850,19 @@ impl Txn {
         self.commit_inner(run, Some(crash)).map(|_| ())
     }
 
-    fn commit_inner(mut self, run: &serde_json::Value, crash: Option<CrashPoint>) -> Result<Committed> {
+    fn commit_inner(
+        mut self,
+        run: &serde_json::Value,
+        crash: Option<CrashPoint>,
+    ) -> Result<Committed> {
         // Every staged file is durable before anything is published.
         self.syncer.finish()?;
         if crash == Some(CrashPoint::BeforePublish) {
             self.done = true; // a dead process cleans nothing up
-            return Ok(Committed { version: -1, quarantine_version: None });
+            return Ok(Committed {
+                version: -1,
+                quarantine_version: None,
+            });
         }
         let result = self.publish_and_commit(run, crash);
         if result.is_err() && crash.is_none() {
@@ -871,7 +877,11 @@ impl Txn {
         result
     }
 
-    fn publish_and_commit(&mut self, run: &serde_json::Value, crash: Option<CrashPoint>) -> Result<Committed> {
+    fn publish_and_commit(
+        &mut self,
+        run: &serde_json::Value,
+        crash: Option<CrashPoint>,
+    ) -> Result<Committed> {
         let mut files = std::mem::take(&mut self.files);
         files.sort();
         for rel in &files {
@@ -883,9 +893,16 @@ impl Txn {
             };
             let staged = self.dir.join("data").join(rel);
             self.publish(table, &inner, &staged)?;
-            self.published.push(Published { table, rel: inner, staged });
+            self.published.push(Published {
+                table,
+                rel: inner,
+                staged,
+            });
             if crash == Some(CrashPoint::AfterFirstPublish) {
-                return Ok(Committed { version: -1, quarantine_version: None });
+                return Ok(Committed {
+                    version: -1,
+                    quarantine_version: None,
+                });
             }
         }
         let adds = |table: &str| -> Result<Vec<deltalake_core::kernel::Action>> {
@@ -910,15 +927,33 @@ impl Txn {
             let loc = self.lake.quarantine.loc.clone();
             let mut quarantine = self.quarantine.clone();
             let view = self.lake.quarantine.clone();
-            let mut recheck = |w: &WinnerCommit| recheck_keys(&loc, &view, w, &ours, QUARANTINE_DIR);
+            let mut recheck =
+                |w: &WinnerCommit| recheck_keys(&loc, &view, w, &ours, QUARANTINE_DIR);
             let mut qmeta = HashMap::new();
-            qmeta.insert(RUN_KEY.to_string(), serde_json::json!({"run_id": self.run_id}));
-            quarantine_version = Some(delta::commit(&loc, &mut quarantine, q_adds, write(), qmeta, &mut recheck)?);
+            qmeta.insert(
+                RUN_KEY.to_string(),
+                serde_json::json!({"run_id": self.run_id}),
+            );
+            quarantine_version = Some(delta::commit(
+                &loc,
+                &mut quarantine,
+                q_adds,
+                write(),
+                qmeta,
+                &mut recheck,
+            )?);
         }
         if crash == Some(CrashPoint::BeforeMatchesCommit) {
-            return Ok(Committed { version: -1, quarantine_version });
+            return Ok(Committed {
+                version: -1,
+                quarantine_version,
+            });
         }
-        let ours = if m_adds.is_empty() { HashMap::new() } else { self.staged_keys(MATCHES_DIR)? };
+        let ours = if m_adds.is_empty() {
+            HashMap::new()
+        } else {
+            self.staged_keys(MATCHES_DIR)?
+        };
         let loc = self.lake.matches.loc.clone();
         let view = self.lake.matches.clone();
         let mut matches = self.matches.clone();
@@ -929,7 +964,10 @@ impl Txn {
             predicate: None,
         };
         let version = delta::commit(&loc, &mut matches, m_adds, op, meta, &mut recheck)?;
-        Ok(Committed { version, quarantine_version })
+        Ok(Committed {
+            version,
+            quarantine_version,
+        })
     }
 
     /// Keys of this run's staged files of `table`, by partition (`None` for quarantine).
@@ -937,7 +975,9 @@ impl Txn {
         let mut out: HashMap<Option<String>, HashSet<(String, i64)>> = HashMap::new();
         for p in self.published.iter().filter(|p| p.table == Some(table)) {
             let part = partition_of(&p.rel);
-            out.entry(part).or_default().extend(file_keys(&p.staged, table)?);
+            out.entry(part)
+                .or_default()
+                .extend(file_keys(&p.staged, table)?);
         }
         Ok(out)
     }
@@ -961,7 +1001,10 @@ impl Txn {
                             path: dst.clone(),
                             reason: "refusing to overwrite an existing lake file".into(),
                         },
-                        _ => LakeError::Io { path: dst.clone(), source: e },
+                        _ => LakeError::Io {
+                            path: dst.clone(),
+                            source: e,
+                        },
                     })?;
                 }
                 sync_dir(&parent)
@@ -973,7 +1016,11 @@ impl Txn {
                     None => root_table(&self.lake.root)?.log_store().object_store(None),
                 };
                 upload(store, staged, rel, table.is_some()).map_err(|e| LakeError::Location {
-                    location: format!("{}/{}{rel}", self.lake.root, table.map(|t| format!("{t}/")).unwrap_or_default()),
+                    location: format!(
+                        "{}/{}{rel}",
+                        self.lake.root,
+                        table.map(|t| format!("{t}/")).unwrap_or_default()
+                    ),
                     reason: e.to_string(),
                 })
             }
@@ -989,7 +1036,11 @@ impl Txn {
                     let _ = fs::remove_file(root.join(table).join(&p.rel));
                 }
                 Location::Remote(_) => {
-                    let t = if table == MATCHES_DIR { &self.matches } else { &self.quarantine };
+                    let t = if table == MATCHES_DIR {
+                        &self.matches
+                    } else {
+                        &self.quarantine
+                    };
                     let store = t.log_store().object_store(None);
                     let path = object_store::path::Path::from(p.rel.as_str());
                     let _ = delta::block_on(async move { store.delete(&path).await });
@@ -1025,7 +1076,11 @@ fn upload(
     if len <= ONE_REQUEST {
         let bytes = bytes::Bytes::from(fs::read(staged)?);
         let opts = PutOptions {
-            mode: if create_only { PutMode::Create } else { PutMode::Overwrite },
+            mode: if create_only {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            },
             ..Default::default()
         };
         delta::block_on(async move { store.put_opts(&path, PutPayload::from(bytes), opts).await })?;
@@ -1066,7 +1121,8 @@ fn file_keys(path: &Path, table: &str) -> Result<HashSet<(String, i64)>> {
     let mut out = HashSet::new();
     if table == MATCHES_DIR {
         for b in read_parquet_columns(path, Some(&["match_id", "player_id"]))? {
-            let (Some(m), Some(p)) = (b.column_by_name("match_id"), b.column_by_name("player_id")) else {
+            let (Some(m), Some(p)) = (b.column_by_name("match_id"), b.column_by_name("player_id"))
+            else {
                 continue;
             };
             let (m, p) = (m.as_string::<i32>(), p.as_string::<i32>());
@@ -1076,7 +1132,8 @@ fn file_keys(path: &Path, table: &str) -> Result<HashSet<(String, i64)>> {
         }
     } else {
         for b in read_parquet_columns(path, Some(&["source_sha256", "line"]))? {
-            let (Some(s), Some(l)) = (b.column_by_name("source_sha256"), b.column_by_name("line")) else {
+            let (Some(s), Some(l)) = (b.column_by_name("source_sha256"), b.column_by_name("line"))
+            else {
                 continue;
             };
             let (s, l) = (s.as_string::<i32>(), l.as_primitive::<Int64Type>());
@@ -1099,7 +1156,9 @@ fn recheck_keys(
 ) -> Result<()> {
     for (path, pv) in &w.added {
         let part = pv.get(DAY).cloned().flatten();
-        let Some(mine) = ours.get(&part) else { continue };
+        let Some(mine) = ours.get(&part) else {
+            continue;
+        };
         let local = view.local_file(path)?;
         let theirs = file_keys(&local, table)?;
         if let Some(k) = mine.iter().find(|k| theirs.contains(*k)) {
@@ -1107,7 +1166,11 @@ fn recheck_keys(
                 let (m, p) = k.0.split_once('\u{1f}').unwrap_or((&k.0, ""));
                 format!("match {m}, player {p}")
             } else {
-                format!("source line {} of file content {}", k.1, &k.0[..k.0.len().min(12)])
+                format!(
+                    "source line {} of file content {}",
+                    k.1,
+                    &k.0[..k.0.len().min(12)]
+                )
             };
             return Err(LakeError::Conflict {
                 location: loc.to_string(),
@@ -1231,12 +1294,16 @@ impl Lake {
         for (day, files) in &by_day {
             let mut batches = Vec::new();
             for f in files {
-                batches.extend(read_parquet_columns(&self.matches.local_file(&f.path)?, None)?);
+                batches.extend(read_parquet_columns(
+                    &self.matches.local_file(&f.path)?,
+                    None,
+                )?);
             }
-            let batch = crate::rows::sort_lake_order(&batches).map_err(|source| LakeError::Arrow {
-                path: PathBuf::from(format!("{}/day={}", self.matches.loc, day_dir_name(*day))),
-                source,
-            })?;
+            let batch =
+                crate::rows::sort_lake_order(&batches).map_err(|source| LakeError::Arrow {
+                    path: PathBuf::from(format!("{}/day={}", self.matches.loc, day_dir_name(*day))),
+                    source,
+                })?;
             report.rows += batch.num_rows() as u64;
             let rel = Lake::partition_rel(*day).join(format!("part-{run_id}.parquet"));
             txn.write_parquet(&rel, &[batch])?;
@@ -1255,7 +1322,13 @@ impl Lake {
     /// were refused) and older than the retention. Delta's default and minimum retention is 7
     /// days (168 hours); below it time travel to older versions may break, and delta-rs refuses
     /// unless `force` is set.
-    pub fn vacuum(&self, retention_hours: u64, full: bool, dry_run: bool, force: bool) -> Result<VacuumReport> {
+    pub fn vacuum(
+        &self,
+        retention_hours: u64,
+        full: bool,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<VacuumReport> {
         use deltalake_core::operations::vacuum::VacuumMode;
         let mut report = VacuumReport {
             dry_run,
@@ -1275,7 +1348,11 @@ impl Lake {
                 ))
                 .with_enforce_retention_duration(!force)
                 .with_dry_run(dry_run)
-                .with_mode(if full { VacuumMode::Full } else { VacuumMode::Lite });
+                .with_mode(if full {
+                    VacuumMode::Full
+                } else {
+                    VacuumMode::Lite
+                });
             let (_, metrics) =
                 delta::block_on(builder.into_future()).map_err(delta::delta_err(&view.loc))?;
             *out = metrics.files_deleted;
@@ -1297,7 +1374,11 @@ impl Txn {
                 let inner = text.strip_prefix("matches/").unwrap_or(&text).to_string();
                 let staged = self.dir.join("data").join(rel);
                 self.publish(Some(MATCHES_DIR), &inner, &staged)?;
-                self.published.push(Published { table: Some(MATCHES_DIR), rel: inner.clone(), staged: staged.clone() });
+                self.published.push(Published {
+                    table: Some(MATCHES_DIR),
+                    rel: inner.clone(),
+                    staged: staged.clone(),
+                });
                 let mut add = add_action(&staged, &inner)?;
                 add.data_change = false;
                 actions.push(deltalake_core::kernel::Action::Add(add));
@@ -1308,15 +1389,17 @@ impl Txn {
                 if let Some(d) = f.day {
                     pv.insert(DAY.to_string(), Some(day_dir_name(d)[4..].to_string()));
                 }
-                actions.push(deltalake_core::kernel::Action::Remove(deltalake_core::kernel::Remove {
-                    path: f.path.clone(),
-                    data_change: false,
-                    deletion_timestamp: Some(now),
-                    extended_file_metadata: Some(true),
-                    partition_values: Some(pv),
-                    size: Some(i64::try_from(f.bytes).unwrap_or(i64::MAX)),
-                    ..Default::default()
-                }));
+                actions.push(deltalake_core::kernel::Action::Remove(
+                    deltalake_core::kernel::Remove {
+                        path: f.path.clone(),
+                        data_change: false,
+                        deletion_timestamp: Some(now),
+                        extended_file_metadata: Some(true),
+                        partition_values: Some(pv),
+                        size: Some(i64::try_from(f.bytes).unwrap_or(i64::MAX)),
+                        ..Default::default()
+                    },
+                ));
             }
             let gone: HashSet<&str> = removed.iter().map(|f| f.path.as_str()).collect();
             let loc = self.lake.matches.loc.clone();
@@ -1343,7 +1426,14 @@ impl Txn {
                 target_size: 0,
             };
             let mut table = self.matches.clone();
-            delta::commit(&self.lake.matches.loc.clone(), &mut table, actions, op, meta, &mut recheck)
+            delta::commit(
+                &self.lake.matches.loc.clone(),
+                &mut table,
+                actions,
+                op,
+                meta,
+                &mut recheck,
+            )
         })();
         if result.is_err() {
             self.unpublish();
@@ -1364,15 +1454,17 @@ pub fn is_delta_table(dir: &Path) -> bool {
 /// partition and name order: what an engine reads, never a directory listing.
 pub fn table_files(loc: &Path) -> Result<Vec<PathBuf>> {
     let view = TableView::open(Location::from_path(loc)?, AsOf::Latest)?;
-    view.files.iter().map(|f| view.local_file(&f.path)).collect()
+    view.files
+        .iter()
+        .map(|f| view.local_file(&f.path))
+        .collect()
 }
 
 /// Whether `root` holds a lake of the layout before Delta (`matches/day=*/` files and a
 /// `_runs/` log, no `_delta_log/`).
 fn is_legacy(root: &Location) -> bool {
-    root.local().is_some_and(|r| {
-        r.join("_runs").is_dir() && !is_delta_table(&r.join(MATCHES_DIR))
-    })
+    root.local()
+        .is_some_and(|r| r.join("_runs").is_dir() && !is_delta_table(&r.join(MATCHES_DIR)))
 }
 
 fn legacy_error(root: &Location) -> LakeError {
@@ -1406,12 +1498,14 @@ impl Lake {
             paths.sort();
             for p in paths {
                 let text = fs::read_to_string(&p).map_err(io_err(&p))?;
-                runs.push(serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
-                    LakeError::Corrupt {
-                        path: p.clone(),
-                        reason: e.to_string(),
-                    }
-                })?);
+                runs.push(
+                    serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
+                        LakeError::Corrupt {
+                            path: p.clone(),
+                            reason: e.to_string(),
+                        }
+                    })?,
+                );
             }
         }
         for (table, schema, partition) in [
@@ -1426,7 +1520,9 @@ impl Lake {
             let mut t = delta::create_table(&tloc, table, &schema, partition)?;
             let actions = files
                 .iter()
-                .map(|rel| add_action(&tdir.join(rel), rel).map(deltalake_core::kernel::Action::Add))
+                .map(|rel| {
+                    add_action(&tdir.join(rel), rel).map(deltalake_core::kernel::Action::Add)
+                })
                 .collect::<Result<Vec<_>>>()?;
             let mut meta = HashMap::new();
             meta.insert(

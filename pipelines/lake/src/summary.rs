@@ -85,7 +85,9 @@ impl fmt::Display for LakeSummary {
                     when,
                     h.operation.as_deref().unwrap_or("-"),
                     h.run_id.as_deref().unwrap_or(""),
-                    h.rows_added.map(|r| format!(" (+{r} rows)")).unwrap_or_default()
+                    h.rows_added
+                        .map(|r| format!(" (+{r} rows)"))
+                        .unwrap_or_default()
                 )?;
             }
         }

@@ -39,10 +39,16 @@ struct World {
     next_start: Vec<Option<i64>>,
 }
 
+/// The day files below `dir` (a simulated lake writes one per day, so the Delta log's list and
+/// the directory agree; `_delta_log/` is skipped).
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for day in std::fs::read_dir(dir).unwrap() {
-        for f in std::fs::read_dir(day.unwrap().path()).unwrap() {
+        let day = day.unwrap();
+        if day.file_name().to_string_lossy().starts_with('_') {
+            continue;
+        }
+        for f in std::fs::read_dir(day.path()).unwrap() {
             out.push(f.unwrap().path());
         }
     }
