@@ -581,6 +581,39 @@ impl RowsBuilder {
     }
 }
 
+/// Concatenates lake batches and orders the rows in lake order, (start_time, match_id, team),
+/// keeping the input order within a team (a stable sort), as each lake file is written.
+pub fn sort_lake_order(batches: &[RecordBatch]) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, TimestampMillisecondType};
+    let schema = batches
+        .first()
+        .map(RecordBatch::schema)
+        .ok_or_else(|| arrow_schema::ArrowError::InvalidArgumentError("no batches".into()))?;
+    let all = arrow_select::concat::concat_batches(&schema, batches)?;
+    let col = |name: &str| {
+        all.column_by_name(name).ok_or_else(|| {
+            arrow_schema::ArrowError::SchemaError(format!("lake batch lacks column {name}"))
+        })
+    };
+    let start = col(crate::schema::col::START_TIME)?.as_primitive::<TimestampMillisecondType>();
+    let mid = col(crate::schema::col::MATCH_ID)?.as_string::<i32>();
+    let team = col(crate::schema::col::TEAM)?.as_primitive::<Int32Type>();
+    let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        (start.value(a), mid.value(a), team.value(a)).cmp(&(
+            start.value(b),
+            mid.value(b),
+            team.value(b),
+        ))
+    });
+    if order.windows(2).all(|w| w[0] < w[1]) {
+        return Ok(all);
+    }
+    arrow_select::take::take_record_batch(&all, &arrow_array::UInt32Array::from(order))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,37 +770,4 @@ mod tests {
         }
         assert!(row().validate().is_ok());
     }
-}
-
-/// Concatenates lake batches and orders the rows in lake order, (start_time, match_id, team),
-/// keeping the input order within a team (a stable sort), as each lake file is written.
-pub fn sort_lake_order(batches: &[RecordBatch]) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{Int32Type, TimestampMillisecondType};
-    let schema = batches
-        .first()
-        .map(RecordBatch::schema)
-        .ok_or_else(|| arrow_schema::ArrowError::InvalidArgumentError("no batches".into()))?;
-    let all = arrow_select::concat::concat_batches(&schema, batches)?;
-    let col = |name: &str| {
-        all.column_by_name(name).ok_or_else(|| {
-            arrow_schema::ArrowError::SchemaError(format!("lake batch lacks column {name}"))
-        })
-    };
-    let start = col(crate::schema::col::START_TIME)?.as_primitive::<TimestampMillisecondType>();
-    let mid = col(crate::schema::col::MATCH_ID)?.as_string::<i32>();
-    let team = col(crate::schema::col::TEAM)?.as_primitive::<Int32Type>();
-    let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        (start.value(a), mid.value(a), team.value(a)).cmp(&(
-            start.value(b),
-            mid.value(b),
-            team.value(b),
-        ))
-    });
-    if order.windows(2).all(|w| w[0] < w[1]) {
-        return Ok(all);
-    }
-    arrow_select::take::take_record_batch(&all, &arrow_array::UInt32Array::from(order))
 }

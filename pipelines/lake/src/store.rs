@@ -342,6 +342,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Row keys by partition value (`None`: an unpartitioned table): (match_id and player_id, 0)
+/// for matches, (file content hash, line) for quarantine.
+type KeysByPartition = HashMap<Option<String>, HashSet<(String, i64)>>;
+
 /// One data file of a table snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileEntry {
@@ -971,8 +975,8 @@ impl Txn {
     }
 
     /// Keys of this run's staged files of `table`, by partition (`None` for quarantine).
-    fn staged_keys(&self, table: &str) -> Result<HashMap<Option<String>, HashSet<(String, i64)>>> {
-        let mut out: HashMap<Option<String>, HashSet<(String, i64)>> = HashMap::new();
+    fn staged_keys(&self, table: &str) -> Result<KeysByPartition> {
+        let mut out: KeysByPartition = HashMap::new();
         for p in self.published.iter().filter(|p| p.table == Some(table)) {
             let part = partition_of(&p.rel);
             out.entry(part)
@@ -1151,7 +1155,7 @@ fn recheck_keys(
     loc: &Location,
     view: &TableView,
     w: &WinnerCommit,
-    ours: &HashMap<Option<String>, HashSet<(String, i64)>>,
+    ours: &KeysByPartition,
     table: &str,
 ) -> Result<()> {
     for (path, pv) in &w.added {
