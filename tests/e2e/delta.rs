@@ -30,6 +30,19 @@ fn keys(lake: &Path) -> HashSet<(String, String)> {
     out
 }
 
+/// Splits a generated CSV into two files at data row `at`, each with the header.
+fn split(dir: &Path, full: &Path, at: usize) -> (PathBuf, PathBuf) {
+    let lines = util::read_lines(full);
+    let (a, b) = (dir.join("a.csv"), dir.join("b.csv"));
+    std::fs::write(&a, [&lines[..1], &lines[1..=at]].concat().join("\n") + "\n").unwrap();
+    std::fs::write(
+        &b,
+        [&lines[..1], &lines[at + 1..]].concat().join("\n") + "\n",
+    )
+    .unwrap();
+    (a, b)
+}
+
 fn spawn_ingest(lake: &Path, input: &Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_mm"))
         .args([
@@ -52,14 +65,7 @@ fn spawn_ingest(lake: &Path, input: &Path) -> std::process::Child {
 fn concurrent_ingests_never_duplicate_or_lose_a_row() {
     let dir = tempfile::tempdir().unwrap();
     let full = generate(dir.path(), "full.csv", 4000, 5);
-    let lines = util::read_lines(&full);
-    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
-    std::fs::write(
-        &a,
-        [&lines[..1], &lines[1..2001]].concat().join("\n") + "\n",
-    )
-    .unwrap();
-    std::fs::write(&b, [&lines[..1], &lines[2001..]].concat().join("\n") + "\n").unwrap();
+    let (a, b) = split(dir.path(), &full, 2000);
     for round in 0..3 {
         let lake = dir.path().join(format!("disjoint{round}"));
         let (pa, pb) = (spawn_ingest(&lake, &a), spawn_ingest(&lake, &b));
@@ -310,14 +316,7 @@ fn the_whole_chain_runs_against_an_s3_server() {
 
     // Ingest into a second table on the bucket, twice at once, then again.
     let full = generate(dir.path(), "full.csv", 3000, 21);
-    let lines = util::read_lines(&full);
-    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
-    std::fs::write(
-        &a,
-        [&lines[..1], &lines[1..1501]].concat().join("\n") + "\n",
-    )
-    .unwrap();
-    std::fs::write(&b, [&lines[..1], &lines[1501..]].concat().join("\n") + "\n").unwrap();
+    let (a, b) = split(dir.path(), &full, 1500);
     let spawn = |input: &Path| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_mm"));
         c.args([

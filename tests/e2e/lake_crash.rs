@@ -9,29 +9,34 @@ use mm_lake::{AsOf, Lake, LakeError, RowsBuilder, to_lake_batch};
 
 use crate::util;
 
+/// The two lake rows of match `match_id` on `day`: player `a` wins against player `b`.
+fn two_rows(match_id: &str, day: i32) -> arrow_array::RecordBatch {
+    let mut b = RowsBuilder::with_capacity(2);
+    for (team, p) in [(0, "a"), (1, "b")] {
+        let row = mm_lake::PlayerRow {
+            match_id: match_id.into(),
+            mode: "m".into(),
+            start_ms: i64::from(day) * 86_400_000,
+            team,
+            player_id: p.into(),
+            outcome: Some(if team == 0 {
+                mm_lake::schema::Outcome::Win
+            } else {
+                mm_lake::schema::Outcome::Loss
+            }),
+            ..Default::default()
+        };
+        b.push(&row, "t", 1, 0, 1);
+    }
+    to_lake_batch(&b.finish()).unwrap()
+}
+
 /// Stages two rows per day, for players `a` and `b` of match `<tag>-<day>`.
 fn stage_run(lake: &Lake, run: &str, tag: &str, days: &[i32]) -> mm_lake::Txn {
     let mut txn = lake.begin(run).unwrap();
     for &day in days {
-        let mut b = RowsBuilder::with_capacity(2);
-        for (team, p) in [(0, "a"), (1, "b")] {
-            let row = mm_lake::PlayerRow {
-                match_id: format!("{tag}-{day}").into(),
-                mode: "m".into(),
-                start_ms: i64::from(day) * 86_400_000,
-                team,
-                player_id: p.into(),
-                outcome: Some(if team == 0 {
-                    mm_lake::schema::Outcome::Win
-                } else {
-                    mm_lake::schema::Outcome::Loss
-                }),
-                ..Default::default()
-            };
-            b.push(&row, "t", 1, 0, 1);
-        }
         let rel = Lake::partition_rel(day).join(format!("part-{run}.parquet"));
-        txn.write_parquet(&rel, &[to_lake_batch(&b.finish()).unwrap()])
+        txn.write_parquet(&rel, &[two_rows(&format!("{tag}-{day}"), day)])
             .unwrap();
     }
     txn
@@ -195,30 +200,10 @@ fn every_version_stays_readable_and_compaction_changes_no_rows() {
 fn a_lake_of_the_old_layout_is_refused_until_converted_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let mut b = RowsBuilder::with_capacity(2);
-    for (team, p) in [(0, "a"), (1, "b")] {
-        let row = mm_lake::PlayerRow {
-            match_id: "old-1".into(),
-            mode: "m".into(),
-            start_ms: 19_000 * 86_400_000,
-            team,
-            player_id: p.into(),
-            outcome: Some(if team == 0 {
-                mm_lake::schema::Outcome::Win
-            } else {
-                mm_lake::schema::Outcome::Loss
-            }),
-            ..Default::default()
-        };
-        b.push(&row, "t", 1, 0, 1);
-    }
     let day = root.join(Lake::partition_rel(19_000));
     std::fs::create_dir_all(&day).unwrap();
-    mm_lake::store::write_parquet_file(
-        &day.join("part-old.parquet"),
-        &[to_lake_batch(&b.finish()).unwrap()],
-    )
-    .unwrap();
+    mm_lake::store::write_parquet_file(&day.join("part-old.parquet"), &[two_rows("old-1", 19_000)])
+        .unwrap();
     std::fs::create_dir_all(root.join("_runs")).unwrap();
     std::fs::write(root.join("_runs/old.json"), r#"{"run_id":"old"}"#).unwrap();
     let err = Lake::open(root).unwrap_err();
