@@ -167,15 +167,16 @@ impl Mirror {
     }
 }
 
-/// Relative paths (with `/`) of the files below `dir`, skipping temporary names.
-fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+/// Relative paths (with `/`) of the files below `dir`, skipping hidden and temporary names
+/// (`.` and `_` prefixes, as Spark and Hive do, and our partial downloads).
+pub(crate) fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
     let Ok(rd) = fs::read_dir(dir) else {
         return Ok(());
     };
     for e in rd {
         let p = e.map_err(io_err(dir))?.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if name.starts_with('.') || name.contains(".mm-part") {
+        if name.starts_with('.') || name.starts_with('_') || name.contains(".mm-part") {
             continue;
         }
         if p.is_dir() {

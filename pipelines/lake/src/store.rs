@@ -1518,7 +1518,8 @@ impl Lake {
         ] {
             let tdir = dir.join(table);
             let mut files = Vec::new();
-            collect_parquet(&tdir, &tdir, &mut files)?;
+            crate::mirror::walk(&tdir, &tdir, &mut files)?;
+            files.retain(|f| f.ends_with(".parquet"));
             files.sort();
             let tloc = loc.join(table);
             let mut t = delta::create_table(&tloc, table, &schema, partition)?;
@@ -1545,26 +1546,4 @@ impl Lake {
         let _ = fs::remove_file(dir.join("_lock"));
         Lake::open(&dir)
     }
-}
-
-/// Table-relative paths of the Parquet files below `dir`, skipping `_`- and `.`-names.
-fn collect_parquet(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Ok(());
-    };
-    for e in rd {
-        let p = e.map_err(io_err(dir))?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if name.starts_with('_') || name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            collect_parquet(base, &p, out)?;
-        } else if p.extension().is_some_and(|x| x == "parquet")
-            && let Ok(rel) = p.strip_prefix(base)
-        {
-            out.push(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-    Ok(())
 }
