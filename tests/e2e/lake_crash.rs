@@ -91,6 +91,47 @@ fn a_live_runs_staging_is_left_alone_by_recovery() {
     assert_eq!(rows(dir.path()), 2);
 }
 
+/// A run starting while another process recovers the lake: recovery may look at the new run's
+/// owner file between its creation and its lock, and must still leave the run alone.
+#[test]
+fn a_run_starting_during_recovery_keeps_its_staging() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::open_or_create(dir.path()).unwrap();
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// Stops the recovering thread however the main loop ends (a failed assertion included).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    let (started, removed) = std::thread::scope(|s| {
+        let recoverer = s.spawn(|| {
+            let mut removed = 0;
+            while !stop.load(Ordering::Relaxed) {
+                removed += lake.recover().map(|r| r.removed.len()).unwrap_or(1);
+            }
+            removed
+        });
+        let guard = Stop(&stop);
+        let started = (0..300)
+            .filter(|k| {
+                let run = format!("r{k}");
+                lake.begin(&run).is_ok_and(|txn| {
+                    let alive = dir.path().join("_txn").join(&run).join("data").is_dir();
+                    drop(txn);
+                    alive
+                })
+            })
+            .count();
+        drop(guard);
+        (started, recoverer.join().unwrap())
+    });
+    assert_eq!(started, 300, "every run started and kept its staging");
+    assert_eq!(removed, 0, "no live run was taken for dead");
+}
+
 #[test]
 fn two_runs_from_one_snapshot_both_commit_when_disjoint_and_one_when_they_overlap() {
     let dir = tempfile::tempdir().unwrap();

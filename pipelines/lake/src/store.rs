@@ -673,16 +673,33 @@ impl Lake {
         dirs.sort();
         for dir in dirs {
             let owner = dir.join(OWNER_FILE);
-            let dead = match File::options().write(true).open(&owner) {
-                Ok(f) => f.try_lock().is_ok(),
+            let old_enough = || {
+                fs::metadata(&dir)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|e| e.as_secs() > 60))
+            };
+            let dead = match File::options().read(true).write(true).open(&owner) {
+                // The owner writes its pid only once it holds the lock, so a pid under a lock
+                // we could take means the owner has died. An empty file is a run still
+                // starting (between creating the file and locking it) unless it is old.
+                // A file with no links left was removed by its own run as it ended.
+                Ok(f) => {
+                    f.try_lock().is_ok()
+                        && f.metadata().is_ok_and(|m| {
+                            std::os::unix::fs::MetadataExt::nlink(&m) > 0
+                                && (m.len() > 0 || old_enough())
+                        })
+                }
                 // No owner file: created by a process that died before taking its lock, or by
                 // an older mm. Left for a minute in case its owner is still starting.
-                Err(_) => fs::metadata(&dir)
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t.elapsed().is_ok_and(|e| e.as_secs() > 60)),
+                Err(_) => old_enough(),
             };
             if dead {
-                fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                match fs::remove_dir_all(&dir) {
+                    // Removed meanwhile by its own run, or by another recovery.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    r => r.map_err(io_err(&dir))?,
+                }
                 report.removed.push(
                     dir.file_name()
                         .and_then(|n| n.to_str())
@@ -708,11 +725,10 @@ impl Lake {
         fs::create_dir(&dir).map_err(io_err(&dir))?;
         let owner_path = dir.join(OWNER_FILE);
         let owner = File::create_new(&owner_path).map_err(io_err(&owner_path))?;
-        owner.try_lock().map_err(|e| LakeError::Io {
-            path: owner_path.clone(),
-            source: e.into(),
-        })?;
-        let _ = writeln!(&owner, "{}", std::process::id());
+        // Blocking: a concurrent [`Lake::recover`] may hold the lock for an instant while it
+        // looks at this (still empty, hence live) file.
+        owner.lock().map_err(io_err(&owner_path))?;
+        writeln!(&owner, "{}", std::process::id()).map_err(io_err(&owner_path))?;
         let data = dir.join("data");
         fs::create_dir(&data).map_err(io_err(&data))?;
         Ok(Txn {
