@@ -344,7 +344,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Row keys by partition value (`None`: an unpartitioned table): (match_id and player_id, 0)
 /// for matches, (file content hash, line) for quarantine.
-type KeysByPartition = HashMap<Option<String>, HashSet<(String, i64)>>;
+/// A run's staged files of one table, by partition (`None` for the unpartitioned quarantine).
+type StagedByPartition = HashMap<Option<String>, Vec<PathBuf>>;
 
 /// One data file of a table snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -741,6 +742,7 @@ impl Lake {
             published: Vec::new(),
             done: false,
             syncer: Syncer::default(),
+            new_entries: BTreeSet::new(),
             _owner: owner,
         })
     }
@@ -797,6 +799,9 @@ pub struct Txn {
     done: bool,
     /// Syncs the files staged by [`Txn::write_staged`]; the commit waits for it.
     syncer: Syncer,
+    /// Local directories that gained entries by publishing; each is fsynced once before the
+    /// log commit that makes the entries part of a version.
+    new_entries: BTreeSet<PathBuf>,
     /// Locked while the run lives, so that [`Lake::recover`] leaves its staging alone.
     _owner: File,
 }
@@ -850,13 +855,19 @@ impl Txn {
         self.files.push(rel.to_path_buf());
     }
 
-    /// The staging path of a file that will be placed at `rel`; parent directories are created.
+    /// The staging path of a file that will be placed at `rel`.
     pub fn staged_path(&self, rel: &Path) -> Result<PathBuf> {
-        let path = self.dir.join("data").join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(parent))?;
-        }
-        Ok(path)
+        Ok(self.staged_file(rel))
+    }
+
+    /// Staged files sit in one flat directory, named by their escaped relative path: a run
+    /// touching hundreds of days creates no directory per day until it publishes.
+    fn staged_file(&self, rel: &Path) -> PathBuf {
+        let name = rel
+            .to_string_lossy()
+            .replace('%', "%25")
+            .replace(['/', '\\'], "%2F");
+        self.dir.join("data").join(name)
     }
 
     /// Commits the staged files and the run record `run` (kept in the matches table's log).
@@ -911,7 +922,7 @@ impl Txn {
                 Some((QUARANTINE_DIR, r)) => (Some(QUARANTINE_DIR), r.to_string()),
                 _ => (None, text.clone()),
             };
-            let staged = self.dir.join("data").join(rel);
+            let staged = self.staged_file(rel);
             self.publish(table, &inner, &staged)?;
             self.published.push(Published {
                 table,
@@ -925,6 +936,7 @@ impl Txn {
                 });
             }
         }
+        self.sync_published()?;
         let adds = |table: &str| -> Result<Vec<deltalake_core::kernel::Action>> {
             self.published
                 .iter()
@@ -943,7 +955,7 @@ impl Txn {
         meta.insert(RUN_KEY.to_string(), run.clone());
         let mut quarantine_version = delta::version_of(&self.quarantine);
         if !q_adds.is_empty() {
-            let ours = self.staged_keys(QUARANTINE_DIR)?;
+            let ours = self.staged_by_partition(QUARANTINE_DIR);
             let loc = self.lake.quarantine.loc.clone();
             let mut quarantine = self.quarantine.clone();
             let view = self.lake.quarantine.clone();
@@ -969,11 +981,7 @@ impl Txn {
                 quarantine_version,
             });
         }
-        let ours = if m_adds.is_empty() {
-            HashMap::new()
-        } else {
-            self.staged_keys(MATCHES_DIR)?
-        };
+        let ours = self.staged_by_partition(MATCHES_DIR);
         let loc = self.lake.matches.loc.clone();
         let view = self.lake.matches.clone();
         let mut matches = self.matches.clone();
@@ -990,20 +998,21 @@ impl Txn {
         })
     }
 
-    /// Keys of this run's staged files of `table`, by partition (`None` for quarantine).
-    fn staged_keys(&self, table: &str) -> Result<KeysByPartition> {
-        let mut out: KeysByPartition = HashMap::new();
+    /// This run's staged files of `table`, by partition. Their keys are read only when a
+    /// winner's commit touches the same partition, one file at a time, so a run that meets no
+    /// conflict never holds its keys in memory.
+    fn staged_by_partition(&self, table: &str) -> StagedByPartition {
+        let mut out: StagedByPartition = HashMap::new();
         for p in self.published.iter().filter(|p| p.table == Some(table)) {
-            let part = partition_of(&p.rel);
-            out.entry(part)
+            out.entry(partition_of(&p.rel))
                 .or_default()
-                .extend(file_keys(&p.staged, table)?);
+                .push(p.staged.clone());
         }
-        Ok(out)
+        out
     }
 
     /// Places one staged file at its final name, never replacing a file that is there.
-    fn publish(&self, table: Option<&str>, rel: &str, staged: &Path) -> Result<()> {
+    fn publish(&mut self, table: Option<&str>, rel: &str, staged: &Path) -> Result<()> {
         match &self.lake.root {
             Location::Local(root) => {
                 let dst = match table {
@@ -1027,7 +1036,11 @@ impl Txn {
                         },
                     })?;
                 }
-                sync_dir(&parent)
+                // The new entry, and any directory create_dir_all made on the way down.
+                for dir in parent.ancestors().take_while(|d| d.starts_with(root)) {
+                    self.new_entries.insert(dir.to_path_buf());
+                }
+                Ok(())
             }
             Location::Remote(_) => {
                 let store = match table {
@@ -1045,6 +1058,14 @@ impl Txn {
                 })
             }
         }
+    }
+
+    /// Makes the published entries durable: one fsync per directory that gained any.
+    fn sync_published(&mut self) -> Result<()> {
+        for dir in std::mem::take(&mut self.new_entries) {
+            sync_dir(&dir)?;
+        }
+        Ok(())
     }
 
     /// Best effort: removes the data files this run published (it committed nothing).
@@ -1171,7 +1192,7 @@ fn recheck_keys(
     loc: &Location,
     view: &TableView,
     w: &WinnerCommit,
-    ours: &KeysByPartition,
+    ours: &StagedByPartition,
     table: &str,
 ) -> Result<()> {
     for (path, pv) in &w.added {
@@ -1181,7 +1202,17 @@ fn recheck_keys(
         };
         let local = view.local_file(path)?;
         let theirs = file_keys(&local, table)?;
-        if let Some(k) = mine.iter().find(|k| theirs.contains(*k)) {
+        let mut clash = None;
+        for staged in mine {
+            clash = file_keys(staged, table)?
+                .into_iter()
+                .filter(|k| theirs.contains(k))
+                .min();
+            if clash.is_some() {
+                break;
+            }
+        }
+        if let Some(k) = clash {
             let what = if table == MATCHES_DIR {
                 let (m, p) = k.0.split_once('\u{1f}').unwrap_or((&k.0, ""));
                 format!("match {m}, player {p}")
@@ -1392,7 +1423,7 @@ impl Txn {
             for rel in &files {
                 let text = rel.to_string_lossy().replace('\\', "/");
                 let inner = text.strip_prefix("matches/").unwrap_or(&text).to_string();
-                let staged = self.dir.join("data").join(rel);
+                let staged = self.staged_file(rel);
                 self.publish(Some(MATCHES_DIR), &inner, &staged)?;
                 self.published.push(Published {
                     table: Some(MATCHES_DIR),
@@ -1403,6 +1434,7 @@ impl Txn {
                 add.data_change = false;
                 actions.push(deltalake_core::kernel::Action::Add(add));
             }
+            self.sync_published()?;
             let now = chrono::Utc::now().timestamp_millis();
             for f in removed {
                 let mut pv = HashMap::new();
