@@ -47,6 +47,41 @@ fn remote_err(loc: &Location, rel: &str) -> impl Fn(object_store::Error) -> Lake
     }
 }
 
+/// Copies object `key` of `store` to `dst`, streamed through a temporary sibling so that a
+/// reader never sees half a file and memory stays bounded by one chunk. `remote` names the
+/// object in errors.
+pub(crate) fn download(
+    store: Arc<dyn ObjectStore>,
+    key: &ObjPath,
+    dst: &Path,
+    remote: &Location,
+) -> Result<()> {
+    use std::io::Write;
+    let rel = key.to_string();
+    if let Some(p) = dst.parent() {
+        fs::create_dir_all(p).map_err(io_err(p))?;
+    }
+    let tmp = dst.with_extension(format!("mm-part{}", std::process::id()));
+    let mut file = std::io::BufWriter::new(fs::File::create(&tmp).map_err(io_err(&tmp))?);
+    let key = key.clone();
+    let written = delta::block_on(async {
+        let mut chunks = store.get(&key).await?.into_stream();
+        while let Some(chunk) = chunks.try_next().await? {
+            if let Err(e) = file.write_all(&chunk) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(file.flush())
+    })
+    .map_err(remote_err(remote, &rel))
+    .and_then(|w| w.map_err(io_err(&tmp)));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, dst).map_err(io_err(dst))
+}
+
 fn is_pointer(rel: &str) -> bool {
     POINTERS.contains(&rel.rsplit('/').next().unwrap_or(rel))
 }
@@ -99,16 +134,7 @@ impl Mirror {
             if fresh {
                 continue;
             }
-            let store = store.clone();
-            let loc = o.location.clone();
-            let bytes = delta::block_on(async move { store.get(&loc).await?.bytes().await })
-                .map_err(remote_err(remote, &rel))?;
-            if let Some(p) = dst.parent() {
-                fs::create_dir_all(p).map_err(io_err(p))?;
-            }
-            let tmp = dst.with_extension(format!("mm-part{}", std::process::id()));
-            fs::write(&tmp, &bytes).map_err(io_err(&tmp))?;
-            fs::rename(&tmp, &dst).map_err(io_err(&dst))?;
+            download(store.clone(), &o.location, &dst, remote)?;
         }
         Ok(m)
     }

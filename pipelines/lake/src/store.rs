@@ -428,17 +428,7 @@ impl TableView {
                 })?;
                 let store = table.log_store().object_store(None);
                 let path = object_store::path::Path::from(rel);
-                let bytes = delta::block_on(async move { store.get(&path).await?.bytes().await })
-                    .map_err(|e| LakeError::Location {
-                    location: format!("{}/{rel}", self.loc),
-                    reason: e.to_string(),
-                })?;
-                if let Some(p) = dst.parent() {
-                    fs::create_dir_all(p).map_err(io_err(p))?;
-                }
-                let tmp = dst.with_extension(format!("part{}", std::process::id()));
-                fs::write(&tmp, &bytes).map_err(io_err(&tmp))?;
-                fs::rename(&tmp, &dst).map_err(io_err(&dst))?;
+                crate::mirror::download(store, &path, &dst, &self.loc)?;
                 Ok(dst)
             }
         }
