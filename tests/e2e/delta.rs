@@ -185,6 +185,74 @@ fn a_newer_protocol_or_an_unknown_scheme_is_refused_and_nothing_is_written() {
     );
 }
 
+/// Storage that cannot be used: no credentials, a missing bucket, an endpoint where nothing
+/// listens. Each is named with its URL and what is wrong, exits 2, and writes nothing.
+#[test]
+fn missing_credentials_a_missing_bucket_or_no_server_exit_2_and_write_nothing() {
+    let Some(py) = util::moto_python() else {
+        return;
+    };
+    let server = util::S3Server::start(&py);
+    server.create_bucket("lake");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = generate(dir.path(), "m.csv", 200, 4);
+    let run = |lake: &str, env: &[(&str, String)], unset: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mm"));
+        c.args(["ingest", csv.to_str().unwrap(), "--lake", lake, "-q"]);
+        // No credentials file either, and a metadata service that refuses at once (the
+        // fallback object_store tries last, which elsewhere may take seconds to time out).
+        c.env("HOME", dir.path())
+            .env("MM_CACHE", dir.path().join("cache"))
+            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1");
+        for k in [
+            "AWS_PROFILE",
+            "AWS_SESSION_TOKEN",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+        ] {
+            c.env_remove(k);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        for k in unset {
+            c.env_remove(k);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let env = server.env();
+    let (code, err) = run(
+        "s3://lake/nokeys",
+        &env,
+        &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("s3://lake/nokeys") && err.contains("no credentials were found"),
+        "{err}"
+    );
+    let (code, err) = run("s3://nobucket/t", &env, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("s3://nobucket/t") && err.contains("does not exist"),
+        "{err}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut nowhere = env.clone();
+    nowhere.retain(|(k, _)| *k != "AWS_ENDPOINT_URL");
+    nowhere.push(("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{closed}")));
+    let (code, err) = run("s3://lake/nowhere", &nowhere, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("s3://lake/nowhere"), "{err}");
+    assert_eq!(server.list("lake"), Vec::<String>::new(), "nothing written");
+}
+
 /// Fits record the lake version they read; `--as-of` that version after more data arrived
 /// reproduces the fit's model files byte for byte.
 #[test]

@@ -205,7 +205,7 @@ fn probe(loc: &Location, table: &DeltaTable) -> Result<()> {
     })
     .map_err(|e| LakeError::Location {
         location: loc.to_string(),
-        reason: e.to_string(),
+        reason: crate::location::store_reason(&e),
     })
 }
 

@@ -43,7 +43,7 @@ fn remote_err(loc: &Location, rel: &str) -> impl Fn(object_store::Error) -> Lake
     };
     move |e| LakeError::Location {
         location: location.clone(),
-        reason: e.to_string(),
+        reason: crate::location::store_reason(&e),
     }
 }
 

@@ -111,7 +111,7 @@ impl LakeError {
         match e {
             E::ObjectStore { source } => LakeError::Location {
                 location,
-                reason: source.to_string(),
+                reason: crate::location::store_reason(&source),
             },
             E::InvalidVersion(v) => LakeError::Location {
                 location,
@@ -1044,7 +1044,7 @@ impl Txn {
                         self.lake.root,
                         table.map(|t| format!("{t}/")).unwrap_or_default()
                     ),
-                    reason: e.to_string(),
+                    reason: crate::location::store_reason(&e),
                 })
             }
         }
