@@ -7,6 +7,8 @@
 //! the latest snapshot holds exactly the model's keys, never a duplicate, and every earlier
 //! version still reads exactly what the model held at that version.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
