@@ -283,3 +283,58 @@ fn simulate_writes_a_lake_and_refuses_to_overwrite_it() {
     assert_eq!(code, 2);
     assert!(err.contains("--players"), "{err}");
 }
+
+/// `mm bench scale` at two small sizes: every requested stage is measured at each size in its
+/// own process (peak memory reported by the child), sizes grow by days, and the scaling table
+/// divides the larger size's figures by the smaller's.
+#[test]
+fn bench_scale_measures_each_stage_at_each_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = mm(&[
+        "bench",
+        "scale",
+        "--rows",
+        "8k,20k",
+        "--players",
+        "1500",
+        "--stages",
+        "ingest,fit-skill",
+        "--work",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let stages: Vec<&str> = runs.iter().map(|r| r["stage"].as_str().unwrap()).collect();
+    assert_eq!(
+        stages,
+        [
+            "simulate",
+            "ingest",
+            "fit-skill",
+            "simulate",
+            "ingest",
+            "fit-skill"
+        ]
+    );
+    let (small, large) = (
+        runs[0]["rows"].as_u64().unwrap(),
+        runs[3]["rows"].as_u64().unwrap(),
+    );
+    assert!(small > 0 && large > 2 * small, "{small} then {large}");
+    for r in runs {
+        // A child's own peak: more than an empty process, far less than this machine.
+        let mib = r["peak_rss_mib"].as_f64().unwrap();
+        assert!(mib > 5.0 && mib < 4096.0, "{r}");
+        assert!(r["seconds"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let scaling = v["scaling"].as_array().unwrap();
+    assert_eq!(scaling.len(), 3);
+    let fit = scaling.iter().find(|g| g["stage"] == "fit-skill").unwrap();
+    let ratio =
+        runs[5]["peak_rss_mib"].as_f64().unwrap() / runs[2]["peak_rss_mib"].as_f64().unwrap();
+    assert!((fit["rss_ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    // Both simulated lakes stay in the work directory for the next run to reuse.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}

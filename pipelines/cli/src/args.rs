@@ -790,6 +790,9 @@ pub enum BenchCmd {
     /// Skill fitting throughput: raw skill and each baseline on simulated 6v6 lobbies from
     /// Parquet, and on ATP beside the peers' Python rating loops run in the same run.
     Skill(BenchSkillArgs),
+    /// Every stage at several lake sizes, each in its own process: rows/s, peak RSS, and the
+    /// ratios of the largest size to the smallest (linear time, bounded memory).
+    Scale(BenchScaleArgs),
     /// The churn model's solver on the peers' synthetic 1M x 40 churn table, beside
     /// scikit-learn's 200-iteration lbfgs on the same files in the same run.
     Logistic(BenchLogisticArgs),
@@ -843,6 +846,33 @@ pub struct BenchLogisticArgs {
     /// Python with scikit-learn (default: $PEERS_VENV/bin/python, else ~/.venvs/peers/bin/python).
     #[arg(long)]
     pub peer_python: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchScaleArgs {
+    /// Lake sizes in player-match rows (10M, 300k, 2500000). Lakes are simulated with
+    /// --players players over as many days as the size needs, and reused from --work.
+    #[arg(long, value_delimiter = ',', value_parser = crate::bench_scale::parse_rows,
+          default_value = "10M,30M,100M")]
+    pub rows: Vec<u64>,
+    /// Players of every simulated lake (sizes grow by days, not by players).
+    #[arg(long, default_value_t = 250_000)]
+    pub players: usize,
+    /// The mode fitted and evaluated.
+    #[arg(long, default_value = "tdm-6v6")]
+    pub mode: String,
+    /// Stages to run after the simulation (which is measured when it runs).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ingest,fit-skill,fit-churn,export,evaluate"
+    )]
+    pub stages: Vec<String>,
+    /// Work directory (lakes, generated CSV, fitted outputs), reused between runs.
+    #[arg(long, default_value = "/tmp/mm-bench-scale")]
+    pub work: PathBuf,
     #[command(flatten)]
     pub out: Output,
 }

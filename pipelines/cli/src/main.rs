@@ -9,6 +9,7 @@ mod args;
 mod bench;
 mod bench_logistic;
 mod bench_pair;
+mod bench_scale;
 mod bench_skill;
 mod evaluate;
 mod models;
@@ -25,7 +26,14 @@ use args::{BenchCmd, Cli, Cmd, FitCmd, LakeCmd};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // For `mm bench scale`, which runs each stage as a child: the child's own peak memory.
+    if let Some(path) = std::env::var_os(bench_scale::PEAK_RSS_ENV)
+        && let Some(bytes) = mm_lake::peak_rss_bytes()
+    {
+        let _ = std::fs::write(path, bytes.to_string());
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mm: error: {e:#}");
@@ -213,6 +221,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
         Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a),
         Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
+        Cmd::Bench(BenchCmd::Scale(a)) => bench_scale::run(&a),
         Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
         Cmd::Evaluate(a) => evaluate::run(&a),
         Cmd::Retrain(a) => evaluate::retrain(&a),

@@ -1,0 +1,362 @@
+//! `mm bench scale`: every stage of the pipeline at several lake sizes, each stage run as its
+//! own child process so that its peak memory is its own (the child's VmHWM, which it writes
+//! as it exits), with rows per second and the ratio of the largest size to the
+//! smallest. Lakes are simulated with a fixed number of players over more days, so that a
+//! stage whose memory is bounded by players and chunks shows the same peak at every size.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::args::BenchScaleArgs;
+
+/// Player-match rows per player and day of the default simulated world (250,000 players over
+/// 28 days gave 10.0M rows).
+const ROWS_PER_PLAYER_DAY: f64 = 1.43;
+
+/// A stage's measurement at one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRun {
+    pub stage: String,
+    pub rows: u64,
+    pub seconds: f64,
+    pub rows_per_s: f64,
+    pub peak_rss_mib: f64,
+}
+
+/// One stage across the sizes: the largest size over the smallest.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageScaling {
+    pub stage: String,
+    pub rss_ratio: f64,
+    pub throughput_ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    players: usize,
+    runs: Vec<StageRun>,
+    scaling: Vec<StageScaling>,
+}
+
+/// Parses `10M`, `300k`, `1.5G` or a plain number of rows.
+pub fn parse_rows(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G' | 'b' | 'B') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a row count (e.g. 10M, 300k, 2500000)"))?;
+    if v.is_nan() || v <= 0.0 {
+        return Err(format!("{s:?}: a row count must be positive"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+/// Set on each stage's child: the file where `mm` writes its peak resident memory (bytes, the
+/// kernel's VmHWM) as it exits.
+pub const PEAK_RSS_ENV: &str = "MM_PEAK_RSS_FILE";
+
+/// Runs `cmd` to its end; returns its wall time and peak resident memory (MiB), or its stderr.
+fn measure(mut cmd: Command, work: &Path) -> Result<(f64, f64)> {
+    let peak_file = work.join(".peak_rss");
+    let _ = std::fs::remove_file(&peak_file);
+    cmd.env(PEAK_RSS_ENV, &peak_file)
+        .stdout(std::process::Stdio::null());
+    let t0 = Instant::now();
+    let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
+    let seconds = t0.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let bytes: f64 = std::fs::read_to_string(&peak_file)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .with_context(|| format!("{cmd:?} reported no peak memory"))?;
+    Ok((seconds, bytes / 1_048_576.0))
+}
+
+fn mm(args: &[&str]) -> Result<Command> {
+    let mut c = Command::new(std::env::current_exe().context("locating the mm binary")?);
+    c.args(args);
+    Ok(c)
+}
+
+fn lake_rows(lake: &Path) -> Result<u64> {
+    let l = mm_lake::Lake::open(lake)?;
+    Ok(l.match_entries().iter().filter_map(|e| e.rows).sum())
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+/// Measures every stage at `rows` (about; the simulated lake's actual count is used).
+fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<()> {
+    let days = ((target as f64) / (a.players as f64 * ROWS_PER_PLAYER_DAY))
+        .ceil()
+        .max(4.0) as u32;
+    let dir = a.work.join(format!("{}x{days}", a.players));
+    std::fs::create_dir_all(&dir)?;
+    let lake = dir.join("lake");
+    let mut push = |stage: &str, rows: u64, (seconds, rss): (f64, f64)| {
+        let r = StageRun {
+            stage: stage.into(),
+            rows,
+            seconds,
+            rows_per_s: rows as f64 / seconds.max(1e-9),
+            peak_rss_mib: rss,
+        };
+        eprintln!(
+            "  {:<10} {:>12} rows  {:>8.2} s  {:>12.0} rows/s  {:>8.0} MiB",
+            r.stage, r.rows, r.seconds, r.rows_per_s, r.peak_rss_mib
+        );
+        out.push(r);
+    };
+    eprintln!(
+        "size ~{target} rows: {} players x {days} days in {}",
+        a.players,
+        dir.display()
+    );
+    // Simulate (reused when the lake is there from an earlier run).
+    let reuse = lake_rows(&lake).is_ok_and(|n| n > 0);
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&lake);
+        let t = measure(
+            mm(&[
+                "simulate",
+                "--lake",
+                s(&lake),
+                "--players",
+                &a.players.to_string(),
+                "--days",
+                &days.to_string(),
+                "--duel-share",
+                "0",
+                "-q",
+            ])?,
+            &dir,
+        )?;
+        push("simulate", lake_rows(&lake)?, t);
+    }
+    let rows = lake_rows(&lake)?;
+    if a.stages.iter().any(|x| x == "ingest") {
+        let csv = dir.join("ingest.csv");
+        if !csv.exists() {
+            mm_ingest::generate::write_peer_shaped_csv(&csv, rows, 20_240_603)?;
+        }
+        let ingest_lake = dir.join("ingest-lake");
+        let _ = std::fs::remove_dir_all(&ingest_lake);
+        let t = measure(
+            mm(&["ingest", s(&csv), "--lake", s(&ingest_lake), "-q"])?,
+            &dir,
+        )?;
+        push("ingest", rows, t);
+        let _ = std::fs::remove_dir_all(&ingest_lake);
+    }
+    // Fit on all days but the last two; evaluate on those.
+    let start = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
+    let until = (start + chrono::Days::new(u64::from(days - 2))).to_string();
+    let (skill, churn, models) = (dir.join("skill"), dir.join("churn"), dir.join("models"));
+    let mode = a.mode.as_str();
+    let stage = |name: &str| a.stages.iter().any(|x| x == name);
+    if stage("fit-skill") {
+        let t = measure(
+            mm(&[
+                "fit",
+                "skill",
+                "--lake",
+                s(&lake),
+                "--out",
+                s(&skill),
+                "--mode",
+                mode,
+                "--until",
+                &until,
+            ])?,
+            &dir,
+        )?;
+        push("fit-skill", rows, t);
+    }
+    if stage("fit-churn") {
+        let t = measure(
+            mm(&[
+                "fit",
+                "churn",
+                "--lake",
+                s(&lake),
+                "--out",
+                s(&churn),
+                "--mode",
+                mode,
+                "--until",
+                &until,
+                "--skill",
+                s(&skill),
+                "--c-grid",
+                "0.01",
+                "--folds",
+                "2",
+            ])?,
+            &dir,
+        )?;
+        push("fit-churn", rows, t);
+    }
+    if stage("export") {
+        let _ = std::fs::remove_dir_all(&models);
+        let t = measure(
+            mm(&[
+                "export",
+                "--skill",
+                s(&skill),
+                "--churn",
+                s(&churn),
+                "--models",
+                s(&models),
+                "--name",
+                "scale",
+            ])?,
+            &dir,
+        )?;
+        push("export", rows, t);
+    }
+    if stage("evaluate") {
+        let t = measure(
+            mm(&[
+                "evaluate",
+                "--lake",
+                s(&lake),
+                "--artifact",
+                s(&models.join("scale")),
+                "--out",
+                s(&dir.join("evaluation")),
+                "--from",
+                &until,
+                "--rounds",
+                "200",
+            ])?,
+            &dir,
+        )?;
+        push("evaluate", rows, t);
+    }
+    Ok(())
+}
+
+/// The largest size over the smallest, per stage.
+pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
+    let mut stages: Vec<&str> = Vec::new();
+    for r in runs {
+        if !stages.contains(&r.stage.as_str()) {
+            stages.push(&r.stage);
+        }
+    }
+    stages
+        .into_iter()
+        .filter_map(|st| {
+            let of: Vec<&StageRun> = runs.iter().filter(|r| r.stage == st).collect();
+            let lo = of.iter().min_by_key(|r| r.rows)?;
+            let hi = of.iter().max_by_key(|r| r.rows)?;
+            (hi.rows > lo.rows).then(|| StageScaling {
+                stage: st.to_string(),
+                rss_ratio: hi.peak_rss_mib / lo.peak_rss_mib,
+                throughput_ratio: hi.rows_per_s / lo.rows_per_s,
+            })
+        })
+        .collect()
+}
+
+pub fn run(a: &BenchScaleArgs) -> Result<()> {
+    const STAGES: [&str; 5] = ["ingest", "fit-skill", "fit-churn", "export", "evaluate"];
+    if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
+        bail!(
+            "unknown stage {bad:?}: the stages are {}",
+            STAGES.join(", ")
+        );
+    }
+    let mut runs = Vec::new();
+    for &rows in &a.rows {
+        one_size(a, rows, &mut runs)?;
+    }
+    let report = Report {
+        players: a.players,
+        scaling: scaling(&runs),
+        runs,
+    };
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "every stage in its own process; {} players, lakes grow by days; peak RSS is each process's VmHWM",
+        report.players
+    );
+    println!(
+        "{:<10} {:>12} {:>9} {:>12} {:>10}",
+        "stage", "rows", "s", "rows/s", "peak MiB"
+    );
+    for r in &report.runs {
+        println!(
+            "{:<10} {:>12} {:>9.2} {:>12.0} {:>10.0}",
+            r.stage, r.rows, r.seconds, r.rows_per_s, r.peak_rss_mib
+        );
+    }
+    if !report.scaling.is_empty() {
+        println!("largest size over smallest:");
+        println!("{:<10} {:>10} {:>12}", "stage", "peak RSS", "throughput");
+        for g in &report.scaling {
+            println!(
+                "{:<10} {:>9.2}x {:>11.2}x",
+                g.stage, g.rss_ratio, g.throughput_ratio
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_counts_take_suffixes_and_refuse_nonsense() {
+        assert_eq!(parse_rows("10M"), Ok(10_000_000));
+        assert_eq!(parse_rows("300k"), Ok(300_000));
+        assert_eq!(parse_rows("1.5G"), Ok(1_500_000_000));
+        assert_eq!(parse_rows("2500000"), Ok(2_500_000));
+        assert!(parse_rows("ten").is_err());
+        assert!(parse_rows("0").is_err());
+        assert!(parse_rows("-3M").is_err());
+    }
+
+    #[test]
+    fn scaling_is_largest_over_smallest_per_stage() {
+        let run = |stage: &str, rows: u64, seconds: f64, rss: f64| StageRun {
+            stage: stage.into(),
+            rows,
+            seconds,
+            rows_per_s: rows as f64 / seconds,
+            peak_rss_mib: rss,
+        };
+        let g = scaling(&[
+            run("fit-skill", 10, 1.0, 100.0),
+            run("fit-skill", 30, 3.0, 110.0),
+            run("fit-skill", 100, 20.0, 150.0),
+            run("export", 10, 1.0, 50.0),
+        ]);
+        assert_eq!(g.len(), 1, "export has one size only");
+        assert_eq!(g[0].stage, "fit-skill");
+        assert!((g[0].rss_ratio - 1.5).abs() < 1e-12);
+        assert!((g[0].throughput_ratio - 0.5).abs() < 1e-12);
+    }
+}
