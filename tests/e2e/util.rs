@@ -245,12 +245,11 @@ impl S3Server {
         ]
     }
 
-    /// The keys in bucket `name`, sorted.
-    pub fn list(&self, name: &str) -> Vec<String> {
+    /// Runs `body` in Python with `c`, a boto3 S3 client of this server; returns its stdout.
+    fn boto3(&self, body: &str) -> String {
         let script = format!(
-            "import boto3; c = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
-             aws_secret_access_key='testing', region_name='us-east-1')\n\
-             for o in sorted(o['Key'] for o in c.list_objects_v2(Bucket='{name}').get('Contents', [])): print(o)",
+            "import boto3\nc = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1')\n{body}",
             self.endpoint
         );
         let out = std::process::Command::new(&self.python)
@@ -262,27 +261,21 @@ impl S3Server {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The keys in bucket `name`, sorted.
+    pub fn list(&self, name: &str) -> Vec<String> {
+        self.boto3(&format!(
+            "for k in sorted(o['Key'] for o in c.list_objects_v2(Bucket='{name}').get('Contents', [])): print(k)"
+        ))
+        .lines()
+        .map(str::to_string)
+        .collect()
     }
 
     pub fn create_bucket(&self, name: &str) {
-        let script = format!(
-            "import boto3; boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
-             aws_secret_access_key='testing', region_name='us-east-1').create_bucket(Bucket='{name}')",
-            self.endpoint
-        );
-        let out = std::process::Command::new(&self.python)
-            .args(["-c", &script])
-            .output()
-            .expect("run python");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.boto3(&format!("c.create_bucket(Bucket='{name}')"));
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt as _};
 
 use crate::delta;
 use crate::location::{Location, cache_root};
@@ -172,21 +172,13 @@ impl Mirror {
                 continue;
             }
             let src = self.local.join(&rel);
-            let bytes = bytes::Bytes::from(fs::read(&src).map_err(io_err(&src))?);
-            let opts = PutOptions {
-                mode: if pointer {
-                    PutMode::Overwrite
-                } else {
-                    PutMode::Create
-                },
-                ..Default::default()
-            };
-            let store = store.clone();
-            let path = ObjPath::from(rel.as_str());
-            delta::block_on(
-                async move { store.put_opts(&path, PutPayload::from(bytes), opts).await },
-            )
-            .map_err(remote_err(&self.remote, &rel))?;
+            // Pointers are replaced; version files are created only where absent.
+            crate::store::upload(store.clone(), &src, &rel, !pointer).map_err(|e| {
+                LakeError::Location {
+                    location: format!("{}/{rel}", self.remote),
+                    reason: crate::location::store_reason(&e),
+                }
+            })?;
             uploaded.push(rel);
         }
         Ok(uploaded)

@@ -1094,7 +1094,7 @@ impl Drop for Txn {
 
 /// Uploads a staged file: one request up to 32 MiB, a multipart upload above. Data files are
 /// created only if absent (`create_only`), so no run ever replaces another's file.
-fn upload(
+pub(crate) fn upload(
     store: std::sync::Arc<dyn object_store::ObjectStore>,
     staged: &Path,
     rel: &str,
