@@ -1185,13 +1185,21 @@ fn recheck_keys(
     ours: &StagedByPartition,
     table: &str,
 ) -> Result<()> {
+    // The winner's keys per partition we also wrote to, so that each of our staged files is
+    // read once however many files the winner added to its partition.
+    let mut theirs_by_part: std::collections::BTreeMap<Option<String>, HashSet<(String, i64)>> =
+        std::collections::BTreeMap::new();
     for (path, pv) in &w.added {
         let part = pv.get(DAY).cloned().flatten();
+        if ours.contains_key(&part) {
+            let keys = file_keys(&view.local_file(path)?, table)?;
+            theirs_by_part.entry(part).or_default().extend(keys);
+        }
+    }
+    for (part, theirs) in theirs_by_part {
         let Some(mine) = ours.get(&part) else {
             continue;
         };
-        let local = view.local_file(path)?;
-        let theirs = file_keys(&local, table)?;
         let mut clash = None;
         for staged in mine {
             clash = file_keys(staged, table)?
