@@ -165,15 +165,10 @@ pub trait Progress: Sync {
 pub struct NoProgress;
 impl Progress for NoProgress {}
 
-/// A run id that sorts by time: `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>`.
+/// A run id that sorts by time (see [`mm_lake::new_run_id`]).
+#[must_use]
 pub fn new_run_id() -> String {
-    let now = chrono::Utc::now();
-    format!(
-        "{}-{:05x}{:05x}",
-        now.format("%Y%m%dT%H%M%S%3fZ"),
-        std::process::id() & 0xfffff,
-        now.timestamp_subsec_nanos() & 0xfffff
-    )
+    mm_lake::new_run_id()
 }
 
 /// Runs pass 1 of one file and hands each chunk's result to `sink`.

@@ -232,11 +232,12 @@ pub(crate) fn check_protocol(loc: &Location, table: &DeltaTable, write: bool) ->
 /// The Delta type of one of our Arrow column types.
 fn delta_type(t: &ArrowType) -> Option<DataType> {
     Some(match t {
-        ArrowType::Utf8 | ArrowType::LargeUtf8 => DataType::STRING,
+        ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::STRING,
         ArrowType::Dictionary(_, v) if matches!(**v, ArrowType::Utf8) => DataType::STRING,
         ArrowType::Int64 => DataType::LONG,
         ArrowType::Int32 => DataType::INTEGER,
         ArrowType::Float64 => DataType::DOUBLE,
+        ArrowType::Float32 => DataType::FLOAT,
         ArrowType::Boolean => DataType::BOOLEAN,
         ArrowType::Timestamp(_, Some(_)) => DataType::TIMESTAMP,
         ArrowType::Date32 => DataType::DATE,
@@ -244,13 +245,14 @@ fn delta_type(t: &ArrowType) -> Option<DataType> {
     })
 }
 
-/// Creates the table at `loc` with the columns of `schema`, partitioned by `partition` (a
-/// `date` column not stored in the files), or loads it when another writer created it first.
+/// Creates the table at `loc` with the columns of `schema`, partitioned by `partitions` (columns
+/// not stored in the files, with their Delta types), or loads it when another writer created it
+/// first.
 pub(crate) fn create_table(
     loc: &Location,
     name: &str,
     schema: &ArrowSchema,
-    partition: Option<&str>,
+    partitions: &[(&str, DataType)],
 ) -> Result<DeltaTable> {
     let mut cols = Vec::new();
     for f in schema.fields() {
@@ -260,8 +262,8 @@ pub(crate) fn create_table(
         })?;
         cols.push(StructField::new(f.name().clone(), t, f.is_nullable()));
     }
-    if let Some(p) = partition {
-        cols.push(StructField::new(p.to_string(), DataType::DATE, false));
+    for (p, t) in partitions {
+        cols.push(StructField::new((*p).to_string(), t.clone(), false));
     }
     if let Some(dir) = loc.local() {
         std::fs::create_dir_all(dir).map_err(crate::store::io_err(dir))?;
@@ -272,8 +274,8 @@ pub(crate) fn create_table(
         .with_table_name(name)
         .with_columns(cols)
         .with_save_mode(SaveMode::ErrorIfExists);
-    if let Some(p) = partition {
-        create = create.with_partition_columns([p]);
+    if !partitions.is_empty() {
+        create = create.with_partition_columns(partitions.iter().map(|(p, _)| *p));
     }
     match block_on(create.into_future()) {
         Ok(t) => Ok(t),

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod delta;
+pub mod derived;
 pub mod location;
 pub mod mirror;
 pub mod rows;
@@ -54,6 +55,20 @@ pub mod summary;
 pub mod syncer;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
+
+/// A run id that sorts by time and is unique across processes and machines in practice:
+/// `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>` (letters, digits and `-` only, so it can name files and
+/// partitions).
+#[must_use]
+pub fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    format!(
+        "{}-{:05x}{:05x}",
+        now.format("%Y%m%dT%H%M%S%3fZ"),
+        std::process::id() & 0xfffff,
+        now.timestamp_subsec_nanos() & 0xfffff
+    )
+}
 
 /// The peak resident memory of this process so far (Linux `VmHWM`), for run reports; `None`
 /// where `/proc` is not available.

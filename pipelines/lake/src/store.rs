@@ -320,7 +320,7 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
         })
 }
 
-fn sync_dir(path: &Path) -> Result<()> {
+pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|d| d.sync_all())
         .map_err(io_err(path))
@@ -483,16 +483,16 @@ impl Lake {
         }
         let m = root.join(MATCHES_DIR);
         if delta::open_table(&m, AsOf::Latest)?.is_none() {
-            delta::create_table(&m, MATCHES_DIR, &crate::schema::matches_schema(), Some(DAY))?;
+            delta::create_table(
+                &m,
+                MATCHES_DIR,
+                &crate::schema::matches_schema(),
+                &[(DAY, deltalake_core::kernel::DataType::DATE)],
+            )?;
         }
         let q = root.join(QUARANTINE_DIR);
         if delta::open_table(&q, AsOf::Latest)?.is_none() {
-            delta::create_table(
-                &q,
-                QUARANTINE_DIR,
-                &crate::schema::quarantine_schema(),
-                None,
-            )?;
+            delta::create_table(&q, QUARANTINE_DIR, &crate::schema::quarantine_schema(), &[])?;
         }
         Lake::at(root, AsOf::Latest)
     }
@@ -1559,8 +1559,12 @@ impl Lake {
             }
         }
         for (table, schema, partition) in [
-            (MATCHES_DIR, crate::schema::matches_schema(), Some(DAY)),
-            (QUARANTINE_DIR, crate::schema::quarantine_schema(), None),
+            (
+                MATCHES_DIR,
+                crate::schema::matches_schema(),
+                vec![(DAY, deltalake_core::kernel::DataType::DATE)],
+            ),
+            (QUARANTINE_DIR, crate::schema::quarantine_schema(), vec![]),
         ] {
             let tdir = dir.join(table);
             let mut files = Vec::new();
@@ -1568,7 +1572,7 @@ impl Lake {
             files.retain(|f| f.ends_with(".parquet"));
             files.sort();
             let tloc = loc.join(table);
-            let mut t = delta::create_table(&tloc, table, &schema, partition)?;
+            let mut t = delta::create_table(&tloc, table, &schema, &partition)?;
             let actions = files
                 .iter()
                 .map(|rel| {
@@ -1582,7 +1586,8 @@ impl Lake {
             );
             let op = deltalake_core::protocol::DeltaOperation::Write {
                 mode: deltalake_core::protocol::SaveMode::Append,
-                partition_by: partition.map(|p| vec![p.to_string()]),
+                partition_by: (!partition.is_empty())
+                    .then(|| partition.iter().map(|(p, _)| (*p).to_string()).collect()),
                 predicate: None,
             };
             delta::commit(&tloc, &mut t, actions, op, meta, &mut |_| Ok(()))?;
