@@ -57,6 +57,72 @@ pub fn auc(p: &[f64], y: &[bool]) -> f64 {
     (rank_sum - np * (np + 1.0) / 2.0) / (np * nn)
 }
 
+/// The area under the ROC curve accumulated one prediction at a time in bounded memory:
+/// predictions are counted in [`AucCounts::BINS`] equal-width bins of [0, 1], and two
+/// predictions in one bin count as a tie (half). Equal to [`auc`] when no two different
+/// predictions share a bin; otherwise off by at most the share of positive-negative pairs that
+/// share a bin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AucCounts {
+    pos: Vec<u64>,
+    neg: Vec<u64>,
+}
+
+impl Default for AucCounts {
+    fn default() -> Self {
+        AucCounts {
+            pos: vec![0; Self::BINS],
+            neg: vec![0; Self::BINS],
+        }
+    }
+}
+
+impl AucCounts {
+    pub const BINS: usize = 1 << 16;
+
+    pub fn add(&mut self, p: f64, y: bool) {
+        let b = ((p.clamp(0.0, 1.0) * Self::BINS as f64) as usize).min(Self::BINS - 1);
+        if y {
+            self.pos[b] += 1;
+        } else {
+            self.neg[b] += 1;
+        }
+    }
+
+    pub fn merge(&mut self, o: &AucCounts) {
+        for (a, b) in self.pos.iter_mut().zip(&o.pos) {
+            *a += b;
+        }
+        for (a, b) in self.neg.iter_mut().zip(&o.neg) {
+            *a += b;
+        }
+    }
+
+    /// Predictions added.
+    #[must_use]
+    pub fn n(&self) -> u64 {
+        self.pos.iter().sum::<u64>() + self.neg.iter().sum::<u64>()
+    }
+
+    /// Positives added.
+    #[must_use]
+    pub fn positives(&self) -> u64 {
+        self.pos.iter().sum()
+    }
+
+    /// The AUC; `NaN` when one class is absent.
+    #[must_use]
+    pub fn auc(&self) -> f64 {
+        let (mut below, mut credit) = (0.0, 0.0);
+        for (&p, &n) in self.pos.iter().zip(&self.neg) {
+            credit += p as f64 * (below + n as f64 / 2.0);
+            below += n as f64;
+        }
+        let np = self.positives() as f64;
+        credit / (np * below)
+    }
+}
+
 /// Bins of the reliability curve and of the expected calibration error.
 pub const CALIBRATION_BINS: usize = 10;
 
@@ -201,6 +267,11 @@ mod tests {
         let y = [true, true, false, false];
         assert!((auc(&p, &y) - 0.875).abs() < 1e-12);
         assert!(auc(&[0.1, 0.2], &[true, true]).is_nan());
+        let mut c = AucCounts::default();
+        for (&p, &y) in p.iter().zip(&y) {
+            c.add(p, y);
+        }
+        assert!((c.auc() - 0.875).abs() < 1e-12);
     }
 
     /// Hand case: predictions 0.8 (won), 0.3 (lost), 0.6 (lost), 0.5 (drawn).
@@ -221,5 +292,44 @@ mod tests {
         let mut t = BinaryScore::default();
         t.merge(&s);
         assert_eq!(t, s);
+    }
+
+    proptest::proptest! {
+        /// Binned AUC against the exact one: equal on predictions that fall in distinct bins
+        /// (or tie exactly), and within the share of pairs sharing a bin otherwise.
+        #[test]
+        fn binned_auc_matches_the_exact_one(
+            rows in proptest::collection::vec((0.0f64..1.0, proptest::bool::ANY), 2..400),
+            on_grid in proptest::bool::ANY,
+        ) {
+            let p: Vec<f64> = rows
+                .iter()
+                .map(|(p, _)| if on_grid { (p * 50.0).floor() / 50.0 + 1e-6 } else { *p })
+                .collect();
+            let y: Vec<bool> = rows.iter().map(|r| r.1).collect();
+            let mut c = AucCounts::default();
+            let mut halves = c.clone();
+            let mid = p.len() / 2;
+            for (k, (&p, &y)) in p.iter().zip(&y).enumerate() {
+                if k < mid { c.add(p, y) } else { halves.add(p, y) }
+            }
+            c.merge(&halves);
+            let exact = auc(&p, &y);
+            if exact.is_nan() {
+                proptest::prop_assert!(c.auc().is_nan());
+            } else {
+                let bin = |v: f64| (v * AucCounts::BINS as f64) as usize;
+                let (np, nn) = (c.positives() as f64, (c.n() - c.positives()) as f64);
+                let mut shared = 0.0;
+                for i in 0..p.len() {
+                    for j in 0..p.len() {
+                        if y[i] && !y[j] && p[i] != p[j] && bin(p[i]) == bin(p[j]) {
+                            shared += 1.0;
+                        }
+                    }
+                }
+                proptest::prop_assert!((c.auc() - exact).abs() <= shared / (np * nn) + 1e-12);
+            }
+        }
     }
 }
