@@ -115,6 +115,9 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
         blowout_margin: spec.blowout_margin,
         censor_windows: true,
         skill: None,
+        data_start_ms: None,
+        data_end_ms: None,
+        truth: false,
     };
     let df = played_query(&q)
         .and_then(LazyFrame::collect)

@@ -1,9 +1,11 @@
 //! `mm fit churn`: the EOMM churn model from the lake.
 //!
-//! Features come from the polars query of [`crate::churn_features`]; the model is
-//! `mm_trainer::churn::model` (L2 logistic regression, C by player-grouped cross-validation).
-//! Rows before `score_from` train the model, rows from it on score it (a later time window);
-//! censored rows (too close to the end of the data to know) are counted and left out.
+//! Features come from the polars query of [`crate::churn_features`], built per player-hash
+//! bucket and shard by [`crate::churn_build`] into the Delta tables of [`crate::churn_table`];
+//! the model is `mm_trainer::churn::model` (L2 logistic regression, C by player-grouped
+//! cross-validation on a bounded sample of whole players). Rows before `score_from` train the
+//! model, rows from it on score it (a later time window); censored rows (too close to the end
+//! of the data to know) are counted and left out.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,12 +14,15 @@ use std::time::Instant;
 use mm_lake::Lake;
 use mm_trainer::churn::features::FeatureSpec;
 use mm_trainer::churn::model::{ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel};
-use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin, auc};
+use mm_trainer::stats::{AucCounts, BinaryMetrics, BinaryScore, ReliabilityBin};
 use ndarray::Array2;
+use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::churn_features::{FeatureQuery, query, state_query};
+use crate::churn_build::{self, BuildInput, BuildStats, Shard, player_share};
+use crate::churn_features::{FeatureQuery, scan};
+use crate::churn_table::{CompleteBuild, build_key, commit_shard, complete_build};
 use crate::skill::FitError;
 
 /// What `fit_churn` does.
@@ -46,27 +51,13 @@ pub struct ChurnConfig {
     pub html: bool,
     /// Write `churn_features.parquet` (the table, split and predictions).
     pub table: bool,
-}
-
-/// Writes a frame as zstd Parquet, atomically (a temporary file renamed).
-fn write_parquet(df: &mut DataFrame, p: &std::path::Path) -> Result<(), FitError> {
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = p.with_file_name(format!(".{name}.tmp"));
-    let file = std::fs::File::create(&tmp).map_err(|e| FitError::Output {
-        path: tmp.clone(),
-        reason: e.to_string(),
-    })?;
-    ParquetWriter::new(file)
-        .with_compression(ParquetCompression::Zstd(None))
-        .finish(df)
-        .map_err(pl_err)?;
-    std::fs::rename(&tmp, p).map_err(|e| FitError::Output {
-        path: p.to_path_buf(),
-        reason: e.to_string(),
-    })
+    /// Where the feature and state Delta tables live (a path or an object-store URL); default
+    /// `<out>/tables`. Shard runs and the fit must be given the same one.
+    pub tables: Option<PathBuf>,
+    /// Rows per player-hash bucket of the feature build: its memory grows with this.
+    pub chunk_rows: usize,
+    /// Build the feature table in this process even when shards of it are present but not all.
+    pub rebuild: bool,
 }
 
 /// Parses a horizon such as `8h`, `1d`, `7d`, `14d` or `90m` into milliseconds.
@@ -110,6 +101,9 @@ impl ChurnConfig {
             skill: None,
             html: true,
             table: true,
+            tables: None,
+            chunk_rows: 1_000_000,
+            rebuild: false,
         }
     }
 }
@@ -171,9 +165,13 @@ pub struct ChurnReport {
     /// EOMM Table 1: observed churn after each pattern of the last three outcomes (oldest
     /// first), over all labelled rows; predictions over the scored rows.
     pub by_last_three: Vec<GroupScore>,
+    /// The feature table this fit read.
+    pub build: BuildInfo,
+    /// Building the feature table (0 when a complete build was found).
     pub features_seconds: f64,
     pub fit_seconds: f64,
     pub total_seconds: f64,
+    pub peak_rss_bytes: Option<u64>,
     pub outputs: Vec<PathBuf>,
 }
 
@@ -188,12 +186,19 @@ fn fit_err(e: ChurnFitError) -> FitError {
     }
 }
 
-/// Accumulates a group's predictions.
+fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
+    move |e| FitError::Output {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+/// Accumulates a group's predictions in bounded memory.
 #[derive(Default)]
 struct Group {
     score: BinaryScore,
-    preds: Vec<f64>,
-    labels: Vec<bool>,
+    auc: AucCounts,
+    sum_pred: f64,
     observed_n: u64,
     observed_pos: u64,
 }
@@ -201,42 +206,227 @@ struct Group {
 impl Group {
     fn add(&mut self, p: f64, y: bool) {
         self.score.add(p, f64::from(u8::from(y)));
-        self.preds.push(p);
-        self.labels.push(y);
+        self.auc.add(p, y);
+        self.sum_pred += p;
     }
     fn result(&self, name: String) -> GroupScore {
         let m = self.score.metrics();
+        let n = self.auc.n();
         let (rows, observed) = if self.observed_n > 0 {
             (
                 self.observed_n,
                 self.observed_pos as f64 / self.observed_n as f64,
             )
         } else {
-            (
-                m.n,
-                self.labels.iter().filter(|&&v| v).count() as f64 / m.n.max(1) as f64,
-            )
+            (n, self.auc.positives() as f64 / n.max(1) as f64)
         };
         GroupScore {
             group: name,
             rows,
             observed,
-            mean_predicted: self.preds.iter().sum::<f64>() / self.preds.len().max(1) as f64,
-            auc: auc(&self.preds, &self.labels),
+            mean_predicted: self.sum_pred / n.max(1) as f64,
+            auc: self.auc.auc(),
             ece: m.ece,
         }
     }
 }
 
-/// The player's position in [0, 1) by id: the fixed sample when training rows are capped.
-fn player_share(id: &str) -> f64 {
-    // FNV-1a: stable across runs and platforms.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// The simulator's truth column for a horizon (`truth/player_matches` of a simulated lake).
+fn truth_column(horizon: &str) -> Option<&'static str> {
+    match horizon {
+        "8h" => Some("churn_8h"),
+        "1d" | "24h" => Some("churn_1d"),
+        "7d" | "1w" | "168h" => Some("churn_7d"),
+        "14d" | "2w" | "336h" => Some("churn_14d"),
+        _ => None,
     }
-    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The feature query of a config, and the truth column it carries.
+fn feature_query(cfg: &ChurnConfig) -> Result<(FeatureQuery, Option<String>), FitError> {
+    let skill = match &cfg.skill {
+        Some(dir) => {
+            let p = dir.join("match_skill.parquet");
+            if !p.exists() {
+                return Err(FitError::Config {
+                    field: "skill",
+                    reason: format!("{} not found (run `mm fit skill` first)", p.display()),
+                });
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    let truth = truth_column(&cfg.horizon).map(str::to_string);
+    let q = FeatureQuery {
+        files: Vec::new(),
+        mode: cfg.mode.clone(),
+        until_ms: cfg.until_ms,
+        history: cfg.spec.history,
+        outcome_interactions: cfg.spec.interactions(),
+        censor_windows: true,
+        horizon_ms: cfg.horizon_ms,
+        blowout_margin: cfg.blowout_margin,
+        skill,
+        data_start_ms: None,
+        data_end_ms: None,
+        truth: truth.is_some(),
+    };
+    Ok((q, truth))
+}
+
+impl ChurnConfig {
+    /// Where the feature and state tables live: `--tables`, or `<out>/tables`.
+    #[must_use]
+    pub fn tables_root(&self) -> PathBuf {
+        self.tables
+            .clone()
+            .unwrap_or_else(|| self.out.join("tables"))
+    }
+}
+
+/// A local directory for a build's spill and part files: inside a local tables root (so that
+/// committing is a rename), in the cache for a remote one.
+fn build_scratch(root: &Path, run_id: &str) -> Result<PathBuf, FitError> {
+    let text = root.to_string_lossy();
+    let loc = mm_lake::Location::parse(&text)?;
+    Ok(match loc.local() {
+        Some(dir) => dir.join("_mm_scratch").join(format!("build-{run_id}")),
+        None => mm_lake::location::cache_root()
+            .join("build-scratch")
+            .join(run_id),
+    })
+}
+
+/// What one shard run did (`mm fit churn --shard K/N`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardRun {
+    pub tables: String,
+    pub build: String,
+    pub shard: String,
+    pub run_id: String,
+    pub stats: BuildStats,
+    pub features_version: i64,
+    pub state_version: i64,
+    pub seconds: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Builds shard `shard` of the churn feature and state tables for `cfg` and commits it (one
+/// Delta commit per table, replacing an earlier attempt of the same shard). Shards share
+/// nothing but the lake and the tables: run them in any order, on any machines.
+pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, FitError> {
+    let t0 = Instant::now();
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
+    let (q, truth) = feature_query(cfg)?;
+    let (key, options) = build_key(&lake, &q, truth.as_deref())?;
+    let root = cfg.tables_root();
+    let run_id = mm_lake::new_run_id();
+    let scratch = build_scratch(&root, &run_id)?;
+    let built = churn_build::build(
+        &lake,
+        &BuildInput {
+            query: q,
+            truth_column: truth,
+            shard,
+            chunk_rows: cfg.chunk_rows,
+            scratch: scratch.clone(),
+        },
+    );
+    let committed = built.and_then(|stats| {
+        let v = commit_shard(&root, &key, &options, shard, &stats, &run_id)?;
+        Ok((stats, v))
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (stats, (state_version, features_version)) = committed?;
+    Ok(ShardRun {
+        tables: root.to_string_lossy().into_owned(),
+        build: key,
+        shard: shard.to_string(),
+        run_id,
+        stats,
+        features_version,
+        state_version,
+        seconds: t0.elapsed().as_secs_f64(),
+        peak_rss_bytes: mm_lake::peak_rss_bytes(),
+    })
+}
+
+/// Where the fit's feature table came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildInfo {
+    pub tables: String,
+    /// The build key (a digest of the options the rows depend on).
+    pub key: String,
+    pub shards: u32,
+    /// Whether a complete build was found (rows built by shards or an earlier run).
+    pub reused: bool,
+    pub features_version: Option<i64>,
+    pub state_version: Option<i64>,
+    pub files: usize,
+    /// When this run built the table: the rows read from the lake and the buckets.
+    pub rows_read: Option<u64>,
+    pub buckets: Option<usize>,
+}
+
+/// The complete build of `cfg`'s feature table: found in the tables, or built here as shard
+/// `0/1`. Shards of another count present but incomplete are an error (a scheduler's run is
+/// unfinished) unless `cfg.rebuild`.
+fn ensure_build(cfg: &ChurnConfig, lake: &Lake) -> Result<(CompleteBuild, BuildInfo), FitError> {
+    let (q, truth) = feature_query(cfg)?;
+    let (key, _) = build_key(lake, &q, truth.as_deref())?;
+    let root = cfg.tables_root();
+    let (found, missing) = complete_build(&root, &key)?;
+    let (build, built) = match (found, missing) {
+        (Some(b), _) if !cfg.rebuild => (b, None),
+        (None, Some(m)) if !cfg.rebuild => {
+            return Err(FitError::Config {
+                field: "shards",
+                reason: format!(
+                    "{m} in {}: run the missing shards (`mm fit churn --shard K/N` with the same \
+                     options), or pass --rebuild to build the whole table in this process",
+                    root.display()
+                ),
+            });
+        }
+        _ => {
+            let run = build_churn_shard(cfg, Shard::default())?;
+            let (b, m) = complete_build(&root, &key)?;
+            let b = b.ok_or_else(|| {
+                FitError::Query(m.unwrap_or_else(|| {
+                    format!("build {key}: committed but not found in {}", root.display())
+                }))
+            })?;
+            (b, Some(run.stats))
+        }
+    };
+    let info = BuildInfo {
+        tables: root.to_string_lossy().into_owned(),
+        key: build.key.clone(),
+        shards: build.shards,
+        reused: built.is_none(),
+        features_version: build.features_version,
+        state_version: build.state_version,
+        files: build.features.len(),
+        rows_read: built.as_ref().map(|s| s.rows_read),
+        buckets: built.as_ref().map(|s| s.buckets),
+    };
+    Ok((build, info))
+}
+
+/// One part file of the feature table, read whole (a bucket: about `chunk_rows` rows).
+fn read_part(p: &Path, columns: Option<&[String]>) -> Result<DataFrame, FitError> {
+    let lf = scan(std::slice::from_ref(&p.to_path_buf())).map_err(pl_err)?;
+    let lf = match columns {
+        Some(c) => lf.select(c.iter().map(|n| col(n.as_str())).collect::<Vec<_>>()),
+        None => lf,
+    };
+    let mut df = lf.collect().map_err(|e| FitError::Input {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    df.rechunk_mut_par();
+    Ok(df)
 }
 
 fn f32_cols<'a>(df: &'a DataFrame, names: &[String]) -> Result<Vec<&'a [f32]>, FitError> {
@@ -251,136 +441,212 @@ fn f32_cols<'a>(df: &'a DataFrame, names: &[String]) -> Result<Vec<&'a [f32]>, F
         .collect()
 }
 
-fn matrix(cols: &[&[f32]], rows: &[usize]) -> Array2<f64> {
-    let mut x = Array2::<f64>::zeros((rows.len(), cols.len()));
-    for (r, &i) in rows.iter().enumerate() {
-        for (j, c) in cols.iter().enumerate() {
-            x[[r, j]] = f64::from(c[i]);
-        }
-    }
-    x
-}
-
-/// A truth column's name and its value per scored row (null where the truth has no row).
-type TruthColumn = (String, Vec<Option<f64>>);
-
-/// The simulator's true churn probability of each scored row, when the lake has it.
-fn truth_probs(
-    lake: &Path,
-    horizon: &str,
-    keys: &DataFrame,
-) -> Result<Option<TruthColumn>, FitError> {
-    let column = match horizon {
-        "8h" => "churn_8h",
-        "1d" | "24h" => "churn_1d",
-        "7d" | "1w" | "168h" => "churn_7d",
-        "14d" | "2w" | "336h" => "churn_14d",
-        _ => return Ok(None),
-    };
-    let dir = lake.join("truth/player_matches");
-    let mut files = Vec::new();
-    let Ok(days) = std::fs::read_dir(&dir) else {
-        return Ok(None);
-    };
-    for d in days.flatten() {
-        for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
-            if f.path().extension().is_some_and(|e| e == "parquet") {
-                files.push(PlRefPath::from(f.path().to_string_lossy().as_ref()));
-            }
-        }
-    }
-    if files.is_empty() {
-        return Ok(None);
-    }
-    files.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    let args = ScanArgsParquet {
-        hive_options: HiveOptions::new_disabled(),
-        ..ScanArgsParquet::default()
-    };
-    let truth = LazyFrame::scan_parquet_files(files.into_iter().collect(), args)
-        .map_err(pl_err)?
-        .select([
-            col("match_id"),
-            col("player_id"),
-            col(column).alias("truth"),
-        ]);
-    let joined = keys
-        .clone()
-        .lazy()
-        .join(
-            truth,
-            [col("match_id"), col("player_id")],
-            [col("match_id"), col("player_id")],
-            JoinArgs {
-                maintain_order: MaintainOrderJoin::Left,
-                ..JoinArgs::new(JoinType::Left)
-            },
-        )
-        .collect()
-        .map_err(pl_err)?;
-    let t = joined
-        .column("truth")
-        .and_then(|c| c.f64())
-        .map_err(pl_err)?;
-    Ok(Some((column.to_string(), t.iter().collect())))
-}
-
-/// Runs the churn fit and writes its outputs into `cfg.out`.
-pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
-    let t0 = Instant::now();
-    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
-    let files = lake.matches_files()?;
-    if files.is_empty() {
-        return Err(FitError::Empty(cfg.lake.clone()));
-    }
-    let q = FeatureQuery {
-        files,
-        mode: cfg.mode.clone(),
-        until_ms: cfg.until_ms,
-        history: cfg.spec.history,
-        outcome_interactions: cfg.spec.interactions(),
-        censor_windows: true,
-        horizon_ms: cfg.horizon_ms,
-        blowout_margin: cfg.blowout_margin,
-        skill: match &cfg.skill {
-            Some(dir) => {
-                let p = dir.join("match_skill.parquet");
-                if !p.exists() {
-                    return Err(FitError::Config {
-                        field: "skill",
-                        reason: format!("{} not found (run `mm fit skill` first)", p.display()),
-                    });
-                }
-                Some(p)
-            }
-            None => None,
-        },
-    };
-    let mut df = query(&q).and_then(LazyFrame::collect).map_err(pl_err)?;
-    df.rechunk_mut_par();
-    let features_seconds = t0.elapsed().as_secs_f64();
-    let n = df.height();
-    if n == 0 {
-        return Err(FitError::Empty(cfg.lake.clone()));
-    }
-    let label: Vec<Option<bool>> = df
+fn labels(df: &DataFrame) -> Result<Vec<Option<bool>>, FitError> {
+    Ok(df
         .column("churned")
         .and_then(|c| c.bool())
         .map_err(pl_err)?
         .iter()
-        .collect();
-    let start = df
-        .column("start_ms")
+        .collect())
+}
+
+fn starts(df: &DataFrame) -> Result<&[i64], FitError> {
+    df.column("start_ms")
         .and_then(|c| c.i64())
         .and_then(|c| c.cont_slice())
-        .map_err(pl_err)?;
-    let players = df
-        .column("player_id")
-        .and_then(|c| c.str())
-        .map_err(pl_err)?;
-    let (tmin, tmax) = start
+        .map_err(pl_err)
+}
+
+/// The training sample: whole players whose share is below `keep`, labelled rows before the
+/// scoring window, in the order of the players' ids (the same matrix whatever the shards and
+/// buckets that built the table).
+struct Sample {
+    x: Array2<f64>,
+    y: Vec<bool>,
+    groups: Vec<u32>,
+    unused: u64,
+}
+
+fn training_sample(
+    files: &[PathBuf],
+    names: &[String],
+    score_from: i64,
+    keep: f64,
+) -> Result<Sample, FitError> {
+    let mut cols: Vec<String> = ["player_id", "start_ms", "churned"]
         .iter()
-        .fold((i64::MAX, i64::MIN), |(a, b), &s| (a.min(s), b.max(s)));
+        .map(|s| (*s).to_string())
+        .collect();
+    cols.extend(names.iter().cloned());
+    let k = names.len();
+    let (mut xs, mut ys): (Vec<f32>, Vec<bool>) = (Vec::new(), Vec::new());
+    // Each player's run of rows in `xs`: (id, first row, rows).
+    let mut players: Vec<(String, usize, usize)> = Vec::new();
+    let mut unused = 0u64;
+    for f in files {
+        let df = read_part(f, Some(&cols))?;
+        let ids = df
+            .column("player_id")
+            .and_then(|c| c.str())
+            .map_err(pl_err)?;
+        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
+        let (mut prev, mut inside) = (None::<&str>, false);
+        for (i, id) in ids.iter().enumerate() {
+            let id = id.unwrap_or("");
+            if prev != Some(id) {
+                prev = Some(id);
+                inside = keep >= 1.0 || player_share(id) < keep;
+                if inside {
+                    players.push((id.to_string(), ys.len(), 0));
+                }
+            }
+            let Some(y) = label[i] else { continue };
+            if start[i] >= score_from {
+                continue;
+            }
+            if !inside {
+                unused += 1;
+                continue;
+            }
+            xs.extend(fc.iter().map(|c| c[i]));
+            ys.push(y);
+            if let Some(p) = players.last_mut() {
+                p.2 += 1;
+            }
+        }
+    }
+    players.retain(|p| p.2 > 0);
+    players.sort_by(|a, b| a.0.cmp(&b.0));
+    let n = ys.len();
+    let mut x = Array2::<f64>::zeros((n, k));
+    let (mut y, mut groups) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut r = 0;
+    for (g, (_, first, len)) in players.iter().enumerate() {
+        for i in *first..first + len {
+            for (j, v) in xs[i * k..(i + 1) * k].iter().enumerate() {
+                x[[r, j]] = f64::from(*v);
+            }
+            y.push(ys[i]);
+            groups.push(u32::try_from(g).unwrap_or(u32::MAX));
+            r += 1;
+        }
+    }
+    Ok(Sample {
+        x,
+        y,
+        groups,
+        unused,
+    })
+}
+
+/// Counts over the labelled rows, before the fit.
+#[derive(Default)]
+struct Counts {
+    rows: u64,
+    censored: u64,
+    candidates: u64,
+    score: u64,
+    score_pos: u64,
+}
+
+fn count_rows(files: &[PathBuf], score_from: i64) -> Result<Counts, FitError> {
+    let cols = ["start_ms".to_string(), "churned".to_string()];
+    let mut c = Counts::default();
+    for f in files {
+        let df = read_part(f, Some(&cols))?;
+        let (label, start) = (labels(&df)?, starts(&df)?);
+        c.rows += df.height() as u64;
+        for (l, &s) in label.iter().zip(start) {
+            match l {
+                None => c.censored += 1,
+                Some(y) if s >= score_from => {
+                    c.score += 1;
+                    c.score_pos += u64::from(*y);
+                }
+                Some(_) => c.candidates += 1,
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Against the simulator's truth.
+#[derive(Default)]
+struct TruthAcc {
+    vs: BinaryScore,
+    truth_score: BinaryScore,
+    truth_auc: AucCounts,
+    model_auc: AucCounts,
+    diff: f64,
+}
+
+/// A streaming writer of a Parquet file published by rename when finished.
+struct StreamOut {
+    tmp: PathBuf,
+    path: PathBuf,
+    w: Option<BatchedWriter<std::fs::File>>,
+}
+
+impl StreamOut {
+    fn new(path: PathBuf) -> StreamOut {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        StreamOut {
+            tmp: path.with_file_name(format!(".{name}.tmp")),
+            path,
+            w: None,
+        }
+    }
+    fn write(&mut self, df: &DataFrame) -> Result<(), FitError> {
+        if self.w.is_none() {
+            let f = std::fs::File::create(&self.tmp).map_err(out_err(&self.tmp))?;
+            self.w = Some(
+                ParquetWriter::new(f)
+                    .with_compression(ParquetCompression::Zstd(None))
+                    .batched(df.schema())
+                    .map_err(pl_err)?,
+            );
+        }
+        if let Some(w) = self.w.as_mut() {
+            w.write_batch(df).map_err(pl_err)?;
+        }
+        Ok(())
+    }
+    /// Finishes and publishes the file; `empty` is written when no batch came.
+    fn finish(mut self, empty: &DataFrame) -> Result<PathBuf, FitError> {
+        if self.w.is_none() {
+            self.write(empty)?;
+        }
+        if let Some(w) = self.w.as_mut() {
+            w.finish().map_err(pl_err)?;
+        }
+        drop(self.w.take());
+        std::fs::rename(&self.tmp, &self.path).map_err(out_err(&self.path))?;
+        Ok(self.path)
+    }
+}
+
+/// Runs the churn fit and writes its outputs into `cfg.out`.
+///
+/// The feature table is built (or found complete, when shards or an earlier run built it) as
+/// Delta tables under [`ChurnConfig::tables_root`]; the fit then streams its part files three
+/// times: counts, the bounded training sample, and scoring. Memory depends on `chunk_rows`,
+/// `max_train_rows` and the number of players, not on the number of rows.
+pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
+    let t0 = Instant::now();
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
+    if lake.match_entries().is_empty() {
+        return Err(FitError::Empty(cfg.lake.clone()));
+    }
+    let (build, build_info) = ensure_build(cfg, &lake)?;
+    let features_seconds = t0.elapsed().as_secs_f64();
+    let files = &build.features;
+    if build.rows == 0 {
+        return Err(FitError::Empty(cfg.lake.clone()));
+    }
+    let (tmin, tmax) = (build.data_start_ms, build.data_end_ms);
     // The query censored the count windows that reach before this first match.
     let spec = FeatureSpec {
         data_start_ms: Some(tmin),
@@ -394,193 +660,160 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             reason: "the scoring window must start after the first match and by the last".into(),
         });
     }
-    // Player ids as groups (rows are sorted by player), and the capped training sample.
-    let keep = (cfg.max_train_rows as f64
-        / label
-            .iter()
-            .zip(start)
-            .filter(|(l, s)| l.is_some() && **s < score_from)
-            .count()
-            .max(1) as f64)
-        .min(1.0);
-    let mut group = Vec::with_capacity(n);
-    let mut in_sample = Vec::with_capacity(n);
-    let (mut g, mut prev, mut share): (u32, Option<&str>, f64) = (0, None, 0.0);
-    for id in players.iter() {
-        let id = id.unwrap_or("");
-        if prev != Some(id) {
-            g += u32::from(prev.is_some());
-            share = player_share(id);
-            prev = Some(id);
-        }
-        group.push(g);
-        in_sample.push(keep >= 1.0 || share < keep);
-    }
-    let (mut train, mut score, mut unused, mut censored) = (Vec::new(), Vec::new(), 0u64, 0u64);
-    for i in 0..n {
-        match label[i] {
-            None => censored += 1,
-            Some(_) if start[i] >= score_from => score.push(i),
-            Some(_) if in_sample[i] => train.push(i),
-            Some(_) => unused += 1,
-        }
-    }
-    if train.is_empty() || score.is_empty() {
+    let counts = count_rows(files, score_from)?;
+    let keep = (cfg.max_train_rows as f64 / counts.candidates.max(1) as f64).min(1.0);
+    let t_fit = Instant::now();
+    let sample = training_sample(files, &names, score_from, keep)?;
+    if sample.y.is_empty() || counts.score == 0 {
         return Err(FitError::Config {
             field: "score-from",
             reason: format!(
                 "{} labelled training rows and {} scoring rows: both windows need rows",
-                train.len(),
-                score.len()
+                sample.y.len(),
+                counts.score
             ),
         });
     }
-    let cols = f32_cols(&df, &names)?;
-    let t_fit = Instant::now();
-    let ytr: Vec<bool> = train.iter().map(|&i| label[i] == Some(true)).collect();
-    let gtr: Vec<u32> = train.iter().map(|&i| group[i]).collect();
-    let model = {
-        let xtr = matrix(&cols, &train);
-        ChurnModel::fit(spec, xtr.view(), &ytr, &gtr, &cfg.fit).map_err(fit_err)?
-    };
+    let model = ChurnModel::fit(spec, sample.x.view(), &sample.y, &sample.groups, &cfg.fit)
+        .map_err(fit_err)?;
+    let train_rows = sample.y.len() as u64;
+    let churn_rate_train = sample.y.iter().filter(|&&v| v).count() as f64 / train_rows as f64;
+    let unused = sample.unused;
+    drop(sample);
     let fit_seconds = t_fit.elapsed().as_secs_f64();
 
-    // Score the later window.
-    let mut row = vec![0.0; names.len()];
-    let mut preds = vec![f64::NAN; n];
+    std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
+    // Score the later window, one part at a time.
+    let col_of = |name: &str| names.iter().position(|x| x == name);
+    let (party_k, pct_k, known_k) = (
+        col_of("party"),
+        col_of("skill_percentile"),
+        col_of("skill_known"),
+    );
+    let slots: Vec<[Option<usize>; 3]> = (1..=3.min(cfg.spec.history))
+        .map(|k| {
+            let f = |s: &str| col_of(&format!("last{k}_{s}"));
+            [f("present"), f("win"), f("draw")]
+        })
+        .collect();
     let mut all = Group::default();
-    for &i in &score {
-        for (v, c) in row.iter_mut().zip(&cols) {
-            *v = f64::from(c[i]);
-        }
-        let p = model.predict(&row);
-        preds[i] = p;
-        all.add(p, label[i] == Some(true));
-    }
-    let scored = all.score.metrics();
-    let model_auc = auc(&all.preds, &all.labels);
-
-    // Breakdowns.
-    let col_of = |name: &str| names.iter().position(|x| x == name).map(|k| cols[k]);
     let mut by_party: BTreeMap<&str, Group> = BTreeMap::new();
-    if let Some(party) = col_of("party") {
-        for &i in &score {
-            let k = if party[i] > 0.5 { "party" } else { "solo" };
-            by_party
-                .entry(k)
-                .or_default()
-                .add(preds[i], label[i] == Some(true));
-        }
-    }
     let mut by_skill: BTreeMap<usize, Group> = BTreeMap::new();
-    if let (Some(pct), Some(known)) = (col_of("skill_percentile"), col_of("skill_known")) {
-        for &i in &score {
-            if known[i] > 0.5 {
-                let d = ((pct[i] * 10.0) as usize).min(9);
-                by_skill
-                    .entry(d)
-                    .or_default()
-                    .add(preds[i], label[i] == Some(true));
-            }
-        }
-    }
     let mut by_three: BTreeMap<String, Group> = BTreeMap::new();
-    let slot = |k: usize| {
-        let f = |s: &str| col_of(&format!("last{k}_{s}"));
-        (f("present"), f("win"), f("draw"))
-    };
-    let slots: Vec<_> = (1..=3.min(cfg.spec.history)).map(slot).collect();
-    if slots.len() == 3 {
-        for i in 0..n {
-            let Some(y) = label[i] else { continue };
-            let mut pat = String::new();
-            for (pr, w, d) in slots.iter().rev() {
-                let (Some(pr), Some(w), Some(d)) = (pr, w, d) else {
-                    continue;
-                };
-                if pr[i] < 0.5 {
-                    pat.clear();
-                    break;
+    let mut truth = TruthAcc::default();
+    let mut table_out = cfg
+        .table
+        .then(|| StreamOut::new(cfg.out.join("churn_features.parquet")));
+    let mut empty_table: Option<DataFrame> = None;
+    let mut row = vec![0.0; names.len()];
+    for f in files {
+        let mut df = read_part(f, None)?;
+        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, &names)?);
+        let truth_col = df.column("truth_p_churn").ok().and_then(|c| c.f64().ok());
+        let ids = df
+            .column("player_id")
+            .and_then(|c| c.str())
+            .map_err(pl_err)?;
+        let h = df.height();
+        let mut preds: Vec<Option<f64>> = vec![None; h];
+        let mut split: Vec<&str> = Vec::with_capacity(if cfg.table { h } else { 0 });
+        let (mut prev, mut inside) = (None::<&str>, false);
+        for i in 0..h {
+            if cfg.table {
+                let id = ids.get(i).unwrap_or("");
+                if prev != Some(id) {
+                    prev = Some(id);
+                    inside = keep >= 1.0 || player_share(id) < keep;
                 }
-                pat.push(if w[i] > 0.5 {
-                    'W'
-                } else if d[i] > 0.5 {
-                    'D'
-                } else {
-                    'L'
+                split.push(match label[i] {
+                    None => "censored",
+                    Some(_) if start[i] >= score_from => "score",
+                    Some(_) if inside => "train",
+                    Some(_) => "train_unused",
                 });
             }
-            if pat.len() != 3 {
-                continue;
+            let Some(y) = label[i] else { continue };
+            let scored = start[i] >= score_from;
+            let mut p = f64::NAN;
+            if scored {
+                for (v, c) in row.iter_mut().zip(&fc) {
+                    *v = f64::from(c[i]);
+                }
+                p = model.predict(&row);
+                preds[i] = Some(p);
+                all.add(p, y);
+                if let Some(k) = party_k {
+                    let g = if fc[k][i] > 0.5 { "party" } else { "solo" };
+                    by_party.entry(g).or_default().add(p, y);
+                }
+                if let (Some(pk), Some(kk)) = (pct_k, known_k)
+                    && fc[kk][i] > 0.5
+                {
+                    let d = ((fc[pk][i] * 10.0) as usize).min(9);
+                    by_skill.entry(d).or_default().add(p, y);
+                }
+                if let Some(t) = truth_col.and_then(|t| t.get(i)) {
+                    truth.vs.add(p, t);
+                    truth.truth_score.add(t, f64::from(u8::from(y)));
+                    truth.truth_auc.add(t, y);
+                    truth.model_auc.add(p, y);
+                    truth.diff += (p - t).abs();
+                }
             }
-            let e = by_three.entry(pat).or_default();
-            e.observed_n += 1;
-            e.observed_pos += u64::from(y);
-            if start[i] >= score_from {
-                e.add(preds[i], y);
+            // EOMM Table 1: the last three outcomes, oldest first.
+            if slots.len() == 3 {
+                let mut pat = String::with_capacity(3);
+                for [pr, w, d] in slots.iter().rev() {
+                    let (Some(pr), Some(w), Some(d)) = (pr, w, d) else {
+                        continue;
+                    };
+                    if fc[*pr][i] < 0.5 {
+                        pat.clear();
+                        break;
+                    }
+                    pat.push(if fc[*w][i] > 0.5 {
+                        'W'
+                    } else if fc[*d][i] > 0.5 {
+                        'D'
+                    } else {
+                        'L'
+                    });
+                }
+                if pat.len() == 3 {
+                    let e = by_three.entry(pat).or_default();
+                    e.observed_n += 1;
+                    e.observed_pos += u64::from(y);
+                    if scored {
+                        e.add(p, y);
+                    }
+                }
+            }
+        }
+        if let Some(out) = table_out.as_mut() {
+            df.with_column(Column::new("split".into(), split))
+                .and_then(|t| t.with_column(Column::new("p_churn".into(), preds)))
+                .map_err(pl_err)?;
+            if empty_table.is_none() {
+                empty_table = Some(df.clear());
+            }
+            if df.height() > 0 {
+                out.write(&df)?;
             }
         }
     }
+    let scored = all.score.metrics();
+    let model_auc = all.auc.auc();
+    let truth = (truth.vs.n > 0).then(|| TruthCheck {
+        column: truth_column(&cfg.horizon).unwrap_or_default().to_string(),
+        rows: truth.vs.n,
+        ece_vs_truth: truth.vs.metrics().ece,
+        mean_abs_diff: truth.diff / truth.vs.n as f64,
+        truth_auc: truth.truth_auc.auc(),
+        truth_log_loss: truth.truth_score.metrics().log_loss,
+        model_auc: truth.model_auc.auc(),
+        reliability_vs_truth: truth.vs.reliability(),
+    });
 
-    // Against the simulator's truth, when the lake has it.
-    let matches = df
-        .column("match_id")
-        .and_then(|c| c.str())
-        .map_err(pl_err)?;
-    let keys = DataFrame::new(
-        score.len(),
-        vec![
-            Column::new(
-                "match_id".into(),
-                score
-                    .iter()
-                    .map(|&i| matches.get(i).unwrap_or("").to_string())
-                    .collect::<Vec<String>>(),
-            ),
-            Column::new(
-                "player_id".into(),
-                score
-                    .iter()
-                    .map(|&i| players.get(i).unwrap_or("").to_string())
-                    .collect::<Vec<String>>(),
-            ),
-        ],
-    )
-    .map_err(pl_err)?;
-    let truth = match truth_probs(&cfg.lake, &cfg.horizon, &keys)? {
-        Some((column, t)) => {
-            let mut vs = BinaryScore::default();
-            let (mut tp, mut tl, mut mp) = (Vec::new(), Vec::new(), Vec::new());
-            let mut truth_score = BinaryScore::default();
-            let mut diff = 0.0;
-            for (&i, t) in score.iter().zip(&t) {
-                let Some(t) = *t else { continue };
-                let y = label[i] == Some(true);
-                vs.add(preds[i], t);
-                truth_score.add(t, f64::from(u8::from(y)));
-                diff += (preds[i] - t).abs();
-                tp.push(t);
-                mp.push(preds[i]);
-                tl.push(y);
-            }
-            (vs.n > 0).then(|| TruthCheck {
-                column,
-                rows: vs.n,
-                ece_vs_truth: vs.metrics().ece,
-                mean_abs_diff: diff / vs.n as f64,
-                truth_auc: auc(&tp, &tl),
-                truth_log_loss: truth_score.metrics().log_loss,
-                model_auc: auc(&mp, &tl),
-                reliability_vs_truth: vs.reliability(),
-            })
-        }
-        None => None,
-    };
-
-    std::fs::create_dir_all(&cfg.out).map_err(|e| FitError::Output {
-        path: cfg.out.clone(),
-        reason: e.to_string(),
-    })?;
     let mut outputs = Vec::new();
     let write = |name: &str, bytes: &[u8], outputs: &mut Vec<PathBuf>| {
         let p = cfg.out.join(name);
@@ -606,57 +839,39 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             .as_bytes(),
         &mut outputs,
     )?;
-    if cfg.table {
-        let split: Vec<&str> = (0..n)
-            .map(|i| match label[i] {
-                None => "censored",
-                Some(_) if start[i] >= score_from => "score",
-                Some(_) if in_sample[i] => "train",
-                Some(_) => "train_unused",
-            })
-            .collect();
-        let mut table = df.clone();
-        table
-            .with_column(Column::new("split".into(), split))
-            .and_then(|t| {
-                t.with_column(Column::new(
-                    "p_churn".into(),
-                    preds
-                        .iter()
-                        .map(|p| (!p.is_nan()).then_some(*p))
-                        .collect::<Vec<Option<f64>>>(),
-                ))
-            })
-            .map_err(pl_err)?;
-        let p = cfg.out.join("churn_features.parquet");
-        write_parquet(&mut table, &p)?;
-        outputs.push(p);
+    if let (Some(out), Some(empty)) = (table_out, empty_table) {
+        outputs.push(out.finish(&empty)?);
     }
     // The players' state at the end of the data: what `mm export` puts in the snapshot.
-    let mut state = state_query(&q)
-        .and_then(LazyFrame::collect)
-        .map_err(pl_err)?;
-    let p = cfg.out.join("churn_state.parquet");
-    write_parquet(&mut state, &p)?;
-    outputs.push(p);
-    let rate = |rows: &[usize]| {
-        rows.iter().filter(|&&i| label[i] == Some(true)).count() as f64 / rows.len() as f64
-    };
+    let mut state_out = StreamOut::new(cfg.out.join("churn_state.parquet"));
+    let mut empty_state = None;
+    for f in &build.state {
+        let df = read_part(f, None)?;
+        if empty_state.is_none() {
+            empty_state = Some(df.clear());
+        }
+        if df.height() > 0 {
+            state_out.write(&df)?;
+        }
+    }
+    if let Some(empty) = empty_state {
+        outputs.push(state_out.finish(&empty)?);
+    }
     let mut report = ChurnReport {
         lake: cfg.lake.clone(),
         lake_version: lake.version(),
         mode: cfg.mode.clone(),
         horizon: cfg.horizon.clone(),
-        rows: n as u64,
-        censored,
-        train_rows: train.len() as u64,
+        rows: counts.rows,
+        censored: counts.censored,
+        train_rows,
         train_rows_unused: unused,
-        score_rows: score.len() as u64,
+        score_rows: counts.score,
         train_from_ms: tmin,
         score_from_ms: score_from,
         data_end_ms: tmax,
-        churn_rate_train: rate(&train),
-        churn_rate_score: rate(&score),
+        churn_rate_train,
+        churn_rate_score: counts.score_pos as f64 / counts.score as f64,
         c: model.c,
         grid: model.grid.clone(),
         scored,
@@ -672,9 +887,11 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             .map(|(d, g)| g.result(format!("{}-{}", d * 10, d * 10 + 10)))
             .collect(),
         by_last_three: by_three.iter().map(|(k, g)| g.result(k.clone())).collect(),
+        build: build_info,
         features_seconds,
         fit_seconds,
         total_seconds: 0.0,
+        peak_rss_bytes: None,
         outputs: Vec::new(),
     };
     if cfg.html {
@@ -682,6 +899,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         write("churn_report.html", html.as_bytes(), &mut outputs)?;
     }
     report.total_seconds = t0.elapsed().as_secs_f64();
+    report.peak_rss_bytes = mm_lake::peak_rss_bytes();
     report.outputs = outputs.clone();
     let metrics = serde_json::to_string_pretty(&report).unwrap_or_default();
     write("churn_metrics.json", metrics.as_bytes(), &mut outputs)?;

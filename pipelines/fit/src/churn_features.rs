@@ -49,6 +49,24 @@ pub struct FeatureQuery {
     /// The skill fit's `match_skill.parquet` (player, match start, pre-match percentile): the
     /// skill percentile feature. Without it the feature is unknown (`skill_known = 0`).
     pub skill: Option<PathBuf>,
+    /// The first and last match start of the whole data (ms). A query over part of the players
+    /// (a bucket, a shard) must be given them: censoring depends on where the data begin and
+    /// end, not on where one bucket's rows do. `None`: taken from the rows queried.
+    pub data_start_ms: Option<i64>,
+    pub data_end_ms: Option<i64>,
+    /// Carry a `truth_p_churn` column of the per-match rows through to the table (the
+    /// simulator's true churn probability; not a feature).
+    pub truth: bool,
+}
+
+impl FeatureQuery {
+    fn data_start(&self) -> Expr {
+        self.data_start_ms
+            .map_or_else(|| col("start_ms").min(), lit)
+    }
+    fn data_end(&self) -> Expr {
+        self.data_end_ms.map_or_else(|| col("start_ms").max(), lit)
+    }
 }
 
 const HOUR_MS: f64 = 3_600_000.0;
@@ -78,6 +96,40 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     per_match_keeping(q, false)
 }
 
+/// A lazy scan of Parquet files as they are (no hive partitions from their paths).
+pub(crate) fn scan(files: &[PathBuf]) -> PolarsResult<LazyFrame> {
+    let paths: Vec<PlRefPath> = files
+        .iter()
+        .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
+        .collect();
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions::new_disabled(),
+        ..ScanArgsParquet::default()
+    };
+    LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)
+}
+
+/// Sorts step 1's rows by player, start and match and numbers them: the input of
+/// [`features_of_sorted`] and [`state_of_sorted`].
+pub(crate) fn sorted(per_match: LazyFrame) -> LazyFrame {
+    per_match
+        .sort(
+            ["player_id", "start_ms", "match_id"],
+            SortMultipleOptions::default().with_maintain_order(true),
+        )
+        .with_row_index("row", None)
+}
+
+/// Steps 2 to 4 on step 1's rows of whole players, sorted by [`sorted`].
+pub(crate) fn features_of_sorted(q: &FeatureQuery, sorted: LazyFrame) -> PolarsResult<LazyFrame> {
+    features(q, sorted)
+}
+
+/// The state table ([`state_query`]) from step 1's rows of whole players, sorted.
+pub(crate) fn state_of_sorted(q: &FeatureQuery, sorted: LazyFrame) -> PolarsResult<LazyFrame> {
+    state(q, sorted)
+}
+
 /// What each player-match adds to the player's state ([`mm_artifact::features::Played`]), as
 /// step 1 computes it for the feature table, plus the match structure: one row per
 /// player-match with `player_id`, `match_id`, `start_ms`, `team`, `party_id` (null when solo),
@@ -93,16 +145,30 @@ pub fn played_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
 }
 
 fn per_match_keeping(q: &FeatureQuery, structure: bool) -> PolarsResult<LazyFrame> {
-    let paths: Vec<PlRefPath> = q
-        .files
-        .iter()
-        .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
-        .collect();
-    let args = ScanArgsParquet {
-        hive_options: HiveOptions::new_disabled(),
-        ..ScanArgsParquet::default()
+    let skill = match &q.skill {
+        Some(p) => Some(LazyFrame::scan_parquet(
+            PlRefPath::from(p.to_string_lossy().as_ref()),
+            ScanArgsParquet::default(),
+        )?),
+        None => None,
     };
-    let mut lf = LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)?;
+    let per_match = per_match_values(scan(&q.files)?, q, skill, structure)?;
+    let per_match = sorted(per_match);
+    if structure {
+        return Ok(per_match.drop(cols(["row"])));
+    }
+    Ok(per_match)
+}
+
+/// Step 1 on the rows of `lf` (a scan of match files), unsorted: the per-match values, with
+/// `percentile` joined from `skill` (the skill fit's per-match rows, or a part of them) on
+/// player and start. `structure` keeps `team` and `party_id`.
+pub(crate) fn per_match_values(
+    mut lf: LazyFrame,
+    q: &FeatureQuery,
+    skill: Option<LazyFrame>,
+    structure: bool,
+) -> PolarsResult<LazyFrame> {
     if let Some(m) = &q.mode {
         lf = lf.filter(col("mode").eq(lit(m.as_str())));
     }
@@ -181,26 +247,17 @@ fn per_match_keeping(q: &FeatureQuery, structure: bool) -> PolarsResult<LazyFram
             col("perf_rank"),
             col("party"),
         ]);
-    let per_match = match &q.skill {
-        Some(p) => per_match.join(
-            LazyFrame::scan_parquet(
-                PlRefPath::from(p.to_string_lossy().as_ref()),
-                ScanArgsParquet::default(),
-            )?
-            .select([col("player_id"), col("start_ms"), col("percentile")]),
+    let per_match = match skill {
+        Some(s) => per_match.join(
+            s.select([col("player_id"), col("start_ms"), col("percentile")]),
             [col("player_id"), col("start_ms")],
             [col("player_id"), col("start_ms")],
             JoinArgs::new(JoinType::Left),
         ),
         None => per_match.with_column(lit(NULL).cast(DataType::Float64).alias("percentile")),
-    }
-    .sort(
-        ["player_id", "start_ms", "match_id"],
-        SortMultipleOptions::default().with_maintain_order(true),
-    )
-    .with_row_index("row", None);
+    };
     if structure {
-        return Ok(per_match.drop(cols(["row"])));
+        return Ok(per_match);
     }
     Ok(per_match.drop(cols(["team", "party_id"])))
 }
@@ -210,8 +267,12 @@ fn per_match_keeping(q: &FeatureQuery, structure: bool) -> PolarsResult<LazyFram
 /// before the oldest), games played, the first match's start, and the matches in the 8h, 1d, 1w and 1m before the
 /// data's end (`as_of_ms`, the last match's start), one row per player and slot.
 pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
+    state(q, per_match(q)?)
+}
+
+fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     let p = || [col("player_id")];
-    let end = col("start_ms").max();
+    let end = q.data_end();
     let mut windows = Vec::new();
     for (w, h) in WINDOWS_H {
         windows.push(
@@ -226,7 +287,7 @@ pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     }
     let games = len().over(p())?.cast(DataType::Int64);
     let idx = (col("row") - col("row").first().over(p())?).cast(DataType::Int64);
-    let mut lf = per_match(q)?
+    let mut lf = per_match
         .with_columns(windows)
         .with_columns([
             games.clone().alias("games"),
@@ -248,7 +309,11 @@ pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
         col("as_of_ms"),
         col("first_seen_ms"),
     ];
-    cols.extend(WINDOWS_H.iter().map(|(w, _)| col(format!("matches_{w}"))));
+    cols.extend(
+        WINDOWS_H
+            .iter()
+            .map(|(w, _)| col(format!("matches_{w}")).cast(DataType::Int64)),
+    );
     lf = lf.select(cols);
     Ok(lf)
 }
@@ -312,7 +377,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
             .fill_null(lit(0.0));
         let count = if q.censor_windows {
             // The window [now - h, now) must lie within the data.
-            let known = (col("start_ms") - lit(h * 3_600_000)).gt_eq(col("start_ms").min());
+            let known = (col("start_ms") - lit(h * 3_600_000)).gt_eq(q.data_start());
             known_flags.push(flag(known.clone()).alias(format!("matches_last_{name}_known")));
             when(known).then(count).otherwise(lit(0.0))
         } else {
@@ -336,8 +401,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     if q.censor_windows {
         // Games played are known only for a player first seen a month or more after the
         // data's start; earlier, the first match seen may be a return, not a first game.
-        let known =
-            (col("start_ms").first().over(p())? - lit(MONTH_MS)).gt_eq(col("start_ms").min());
+        let known = (col("start_ms").first().over(p())? - lit(MONTH_MS)).gt_eq(q.data_start());
         feats.extend([
             when(known.clone())
                 .then(log_games)
@@ -371,7 +435,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         .eq(col("player_id"))
         .fill_null(lit(false));
     let gap = col("start_ms").shift(lit(-1)) - col("start_ms");
-    let end = col("start_ms").max();
+    let end = q.data_end();
     let label = when((end - col("start_ms")).lt(lit(q.horizon_ms)))
         .then(lit(NULL).cast(DataType::Boolean))
         .when(next_same.and(gap.lt_eq(lit(q.horizon_ms))))
@@ -383,6 +447,9 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         col("start_ms"),
         label.alias("churned"),
     ];
+    if q.truth {
+        out.push(col("truth_p_churn"));
+    }
     out.extend(feats);
     let mut cross = Vec::new();
     for k in 1..=q.outcome_interactions.min(q.history) {

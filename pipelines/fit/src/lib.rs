@@ -14,7 +14,9 @@
 //! HTML report.
 
 pub mod churn;
+pub mod churn_build;
 pub mod churn_features;
+pub mod churn_table;
 pub mod export;
 pub mod history;
 pub mod replay;

@@ -240,6 +240,9 @@ fn polars_query_matches_the_reference() {
             horizon_ms,
             blowout_margin: 30.0,
             skill: None,
+            data_start_ms: None,
+            data_end_ms: None,
+            truth: false,
         })
         .unwrap()
         .collect()

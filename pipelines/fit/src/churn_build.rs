@@ -1,0 +1,398 @@
+//! The churn feature table in bounded memory, per player-hash bucket, in shards.
+//!
+//! [`crate::churn_features`] states the table as one polars query over the whole lake; its
+//! peak memory grows with the rows. Here the same query runs in two passes whose memory depends
+//! on one day of matches and on `chunk_rows`, not on the lake's size:
+//!
+//! 1. **per day** (the lake's `day` partitions, in order): step 1 of the query (the per-match
+//!    values: score difference, blowout, performance rank, party; the skill percentile and the
+//!    simulator's truth joined on) over every player of the day, since a match's values need all
+//!    of its players. Each row's player falls in a bucket by a stable hash of the player id
+//!    ([`player_share`]); the rows of this shard's buckets are appended to one spill file per
+//!    bucket. The data's first and last match start are noted.
+//! 2. **per bucket**: the bucket's rows (whole players: every match of a player is in its
+//!    bucket) are sorted by player, start and match, and steps 2 to 4 of the query run on them
+//!    with the data's bounds as literals, giving the bucket's part of the feature table and of
+//!    the player state table, each written as one Parquet file.
+//!
+//! A shard `K/N` owns the players whose share lies in `[K/N, (K+1)/N)`, split into as many
+//! buckets as keep each one near `chunk_rows` rows. Shards share nothing but their inputs, so
+//! any batch scheduler can run them on as many machines; each commits its files to the Delta
+//! tables of [`crate::churn_table`] as one transaction.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use mm_lake::Lake;
+use polars::io::parquet::write::BatchedWriter;
+use polars::prelude::*;
+
+use crate::churn_features::{
+    FeatureQuery, features_of_sorted, per_match_values, scan, sorted, state_of_sorted,
+};
+use crate::skill::FitError;
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Which players a process handles: the `K`-th of `N` equal ranges of [`player_share`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub k: u32,
+    pub n: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard { k: 0, n: 1 }
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    /// `K/N` with `0 <= K < N`, e.g. `3/8`.
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("{s:?}: expected K/N with 0 <= K < N, e.g. 3/8");
+        let (k, n) = s.trim().split_once('/').ok_or_else(bad)?;
+        let (k, n): (u32, u32) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if n == 0 || k >= n || n > 4096 {
+            return Err(bad());
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+impl Shard {
+    /// The partition value of this shard in the derived tables: `K-of-N`.
+    #[must_use]
+    pub fn label(&self) -> String {
+        format!("{}-of-{}", self.k, self.n)
+    }
+
+    /// Parses [`Shard::label`].
+    #[must_use]
+    pub fn from_label(s: &str) -> Option<Shard> {
+        let (k, n) = s.split_once("-of-")?;
+        format!("{k}/{n}").parse().ok()
+    }
+
+    /// Whether a player's share falls in this shard, and in which of its `buckets` buckets.
+    #[must_use]
+    pub fn bucket(&self, share: f64, buckets: usize) -> Option<usize> {
+        let x = share * f64::from(self.n) - f64::from(self.k);
+        (0.0..1.0)
+            .contains(&x)
+            .then(|| ((x * buckets as f64) as usize).min(buckets - 1))
+    }
+}
+
+/// A player's position in [0, 1) by id: FNV-1a of the id's bytes (stable across runs, machines
+/// and versions), its top 53 bits as a fraction. Shards, buckets and the capped training sample
+/// all cut this one number.
+#[must_use]
+pub fn player_share(id: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct BuildInput {
+    /// The query's options (`files` is ignored: the lake's days are read one at a time).
+    pub query: FeatureQuery,
+    /// The simulator's truth column to carry (`churn_8h`, ...), read from the local lake's
+    /// `truth/player_matches/day=*/` when present.
+    pub truth_column: Option<String>,
+    pub shard: Shard,
+    /// Rows per bucket to aim for (memory grows with it).
+    pub chunk_rows: usize,
+    /// Where the spill files and the output parts are written (emptied first).
+    pub scratch: PathBuf,
+}
+
+/// One bucket's output.
+#[derive(Debug, Clone)]
+pub struct BuiltPart {
+    pub features: PathBuf,
+    pub state: PathBuf,
+    pub rows: u64,
+}
+
+/// What [`build`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BuildStats {
+    pub shard: String,
+    /// Rows of the mode read from the lake (all players: a match needs all of its rows).
+    pub rows_read: u64,
+    /// Rows of this shard's players: the rows of its part of the table.
+    pub rows: u64,
+    pub buckets: usize,
+    pub data_start_ms: i64,
+    pub data_end_ms: i64,
+    pub per_day_seconds: f64,
+    pub per_bucket_seconds: f64,
+    #[serde(skip)]
+    pub parts: Vec<BuiltPart>,
+}
+
+fn pl_err(e: PolarsError) -> FitError {
+    FitError::Query(e.to_string())
+}
+
+fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
+    move |e| FitError::Output {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn writer(p: &Path, schema: &Schema) -> Result<BatchedWriter<File>, FitError> {
+    let f = File::create(p).map_err(out_err(p))?;
+    ParquetWriter::new(f)
+        .with_compression(ParquetCompression::Zstd(None))
+        .batched(schema)
+        .map_err(pl_err)
+}
+
+/// Writes `df` as one zstd Parquet file at `p`.
+fn write_file(p: &Path, df: &mut DataFrame) -> Result<(), FitError> {
+    let f = File::create(p).map_err(out_err(p))?;
+    ParquetWriter::new(f)
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(df)
+        .map_err(pl_err)?;
+    Ok(())
+}
+
+/// The simulator's per-player-match truth files of one day, when the lake is local and has them.
+fn truth_files(lake: &Lake, day: i32) -> Vec<PathBuf> {
+    let Some(root) = lake.root().local() else {
+        return Vec::new();
+    };
+    let dir = root
+        .join("truth/player_matches")
+        .join(mm_lake::schema::day_dir_name(day));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Builds this shard's part of the feature and state tables from `lake` (see the module's
+/// documentation), writing one features file and one state file per bucket into
+/// `input.scratch`.
+pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
+    let q = &input.query;
+    let scratch = &input.scratch;
+    let _ = std::fs::remove_dir_all(scratch);
+    std::fs::create_dir_all(scratch).map_err(out_err(scratch))?;
+    // Buckets from the snapshot's row count (every mode: an upper bound), so that a bucket holds
+    // about `chunk_rows` rows.
+    let lake_rows: u64 = lake.match_entries().iter().filter_map(|f| f.rows).sum();
+    let shard_rows = lake_rows / u64::from(input.shard.n);
+    let buckets = usize::try_from(shard_rows.div_ceil(input.chunk_rows.max(1) as u64))
+        .unwrap_or(1)
+        .clamp(1, 4096);
+    let skill = q.skill.as_ref();
+    let t0 = Instant::now();
+    let (mut tmin, mut tmax, mut rows_read, mut rows) = (i64::MAX, i64::MIN, 0u64, 0u64);
+    let mut spills: Vec<Option<BatchedWriter<File>>> = (0..buckets).map(|_| None).collect();
+    let mut spill_schema: Option<Schema> = None;
+    for day in lake.days()? {
+        let files = lake.partition_files(day)?;
+        let lo = i64::from(day) * DAY_MS;
+        let skill_lf = match skill {
+            Some(p) => Some(
+                scan(std::slice::from_ref(p)).map_err(pl_err)?.filter(
+                    col("start_ms")
+                        .gt_eq(lit(lo))
+                        .and(col("start_ms").lt(lit(lo + DAY_MS))),
+                ),
+            ),
+            None => None,
+        };
+        let mut lf =
+            per_match_values(scan(&files).map_err(pl_err)?, q, skill_lf, false).map_err(pl_err)?;
+        if q.truth {
+            let tf = match &input.truth_column {
+                Some(_) => truth_files(lake, day),
+                None => Vec::new(),
+            };
+            lf = match (&input.truth_column, tf.is_empty()) {
+                (Some(c), false) => lf.join(
+                    scan(&tf).map_err(pl_err)?.select([
+                        col("match_id"),
+                        col("player_id"),
+                        col(c.as_str())
+                            .cast(DataType::Float64)
+                            .alias("truth_p_churn"),
+                    ]),
+                    [col("match_id"), col("player_id")],
+                    [col("match_id"), col("player_id")],
+                    JoinArgs::new(JoinType::Left),
+                ),
+                _ => lf.with_column(lit(NULL).cast(DataType::Float64).alias("truth_p_churn")),
+            };
+        }
+        let df = lf.collect().map_err(pl_err)?;
+        if spill_schema.is_none() {
+            spill_schema = Some(df.schema().as_ref().clone());
+        }
+        if df.height() == 0 {
+            continue;
+        }
+        rows_read += df.height() as u64;
+        let start = df
+            .column("start_ms")
+            .and_then(|c| c.i64())
+            .map_err(pl_err)?;
+        if let (Some(a), Some(b)) = (start.min(), start.max()) {
+            tmin = tmin.min(a);
+            tmax = tmax.max(b);
+        }
+        // This shard's rows, grouped by bucket (a counting sort of the row indices).
+        let ids = df
+            .column("player_id")
+            .and_then(|c| c.str())
+            .map_err(pl_err)?;
+        let bucket_of: Vec<Option<usize>> = ids
+            .iter()
+            .map(|id| input.shard.bucket(player_share(id.unwrap_or("")), buckets))
+            .collect();
+        let mut counts = vec![0usize; buckets + 1];
+        for b in bucket_of.iter().flatten() {
+            counts[b + 1] += 1;
+        }
+        for b in 0..buckets {
+            counts[b + 1] += counts[b];
+        }
+        let mut next = counts.clone();
+        let mut order = vec![0 as IdxSize; counts[buckets]];
+        for (i, b) in bucket_of.iter().enumerate() {
+            if let Some(b) = *b {
+                order[next[b]] = i as IdxSize;
+                next[b] += 1;
+            }
+        }
+        rows += order.len() as u64;
+        let mine = df
+            .take(&IdxCa::from_vec("idx".into(), order))
+            .map_err(pl_err)?;
+        drop(df);
+        for b in 0..buckets {
+            let (a, z) = (counts[b], counts[b + 1]);
+            if z == a {
+                continue;
+            }
+            let part = mine.slice(a as i64, z - a);
+            if spills[b].is_none() {
+                let p = scratch.join(format!("spill-{b:05}.parquet"));
+                spills[b] = Some(writer(&p, part.schema())?);
+            }
+            if let Some(w) = spills[b].as_mut() {
+                w.write_batch(&part).map_err(pl_err)?;
+            }
+        }
+    }
+    for w in spills.iter_mut().flatten() {
+        w.finish().map_err(pl_err)?;
+    }
+    drop(spills);
+    let per_day_seconds = t0.elapsed().as_secs_f64();
+    if rows_read == 0 {
+        return Err(FitError::Empty(lake.root().to_string().into()));
+    }
+    let q = FeatureQuery {
+        data_start_ms: Some(tmin),
+        data_end_ms: Some(tmax),
+        ..q.clone()
+    };
+    let schema = spill_schema.unwrap_or_default();
+    let t1 = Instant::now();
+    let mut parts = Vec::new();
+    for b in 0..buckets {
+        let spill = scratch.join(format!("spill-{b:05}.parquet"));
+        let input_rows = if spill.exists() {
+            scan(std::slice::from_ref(&spill)).map_err(pl_err)?
+        } else if b == 0 {
+            // A shard with no rows still writes its (empty) part: readers see it done.
+            DataFrame::empty_with_schema(&schema).lazy()
+        } else {
+            continue;
+        };
+        let per_match = sorted(input_rows).collect().map_err(pl_err)?;
+        let _ = std::fs::remove_file(&spill);
+        let n = per_match.height() as u64;
+        let mut feats = features_of_sorted(&q, per_match.clone().lazy())
+            .and_then(LazyFrame::collect)
+            .map_err(pl_err)?;
+        let mut state = state_of_sorted(&q, per_match.lazy())
+            .and_then(LazyFrame::collect)
+            .map_err(pl_err)?;
+        let features = scratch.join(format!("features-{b:05}.parquet"));
+        let state_path = scratch.join(format!("state-{b:05}.parquet"));
+        write_file(&features, &mut feats)?;
+        write_file(&state_path, &mut state)?;
+        parts.push(BuiltPart {
+            features,
+            state: state_path,
+            rows: n,
+        });
+    }
+    Ok(BuildStats {
+        shard: input.shard.to_string(),
+        rows_read,
+        rows,
+        buckets,
+        data_start_ms: tmin,
+        data_end_ms: tmax,
+        per_day_seconds,
+        per_bucket_seconds: t1.elapsed().as_secs_f64(),
+        parts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn shards_and_buckets_cut_the_share_once() {
+        let shards: Vec<Shard> = (0..4).map(|k| Shard { k, n: 4 }).collect();
+        for i in 0..10_000 {
+            let s = player_share(&format!("p{i}"));
+            let owners: Vec<_> = shards.iter().filter_map(|sh| sh.bucket(s, 3)).collect();
+            assert_eq!(owners.len(), 1, "share {s}");
+            assert!(owners[0] < 3);
+        }
+        assert_eq!("3/8".parse::<Shard>().unwrap(), Shard { k: 3, n: 8 });
+        assert_eq!(Shard::from_label("3-of-8"), Some(Shard { k: 3, n: 8 }));
+        for bad in ["8/8", "1", "a/2", "1/0", "-1/3"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+        // FNV-1a of "a" (0xaf63dc4c8601ec8c), top 53 bits.
+        assert_eq!(
+            player_share("a"),
+            (0xaf63_dc4c_8601_ec8c_u64 >> 11) as f64 / (1u64 << 53) as f64
+        );
+    }
+}
