@@ -5,6 +5,7 @@
 
 mod util;
 
+mod churn_shards;
 mod delta;
 mod ingest_canonical;
 mod ingest_real;

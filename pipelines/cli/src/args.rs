@@ -273,11 +273,50 @@ pub struct FitChurnArgs {
     /// Do not write churn_features.parquet.
     #[arg(long)]
     pub no_table: bool,
+    /// Where the feature and state tables (Delta) live: a directory or an object-store URL
+    /// (`s3://bucket/prefix`). Default: `<out>/tables`. Shards and the fit need the same one.
+    #[arg(long, env = "MM_TABLES")]
+    pub tables: Option<PathBuf>,
+    /// Only build and commit shard K of N of the feature table (players by id hash), then exit;
+    /// run all N (any order, any machines), then `mm fit churn` without --shard fits on them.
+    #[arg(long, conflicts_with = "shards")]
+    pub shard: Option<mm_fit::churn_build::Shard>,
+    /// Like `--shard K/N` with K from the environment variable JOB_COMPLETION_INDEX (a
+    /// Kubernetes Indexed Job sets it).
+    #[arg(long)]
+    pub shards: Option<u32>,
+    /// Rows per player-hash bucket of the feature build: memory grows with it.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub chunk_rows: usize,
+    /// Build the feature table in this process even when some shards of it are committed
+    /// and others are not.
+    #[arg(long)]
+    pub rebuild: bool,
     #[command(flatten)]
     pub out_flags: Output,
 }
 
 impl FitChurnArgs {
+    /// The shard to build, if this run builds one (`--shard`, or `--shards` with the index
+    /// from JOB_COMPLETION_INDEX).
+    pub fn shard(&self) -> anyhow::Result<Option<mm_fit::churn_build::Shard>> {
+        match (self.shard, self.shards) {
+            (Some(s), _) => Ok(Some(s)),
+            (None, Some(n)) => {
+                let k = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+                    anyhow::anyhow!(
+                        "--shards {n}: JOB_COMPLETION_INDEX is not set (use --shard K/N)"
+                    )
+                })?;
+                let s = format!("{}/{n}", k.trim()).parse().map_err(|e: String| {
+                    anyhow::anyhow!("--shards with JOB_COMPLETION_INDEX={k}: {e}")
+                })?;
+                Ok(Some(s))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
     pub fn to_config(&self) -> anyhow::Result<mm_fit::churn::ChurnConfig> {
         let horizon_ms = mm_fit::churn::parse_horizon(&self.horizon)?;
         if self.interactions > self.history {
@@ -323,6 +362,9 @@ impl FitChurnArgs {
             skill: self.skill.clone(),
             html: !self.no_html,
             table: !self.no_table,
+            tables: self.tables.clone(),
+            chunk_rows: self.chunk_rows.max(1),
+            rebuild: self.rebuild,
             ..base
         })
     }

@@ -208,6 +208,8 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
                 "0.01",
                 "--folds",
                 "2",
+                // Build the feature table again (an earlier run's would be found and reused).
+                "--rebuild",
             ])?,
             &dir,
         )?;

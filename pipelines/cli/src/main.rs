@@ -206,6 +206,27 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Fit(FitCmd::Churn(a)) => {
+            if let Some(shard) = a.shard()? {
+                let r = mm_fit::churn::build_churn_shard(&a.to_config()?, shard)?;
+                if a.out_flags.json {
+                    println!("{}", serde_json::to_string_pretty(&r)?);
+                } else {
+                    println!(
+                        "shard {} of build {}: {} rows of its players ({} read), {} buckets, \
+                         committed as features v{} and state v{} in {} ({:.1}s)",
+                        r.shard,
+                        r.build,
+                        r.stats.rows,
+                        r.stats.rows_read,
+                        r.stats.buckets,
+                        r.features_version,
+                        r.state_version,
+                        r.tables,
+                        r.seconds
+                    );
+                }
+                return Ok(());
+            }
             let r = mm_fit::churn::fit_churn(&a.to_config()?)?;
             if a.out_flags.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
@@ -250,6 +271,20 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
             t.column, t.ece_vs_truth, t.mean_abs_diff, t.model_auc, t.truth_auc
         );
     }
+    let b = &r.build;
+    println!(
+        "feature table: build {} in {} ({} shard{}, {}), features v{}",
+        b.key,
+        b.tables,
+        b.shards,
+        if b.shards == 1 { "" } else { "s" },
+        if b.reused {
+            "found complete"
+        } else {
+            "built by this run"
+        },
+        b.features_version.unwrap_or(-1)
+    );
     println!(
         "features {:.1} s, fit {:.1} s, total {:.1} s",
         r.features_seconds, r.fit_seconds, r.total_seconds
