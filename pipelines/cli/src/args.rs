@@ -260,8 +260,9 @@ pub struct FitChurnArgs {
     /// Cross-validate on at most this many rows (whole players).
     #[arg(long, default_value_t = 1_000_000)]
     pub cv_rows: usize,
-    /// Train on at most this many rows (whole players).
-    #[arg(long, default_value_t = 4_000_000)]
+    /// Train on at most this many rows (whole players, a fixed hash sample). The sample is
+    /// held in memory as float64: 2M rows of 106 features is 1.7 GB.
+    #[arg(long, default_value_t = 2_000_000)]
     pub max_train_rows: usize,
     /// The skill fit's output directory: its match_skill.parquet gives each row's pre-match
     /// skill percentile (a feature, and the report's skill deciles).

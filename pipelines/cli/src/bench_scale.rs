@@ -191,26 +191,31 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
     }
     if stage("fit-churn") {
         let t = measure(
-            mm(&[
-                "fit",
-                "churn",
-                "--lake",
-                s(&lake),
-                "--out",
-                s(&churn),
-                "--mode",
-                mode,
-                "--until",
-                &until,
-                "--skill",
-                s(&skill),
-                "--c-grid",
-                "0.01",
-                "--folds",
-                "2",
-                // Build the feature table again (an earlier run's would be found and reused).
-                "--rebuild",
-            ])?,
+            mm(&{
+                let mut args = vec![
+                    "fit",
+                    "churn",
+                    "--lake",
+                    s(&lake),
+                    "--out",
+                    s(&churn),
+                    "--mode",
+                    mode,
+                    "--until",
+                    &until,
+                    "--c-grid",
+                    "0.01",
+                    "--folds",
+                    "2",
+                    // Build the feature table again (an earlier run's would be found and reused).
+                    "--rebuild",
+                ];
+                // The skill percentile feature when the skill fit has run (this run or an earlier).
+                if skill.join("match_skill.parquet").exists() {
+                    args.extend(["--skill", s(&skill)]);
+                }
+                args
+            })?,
             &dir,
         )?;
         push("fit-churn", rows, t);

@@ -97,7 +97,7 @@ impl ChurnConfig {
             blowout_margin: 30.0,
             score_from_ms: None,
             fit: ChurnFitConfig::default(),
-            max_train_rows: 4_000_000,
+            max_train_rows: 2_000_000,
             skill: None,
             html: true,
             table: true,
@@ -473,23 +473,23 @@ fn training_sample(
     score_from: i64,
     keep: f64,
 ) -> Result<Sample, FitError> {
-    let mut cols: Vec<String> = ["player_id", "start_ms", "churned"]
+    let key_cols: Vec<String> = ["player_id", "start_ms", "churned"]
         .iter()
         .map(|s| (*s).to_string())
         .collect();
-    cols.extend(names.iter().cloned());
-    let k = names.len();
-    let (mut xs, mut ys): (Vec<f32>, Vec<bool>) = (Vec::new(), Vec::new());
-    // Each player's run of rows in `xs`: (id, first row, rows).
-    let mut players: Vec<(String, usize, usize)> = Vec::new();
+    // Which rows a row of the table contributes: labelled, before the window, in the sample.
+    let eligible = |label: Option<bool>, start: i64| label.is_some() && start < score_from;
+    // Pass 1: the sample's players and their row counts; their order in the matrix (by id) and
+    // so each player's first row. Only the matrix itself is held at full size.
+    let mut counts: Vec<(String, usize)> = Vec::new();
     let mut unused = 0u64;
     for f in files {
-        let df = read_part(f, Some(&cols))?;
+        let df = read_part(f, Some(&key_cols))?;
         let ids = df
             .column("player_id")
             .and_then(|c| c.str())
             .map_err(pl_err)?;
-        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
+        let (label, start) = (labels(&df)?, starts(&df)?);
         let (mut prev, mut inside) = (None::<&str>, false);
         for (i, id) in ids.iter().enumerate() {
             let id = id.unwrap_or("");
@@ -497,38 +497,59 @@ fn training_sample(
                 prev = Some(id);
                 inside = keep >= 1.0 || player_share(id) < keep;
                 if inside {
-                    players.push((id.to_string(), ys.len(), 0));
+                    counts.push((id.to_string(), 0));
                 }
             }
-            let Some(y) = label[i] else { continue };
-            if start[i] >= score_from {
+            if !eligible(label[i], start[i]) {
                 continue;
             }
-            if !inside {
-                unused += 1;
-                continue;
-            }
-            xs.extend(fc.iter().map(|c| c[i]));
-            ys.push(y);
-            if let Some(p) = players.last_mut() {
-                p.2 += 1;
+            match (inside, counts.last_mut()) {
+                (true, Some(c)) => c.1 += 1,
+                _ => unused += 1,
             }
         }
     }
-    players.retain(|p| p.2 > 0);
-    players.sort_by(|a, b| a.0.cmp(&b.0));
-    let n = ys.len();
-    let mut x = Array2::<f64>::zeros((n, k));
-    let (mut y, mut groups) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut r = 0;
-    for (g, (_, first, len)) in players.iter().enumerate() {
-        for i in *first..first + len {
-            for (j, v) in xs[i * k..(i + 1) * k].iter().enumerate() {
-                x[[r, j]] = f64::from(*v);
+    counts.retain(|c| c.1 > 0);
+    counts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let n: usize = counts.iter().map(|c| c.1).sum();
+    let mut first: hashbrown::HashMap<String, (usize, u32)> =
+        hashbrown::HashMap::with_capacity(counts.len());
+    let mut at = 0;
+    for (g, (id, len)) in counts.into_iter().enumerate() {
+        first.insert(id, (at, u32::try_from(g).unwrap_or(u32::MAX)));
+        at += len;
+    }
+    // Pass 2: each sampled row straight into its place.
+    let mut cols = key_cols;
+    cols.extend(names.iter().cloned());
+    let mut x = Array2::<f64>::zeros((n, names.len()));
+    let (mut y, mut groups) = (vec![false; n], vec![0u32; n]);
+    for f in files {
+        let df = read_part(f, Some(&cols))?;
+        let ids = df
+            .column("player_id")
+            .and_then(|c| c.str())
+            .map_err(pl_err)?;
+        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
+        let (mut prev, mut slot) = (None::<&str>, None::<(usize, u32)>);
+        for (i, id) in ids.iter().enumerate() {
+            let id = id.unwrap_or("");
+            if prev != Some(id) {
+                prev = Some(id);
+                slot = first.get(id).copied();
             }
-            y.push(ys[i]);
-            groups.push(u32::try_from(g).unwrap_or(u32::MAX));
-            r += 1;
+            let (Some((r, g)), Some(l)) = (slot.as_mut(), label[i]) else {
+                continue;
+            };
+            if start[i] >= score_from {
+                continue;
+            }
+            for (j, c) in fc.iter().enumerate() {
+                x[[*r, j]] = f64::from(c[i]);
+            }
+            y[*r] = l;
+            groups[*r] = *g;
+            *r += 1;
         }
     }
     Ok(Sample {
