@@ -272,7 +272,10 @@ pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
 
 fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     let p = || [col("player_id")];
-    let end = q.data_end();
+    // The data's end as a column, evaluated over all rows: inside the per-player windows below
+    // `col("start_ms").max()` would be each player's own last match, not the data's.
+    let per_match = per_match.with_column(q.data_end().alias("data_end_ms"));
+    let end = col("data_end_ms");
     let mut windows = Vec::new();
     for (w, h) in WINDOWS_H {
         windows.push(

@@ -1,23 +1,24 @@
 //! The bucketed, sharded feature build against the one-query reference: on a simulated lake,
 //! every shard count and bucket size gives exactly the rows and values of `query()` over the
 //! whole lake (which `polars_query_matches_the_reference` checks against a row-at-a-time
-//! reference).
+//! reference), and of `state_query()` for the players' state.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use mm_fit::churn_build::{BuildInput, Shard, build};
-use mm_fit::churn_features::{FeatureQuery, query};
+use mm_fit::churn_features::{FeatureQuery, query, state_query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
 use mm_sim::{SimConfig, simulate};
 use polars::prelude::*;
 
 fn sorted(df: DataFrame) -> DataFrame {
-    df.sort(
-        ["player_id", "match_id"],
-        SortMultipleOptions::default().with_maintain_order(true),
-    )
-    .unwrap()
+    sorted_by(df, ["player_id", "match_id"])
+}
+
+fn sorted_by(df: DataFrame, by: [&str; 2]) -> DataFrame {
+    df.sort(by, SortMultipleOptions::default().with_maintain_order(true))
+        .unwrap()
 }
 
 fn read(files: &[std::path::PathBuf]) -> DataFrame {
@@ -74,9 +75,47 @@ fn bucketed_shards_give_the_whole_query() {
             truth: false,
         };
         let whole = sorted(query(&q).unwrap().collect().unwrap());
+        let whole_state = sorted_by(
+            state_query(&q).unwrap().collect().unwrap(),
+            ["player_id", "slot"],
+        );
         assert!(whole.height() > 2_000, "{mode}: {} rows", whole.height());
+        // The state's window counts, recounted by hand: each player's matches in the 8 hours
+        // and the week before the data's last match start.
+        let ids = whole.column("player_id").unwrap().str().unwrap();
+        let starts = whole.column("start_ms").unwrap().i64().unwrap();
+        let end = starts.max().unwrap();
+        let mut want: std::collections::HashMap<&str, [i64; 2]> = Default::default();
+        for (id, t) in ids.iter().zip(starts.iter()) {
+            let c = want.entry(id.unwrap()).or_default();
+            let t = t.unwrap();
+            c[0] += i64::from(t >= end - 8 * 3_600_000 && t < end);
+            c[1] += i64::from(t >= end - 168 * 3_600_000 && t < end);
+        }
+        let last = whole_state
+            .clone()
+            .lazy()
+            .filter(col("slot").eq(lit(1i64)))
+            .collect()
+            .unwrap();
+        let (ids, m8, m1w) = (
+            last.column("player_id").unwrap().str().unwrap(),
+            last.column("matches_8h").unwrap().i64().unwrap(),
+            last.column("matches_1w").unwrap().i64().unwrap(),
+        );
+        assert_eq!(last.height(), want.len());
+        let mut recent = 0;
+        for i in 0..last.height() {
+            let w = want[ids.get(i).unwrap()];
+            assert_eq!([m8.get(i).unwrap(), m1w.get(i).unwrap()], w, "{mode}");
+            recent += usize::from(w[0] > 0);
+        }
+        assert!(
+            recent > 10,
+            "{mode}: {recent} players played in the last 8 hours"
+        );
         for (n, chunk_rows) in [(1, usize::MAX), (1, 900), (3, 2_000), (4, 150)] {
-            let mut files = Vec::new();
+            let (mut files, mut state) = (Vec::new(), Vec::new());
             let (mut rows, mut buckets) = (0, 0);
             for k in 0..n {
                 let scratch = dir
@@ -97,6 +136,7 @@ fn bucketed_shards_give_the_whole_query() {
                 rows += stats.rows;
                 buckets += stats.buckets;
                 files.extend(stats.parts.iter().map(|p| p.features.clone()));
+                state.extend(stats.parts.iter().map(|p| p.state.clone()));
             }
             assert_eq!(rows, whole.height() as u64, "{mode} {n} shards");
             if chunk_rows == 150 {
@@ -107,6 +147,12 @@ fn bucketed_shards_give_the_whole_query() {
             assert!(
                 got.equals_missing(&whole),
                 "{mode}, {n} shards of buckets of {chunk_rows} rows: the table differs"
+            );
+            let got_state = sorted_by(read(&state), ["player_id", "slot"]);
+            assert!(whole_state.height() > 500);
+            assert!(
+                got_state.equals_missing(&whole_state),
+                "{mode}, {n} shards of buckets of {chunk_rows} rows: the state differs"
             );
         }
     }
