@@ -83,16 +83,27 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FitError>
     serde_json::from_slice(&bytes).map_err(|e| input_err(path, e))
 }
 
-/// Drops timings (keys ending in `seconds` or `per_s`) and the output list, recursively:
-/// they describe the run, not the model, and would make two exports of one fit differ.
+/// Drops timings (keys ending in `seconds` or `per_s`), peak memory and the output list,
+/// recursively, and keeps of the churn fit's `build` only its key (the digest of the lake
+/// version and options): the rest describes the run (where its tables were, how many shards
+/// built them), not the model, and would make two exports of one model differ.
 fn without_timings(v: serde_json::Value) -> serde_json::Value {
     match v {
         serde_json::Value::Object(m) => serde_json::Value::Object(
             m.into_iter()
                 .filter(|(k, _)| {
-                    !(k.ends_with("seconds") || k.ends_with("per_s") || k == "outputs")
+                    !(k.ends_with("seconds")
+                        || k.ends_with("per_s")
+                        || k == "outputs"
+                        || k == "peak_rss_bytes")
                 })
-                .map(|(k, v)| (k, without_timings(v)))
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("build", serde_json::Value::Object(b)) => {
+                        let key = b.get("key").cloned().unwrap_or_default();
+                        (k, serde_json::json!({ "key": key }))
+                    }
+                    (_, v) => (k, without_timings(v)),
+                })
                 .collect(),
         ),
         serde_json::Value::Array(a) => {
