@@ -260,6 +260,19 @@ fn four_concurrent_shards_make_the_single_process_table_and_model() {
     assert!(err.contains("shards 0, 2 of 3 not committed"), "{err}");
     let (code, _, err) = mm(&[&a[..], &["--rebuild"]].concat());
     assert_eq!(code, 0, "{err}");
+
+    // The default tables (`<out>/tables`) keep one build: another option set replaces it.
+    let builds = |out: &Path| {
+        std::fs::read_dir(out.join("tables/features"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("build="))
+            .count()
+    };
+    assert_eq!(builds(&single), 1);
+    let r6 = fit(&lake, &single, &["--horizon", "1d"], &[]);
+    assert_ne!(r6["build"]["key"], r1["build"]["key"]);
+    assert_eq!(builds(&single), 1);
 }
 
 fn run_shards_one(lake: &str, out: &Path, tables: &str, k: u32, n: u32) -> serde_json::Value {

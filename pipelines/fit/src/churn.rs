@@ -390,6 +390,13 @@ fn ensure_build(cfg: &ChurnConfig, lake: &Lake) -> Result<(CompleteBuild, BuildI
             });
         }
         _ => {
+            // The default tables (`<out>/tables`) are this output folder's own: they keep one
+            // build, so that scheduled reruns do not pile up the builds of every lake version
+            // (and the files an earlier rebuild replaced). Shared `--tables` are left as they
+            // are: other option sets may be using them (a Delta tool deletes a build and vacuums).
+            if cfg.tables.is_none() {
+                let _ = std::fs::remove_dir_all(&root);
+            }
             let run = build_churn_shard(cfg, Shard::default())?;
             let (b, m) = complete_build(&root, &key)?;
             let b = b.ok_or_else(|| {
