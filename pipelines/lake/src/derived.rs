@@ -150,24 +150,9 @@ impl DerivedTable {
     /// A local path of one of the table's files: the file itself for a local table, a cached
     /// copy (downloaded once) for a remote one.
     pub fn local_file(&self, rel: &str) -> Result<PathBuf> {
-        match &self.loc {
-            Location::Local(dir) => Ok(dir.join(rel)),
-            Location::Remote(url) => {
-                let key = format!("{}{}", url.host_str().unwrap_or(""), url.path());
-                let dst = cache_root()
-                    .join("derived")
-                    .join(url.scheme())
-                    .join(key.trim_start_matches('/'))
-                    .join(rel);
-                if dst.exists() {
-                    return Ok(dst);
-                }
-                let store = self.table.log_store().object_store(None);
-                let path = object_store::path::Path::from(rel);
-                crate::mirror::download(store, &path, &dst, &self.loc)?;
-                Ok(dst)
-            }
-        }
+        crate::mirror::local_copy(&self.loc, "derived", rel, || {
+            Ok(self.table.log_store().object_store(None))
+        })
     }
 
     /// A fresh local directory for a writer's files before [`DerivedTable::replace_partition`]

@@ -47,6 +47,33 @@ fn remote_err(loc: &Location, rel: &str) -> impl Fn(object_store::Error) -> Lake
     }
 }
 
+/// A local copy of the file `rel` of the table at `loc`: the file itself for a local table; for
+/// a remote one a copy under the cache (`cache_root()/<kind>/<scheme>/<host>/<path>/<rel>`),
+/// downloaded once (Delta data files never change once written). `store` is the table's object
+/// store, asked for only when a download is needed.
+pub(crate) fn local_copy(
+    loc: &Location,
+    kind: &str,
+    rel: &str,
+    store: impl FnOnce() -> Result<Arc<dyn ObjectStore>>,
+) -> Result<PathBuf> {
+    match loc {
+        Location::Local(dir) => Ok(dir.join(rel)),
+        Location::Remote(url) => {
+            let key = format!("{}{}", url.host_str().unwrap_or(""), url.path());
+            let dst = crate::location::cache_root()
+                .join(kind)
+                .join(url.scheme())
+                .join(key.trim_start_matches('/'))
+                .join(rel);
+            if !dst.exists() {
+                download(store()?, &ObjPath::from(rel), &dst, loc)?;
+            }
+            Ok(dst)
+        }
+    }
+}
+
 /// Copies object `key` of `store` to `dst`, streamed through a temporary sibling so that a
 /// reader never sees half a file and memory stays bounded by one chunk. `remote` names the
 /// object in errors.

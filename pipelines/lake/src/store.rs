@@ -410,28 +410,13 @@ impl TableView {
     /// The local path of a file of this table: the file itself for a local table, a cached
     /// copy (downloaded once) for a remote one.
     fn local_file(&self, rel: &str) -> Result<PathBuf> {
-        match &self.loc {
-            Location::Local(dir) => Ok(dir.join(rel)),
-            Location::Remote(url) => {
-                let key = format!("{}{}", url.host_str().unwrap_or(""), url.path());
-                let dst = cache_root()
-                    .join("lakes")
-                    .join(url.scheme())
-                    .join(key.trim_start_matches('/'))
-                    .join(rel);
-                if dst.exists() {
-                    return Ok(dst);
-                }
-                let table = self.table.as_ref().ok_or_else(|| LakeError::Location {
-                    location: self.loc.to_string(),
-                    reason: "no table".into(),
-                })?;
-                let store = table.log_store().object_store(None);
-                let path = object_store::path::Path::from(rel);
-                crate::mirror::download(store, &path, &dst, &self.loc)?;
-                Ok(dst)
-            }
-        }
+        crate::mirror::local_copy(&self.loc, "lakes", rel, || {
+            let table = self.table.as_ref().ok_or_else(|| LakeError::Location {
+                location: self.loc.to_string(),
+                reason: "no table".into(),
+            })?;
+            Ok(table.log_store().object_store(None))
+        })
     }
 }
 
