@@ -8,8 +8,9 @@
 //!    values: score difference, blowout, performance rank, party; the skill percentile and the
 //!    simulator's truth joined on) over every player of the day, since a match's values need all
 //!    of its players. Each row's player falls in a bucket by a stable hash of the player id
-//!    ([`player_share`]); the rows of this shard's buckets are appended to one spill file per
-//!    bucket. The data's first and last match start are noted.
+//!    ([`player_share`]); the day's rows of each of this shard's buckets are written as one
+//!    spill file (no writer stays open across days: open Parquet writers keep every row group's
+//!    metadata, which would grow with buckets times days). The data's first and last match start are noted.
 //! 2. **per bucket**: the bucket's rows (whole players: every match of a player is in its
 //!    bucket) are sorted by player, start and match, and steps 2 to 4 of the query run on them
 //!    with the data's bounds as literals, giving the bucket's part of the feature table and of
@@ -25,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mm_lake::Lake;
-use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::*;
 
 use crate::churn_features::{
@@ -159,14 +159,6 @@ fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
     }
 }
 
-fn writer(p: &Path, schema: &Schema) -> Result<BatchedWriter<File>, FitError> {
-    let f = File::create(p).map_err(out_err(p))?;
-    ParquetWriter::new(f)
-        .with_compression(ParquetCompression::Zstd(None))
-        .batched(schema)
-        .map_err(pl_err)
-}
-
 /// Writes `df` as one zstd Parquet file at `p`.
 fn write_file(p: &Path, df: &mut DataFrame) -> Result<(), FitError> {
     let f = File::create(p).map_err(out_err(p))?;
@@ -214,7 +206,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let skill = q.skill.as_ref();
     let t0 = Instant::now();
     let (mut tmin, mut tmax, mut rows_read, mut rows) = (i64::MAX, i64::MIN, 0u64, 0u64);
-    let mut spills: Vec<Option<BatchedWriter<File>>> = (0..buckets).map(|_| None).collect();
+    let mut spills: Vec<Vec<PathBuf>> = vec![Vec::new(); buckets];
     let mut spill_schema: Option<Schema> = None;
     for day in lake.days()? {
         let files = lake.partition_files(day)?;
@@ -302,20 +294,11 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             if z == a {
                 continue;
             }
-            let part = mine.slice(a as i64, z - a);
-            if spills[b].is_none() {
-                let p = scratch.join(format!("spill-{b:05}.parquet"));
-                spills[b] = Some(writer(&p, part.schema())?);
-            }
-            if let Some(w) = spills[b].as_mut() {
-                w.write_batch(&part).map_err(pl_err)?;
-            }
+            let p = scratch.join(format!("spill-{b:05}-{:05}.parquet", spills[b].len()));
+            write_file(&p, &mut mine.slice(a as i64, z - a))?;
+            spills[b].push(p);
         }
     }
-    for w in spills.iter_mut().flatten() {
-        w.finish().map_err(pl_err)?;
-    }
-    drop(spills);
     let per_day_seconds = t0.elapsed().as_secs_f64();
     if rows_read == 0 {
         return Err(FitError::Empty(lake.root().to_string().into()));
@@ -328,10 +311,9 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let schema = spill_schema.unwrap_or_default();
     let t1 = Instant::now();
     let mut parts = Vec::new();
-    for b in 0..buckets {
-        let spill = scratch.join(format!("spill-{b:05}.parquet"));
-        let input_rows = if spill.exists() {
-            scan(std::slice::from_ref(&spill)).map_err(pl_err)?
+    for (b, spill) in spills.iter().enumerate() {
+        let input_rows = if !spill.is_empty() {
+            scan(spill).map_err(pl_err)?
         } else if b == 0 {
             // A shard with no rows still writes its (empty) part: readers see it done.
             DataFrame::empty_with_schema(&schema).lazy()
@@ -339,7 +321,9 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             continue;
         };
         let per_match = sorted(input_rows).collect().map_err(pl_err)?;
-        let _ = std::fs::remove_file(&spill);
+        for f in spill {
+            let _ = std::fs::remove_file(f);
+        }
         let n = per_match.height() as u64;
         let mut feats = features_of_sorted(&q, per_match.clone().lazy())
             .and_then(LazyFrame::collect)
