@@ -45,19 +45,28 @@ fn simulate(dir: &Path) -> String {
     lake_s
 }
 
-fn fit(lake: &str, out: &Path, extra: &[&str], env: &[(&str, String)]) -> serde_json::Value {
-    let mut args = vec![
+/// `mm fit churn` on `lake` into `out` with the test's fit options.
+fn churn_args(lake: &str, out: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
         "fit",
         "churn",
         "--lake",
         lake,
         "--out",
         out.to_str().unwrap(),
-    ];
-    args.extend(FIT);
-    args.extend(extra);
-    args.push("--json");
-    let (code, stdout, err) = util::mm_env(&args, env);
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(FIT.map(String::from));
+    args
+}
+
+fn fit(lake: &str, out: &Path, extra: &[&str], env: &[(&str, String)]) -> serde_json::Value {
+    let mut args = churn_args(lake, out);
+    args.extend(extra.iter().map(|s| (*s).to_string()));
+    args.push("--json".into());
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, err) = util::mm_env(&a, env);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&stdout).unwrap()
 }
@@ -80,24 +89,18 @@ fn spawn_shard(
     } else {
         ("--shard", format!("{k}/{n}"))
     };
-    cmd.args([
-        "fit",
-        "churn",
-        "--lake",
-        lake,
-        "--out",
-        out.to_str().unwrap(),
-        "--tables",
-        tables,
-        flag,
-        &shard,
-        "--chunk-rows",
-        "2000",
-        "--json",
-    ])
-    .args(FIT)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    cmd.args(churn_args(lake, out))
+        .args([
+            "--tables",
+            tables,
+            flag,
+            &shard,
+            "--chunk-rows",
+            "2000",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (key, v) in env {
         cmd.env(key, v);
     }
@@ -245,13 +248,8 @@ fn four_concurrent_shards_make_the_single_process_table_and_model() {
 
     // Another option set (horizon 1d) with one of three shards committed: the fit refuses,
     // naming the missing shards, until --rebuild.
-    let mut args: Vec<String> = ["fit", "churn", "--lake", &lake, "--out"]
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
-    args.push(dir.path().join("partial").to_str().unwrap().into());
+    let mut args = churn_args(&lake, &dir.path().join("partial"));
     args.extend(["--tables", tables_s, "--horizon", "1d"].map(String::from));
-    args.extend(FIT.map(String::from));
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, _, err) = mm(&[&a[..], &["--shard", "1/3"]].concat());
     assert_eq!(code, 0, "{err}");
