@@ -1,23 +1,39 @@
 //! Small statistics shared by the fits and their tests.
 
-/// Spearman rank correlation of two equally long samples (ordinal ranks; ties keep input
-/// order). `NaN` for fewer than two values.
+/// Spearman's rank correlation ρ of two equally long samples: Pearson's correlation of their
+/// ranks, tied values sharing the mean of the ranks they span (as `scipy.stats.spearmanr`).
+/// `NaN` for fewer than two values or a constant sample.
 #[must_use]
 pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len(), "spearman: samples of different lengths");
-    let rank = |v: &[f64]| {
-        let mut idx: Vec<usize> = (0..v.len()).collect();
-        idx.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
-        let mut r = vec![0.0; v.len()];
-        for (k, &i) in idx.iter().enumerate() {
-            r[i] = k as f64;
-        }
-        r
-    };
-    let (ra, rb) = (rank(a), rank(b));
-    let m = (a.len() as f64 - 1.0) / 2.0;
+    let (ra, rb) = (average_ranks(a), average_ranks(b));
+    let m = (a.len() as f64 + 1.0) / 2.0;
     let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - m) * (y - m)).sum();
-    cov / ra.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+    let ss = |r: &[f64]| r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+    cov / (ss(&ra) * ss(&rb)).sqrt()
+}
+
+/// Ranks from 1 to n, ties given the mean of the ranks they span (`scipy.stats.rankdata`'s
+/// "average" method).
+#[must_use]
+pub fn average_ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
+    let mut r = vec![0.0; v.len()];
+    let mut lo = 0;
+    while lo < idx.len() {
+        let mut hi = lo + 1;
+        while hi < idx.len() && v[idx[hi]] == v[idx[lo]] {
+            hi += 1;
+        }
+        // Positions lo..hi hold ranks lo+1..=hi; their mean is (lo + 1 + hi) / 2.
+        let rank = (lo + 1 + hi) as f64 / 2.0;
+        for &i in &idx[lo..hi] {
+            r[i] = rank;
+        }
+        lo = hi;
+    }
+    r
 }
 
 /// The logistic function (the artifact crate's, so trainer and services agree).
@@ -257,6 +273,24 @@ mod tests {
         assert!((spearman(&a, &[-1.0, -5.0, -2.0, -9.0]) + 1.0).abs() < 1e-12);
         // Hand case: ranks (0, 1, 2) vs (0, 2, 1): 1 - 6 * 2 / (3 * 8) = 0.5.
         assert!((spearman(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0]) - 0.5).abs() < 1e-12);
+    }
+
+    /// Tied data against scipy 1.17 (`scipy.stats.spearmanr(a, b).statistic` and
+    /// `scipy.stats.rankdata(a)`, run on these exact lists).
+    #[test]
+    fn ties_take_average_ranks_as_scipy() {
+        let a = [1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 7.0, 0.5, 2.0, 9.0];
+        let b = [3.0, 1.0, 1.0, 4.0, 4.0, 2.0, 5.0, 0.0, 1.0, 1.0];
+        assert_eq!(
+            average_ranks(&a),
+            vec![2.0, 4.0, 4.0, 7.0, 7.0, 7.0, 9.0, 1.0, 4.0, 10.0]
+        );
+        assert!((spearman(&a, &b) - 0.520_924_558_421_099_3).abs() < 1e-12);
+        let (c, d) = ([1.0, 1.0, 1.0, 2.0, 2.0], [5.0, 6.0, 7.0, 8.0, 8.0]);
+        assert!((spearman(&c, &d) - 0.888_523_316_638_638_6).abs() < 1e-12);
+        // Tie order does not matter: the input order of tied values changes nothing.
+        let (c2, d2) = ([1.0, 1.0, 1.0, 2.0, 2.0], [7.0, 5.0, 6.0, 8.0, 8.0]);
+        assert!((spearman(&c2, &d2) - spearman(&c, &d)).abs() < 1e-12);
     }
 
     /// Hand case: positives scored 0.9 and 0.4, negatives 0.4 and 0.1: of the 4 pairs, 3 are
