@@ -12,11 +12,13 @@
 //!   computes exactly what the model was trained on);
 //! - [`snapshot`]: the per-player state (`players.parquet`);
 //! - [`load`]: loading and verifying one version ([`Artifact`]);
+//! - [`fsio`]: the atomic, durable file write every crate of the workspace uses;
 //! - [`store`]: versions, `LATEST`, atomic publishing, promote, rollback and hot reload.
 
 pub mod churn;
 pub mod error;
 pub mod features;
+pub mod fsio;
 pub mod load;
 pub mod manifest;
 pub mod percentile;

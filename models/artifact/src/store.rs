@@ -51,11 +51,7 @@ pub struct Store {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ArtifactError> {
-    // Directory fsync makes renames durable; not every platform allows opening a directory.
-    if let Ok(f) = File::open(dir) {
-        f.sync_all().map_err(|e| ArtifactError::io(dir, &e))?;
-    }
-    Ok(())
+    crate::fsio::sync_dir(dir).map_err(|e| ArtifactError::io(dir, &e))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError> {
@@ -275,8 +271,7 @@ impl Store {
         write_synced(&tmp, format!("{version}\n").as_bytes())?;
         inject(PublishStep::MoveLatest)?;
         let latest = self.root.join(LATEST);
-        fs::rename(&tmp, &latest).map_err(|e| ArtifactError::io(&latest, &e))?;
-        sync_dir(&self.root)?;
+        crate::fsio::publish(&tmp, &latest).map_err(|e| ArtifactError::io(&latest, &e))?;
         if !append {
             return Ok(());
         }
@@ -322,11 +317,10 @@ impl Store {
         })?;
         self.open(&target)?;
         // The history first: a crash before LATEST moves leaves a retry with the same target.
-        let tmp = self.root.join(format!("{TMP_PREFIX}{HISTORY}"));
         let body: String = hist.iter().map(|v| format!("{v}\n")).collect();
-        write_synced(&tmp, body.as_bytes())?;
         let path = self.root.join(HISTORY);
-        fs::rename(&tmp, &path).map_err(|e| ArtifactError::io(&path, &e))?;
+        crate::fsio::write_atomic(&path, body.as_bytes())
+            .map_err(|e| ArtifactError::io(&path, &e))?;
         self.set_latest(&target, None, false)?;
         Ok(target)
     }

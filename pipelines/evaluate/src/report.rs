@@ -25,13 +25,10 @@ pub fn write(out: &Path, r: &EvalReport) -> Result<(), EvalError> {
 }
 
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
-    let tmp = path.with_extension("tmp");
-    let io = |source| EvalError::Io {
+    mm_artifact::fsio::write_atomic(path, bytes).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    })
 }
 
 fn pval(p: f64) -> String {

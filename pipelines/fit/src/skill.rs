@@ -304,6 +304,14 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     }
     let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
     let mut h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
+    tracing::info!(
+        matches = h.matches.len(),
+        players = h.ids.len(),
+        rows = h.player.len(),
+        "skill: read {} matches of {} players",
+        h.matches.len(),
+        h.ids.len()
+    );
     if let Some(t) = cfg.until_ms {
         h.truncate_from(t);
     }
@@ -353,6 +361,11 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         }
     }
     let valid = check(params)?;
+    tracing::info!(
+        half_life = params.half_life_matches,
+        margin = params.margin,
+        "skill: replaying every match with the chosen parameters"
+    );
     let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
     let bucket = (span / 60).max(86_400_000);
     let mut run = run_ours(&h, valid, None, i64::MAX, &win, Some(bucket));
@@ -623,10 +636,9 @@ fn write_match_skill(
     ];
     let batch = RecordBatch::try_new(schema, cols).map_err(|e| out_err(&cfg.out, e))?;
     let path = cfg.out.join("match_skill.parquet");
-    let tmp = cfg.out.join(".match_skill.parquet.tmp");
-    let _ = std::fs::remove_file(&tmp);
+    let tmp = mm_artifact::fsio::temp_path(&path);
     mm_lake::store::write_parquet_file(&tmp, &[batch])?;
-    std::fs::rename(&tmp, &path).map_err(|e| out_err(&path, e))?;
+    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| out_err(&path, e))?;
     Ok(())
 }
 
@@ -658,9 +670,8 @@ fn write_players(
     ];
     let batch = RecordBatch::try_new(schema, cols).map_err(|e| out_err(&cfg.out, e))?;
     let path = cfg.out.join("players.parquet");
-    let tmp = cfg.out.join(".players.parquet.tmp");
-    let _ = std::fs::remove_file(&tmp);
+    let tmp = mm_artifact::fsio::temp_path(&path);
     mm_lake::store::write_parquet_file(&tmp, &[batch])?;
-    std::fs::rename(&tmp, &path).map_err(|e| out_err(&path, e))?;
+    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| out_err(&path, e))?;
     Ok(())
 }

@@ -146,7 +146,7 @@ pub fn write_table(
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
-    let tmp = path.with_extension("parquet.tmp");
+    let tmp = mm_artifact::fsio::temp_path(path);
     let io = |source| TableError::Io {
         path: tmp.display().to_string(),
         source,
@@ -174,9 +174,8 @@ pub fn write_table(
         w.write(&batch).map_err(|e| fmt_err(&tmp, e))?;
         lo = hi;
     }
-    let f = w.into_inner().map_err(|e| fmt_err(&tmp, e))?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|source| TableError::Io {
+    w.close().map_err(|e| fmt_err(&tmp, e))?;
+    mm_artifact::fsio::publish(&tmp, path).map_err(|source| TableError::Io {
         path: path.display().to_string(),
         source,
     })?;

@@ -321,25 +321,13 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
 }
 
 pub(crate) fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(path))
+    mm_artifact::fsio::sync_dir(path).map_err(io_err(path))
 }
 
-/// Writes `bytes` to `path` atomically: a temporary sibling, fsync, rename, fsync of the directory.
+/// Writes `bytes` to `path` atomically and durably ([`mm_artifact::fsio::write_atomic`], with
+/// the lake's error).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-    ));
-    {
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(bytes).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-    }
-    fs::rename(&tmp, path).map_err(io_err(path))?;
-    sync_dir(dir)
+    mm_artifact::fsio::write_atomic(path, bytes).map_err(io_err(path))
 }
 
 /// Row keys by partition value (`None`: an unpartitioned table): (match_id and player_id, 0)
