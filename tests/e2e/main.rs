@@ -12,5 +12,6 @@ mod ingest_real;
 mod lake_crash;
 mod pair;
 mod retrain;
+mod scheduler;
 mod simulate;
 mod skill_real;

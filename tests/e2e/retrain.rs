@@ -50,8 +50,12 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     let (code, _, err) = run(&[&s, "--crash-after", "fit-churn"]);
     assert_eq!(code, 101, "{err}");
     assert!(
-        work.join("retrain.lock").exists(),
-        "a crash leaves its lock"
+        std::fs::read_to_string(work.join("retrain.lock"))
+            .unwrap()
+            .trim()
+            .parse::<u32>()
+            .is_ok(),
+        "a crash leaves its pid in the lock file (the OS lock itself is gone with the process)"
     );
     assert_eq!(latest(&models), None, "nothing published before the export");
 
@@ -62,7 +66,11 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     assert!(out.contains("resuming run"), "{out}");
     assert!(out.contains("promoted v0001"), "{out}");
     assert_eq!(latest(&models).as_deref(), Some("v0001"));
-    assert!(!work.join("retrain.lock").exists());
+    assert_eq!(
+        std::fs::read_to_string(work.join("retrain.lock")).unwrap(),
+        "",
+        "a clean end clears the pid"
+    );
     let (code, out, err) = mm(&[
         "models",
         "verify",
@@ -101,7 +109,14 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     assert!(last["baseline_holdout"]["churn_log_loss"].as_f64().unwrap() > 0.0);
     assert!(work.join("evaluation/evaluation.html").exists());
 
-    // A live owner of the lock (this test process) blocks a second run: exit code 3.
+    // A live owner of the lock (this test process holds the OS lock) blocks a second run:
+    // exit code 3, with the owner's pid.
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(work.join("retrain.lock"))
+        .unwrap();
+    held.lock().unwrap();
     std::fs::write(
         work.join("retrain.lock"),
         format!("{}\n", std::process::id()),
@@ -110,5 +125,10 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     let (code, _, err) = run(&[]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("another retrain is running"), "{err}");
+    assert!(
+        err.contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
+    drop(held);
     assert_eq!(latest(&models).as_deref(), Some("v0002"));
 }

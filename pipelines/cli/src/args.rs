@@ -12,6 +12,8 @@ use mm_ingest::{Format, IngestConfig, IngestError};
     about = "Matchmaking trainer: match history to skill and churn models"
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub out: Output,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -46,6 +48,23 @@ pub enum Cmd {
     /// held-out days, export, evaluate against LATEST on the held-out days, and promote only
     /// if not worse by the margin. Locked against overlap, resumable after a crash.
     Retrain(RetrainArgs),
+    /// The config file (`mm.toml`): `mm config show [COMMAND…]` prints every setting a command
+    /// would run with and where it came from (flag, config file, environment, default).
+    #[command(subcommand)]
+    Config(ConfigCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCmd {
+    /// Every setting of a command (e.g. `mm config show retrain --rounds 5`) and its source.
+    Show(ConfigShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigShowArgs {
+    /// The command line to resolve, without `mm` (none: the global settings only).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -57,7 +76,7 @@ pub struct RetrainArgs {
     #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
     /// Working directory: lock, state, fits, evaluation and the run log (runs.jsonl).
-    #[arg(long, default_value = "out/retrain")]
+    #[arg(long, env = "MM_WORK", default_value = "out/retrain")]
     pub work: PathBuf,
     /// The mode to fit (default: the lake's only mode; all modes when it has several).
     #[arg(long)]
@@ -82,8 +101,6 @@ pub struct RetrainArgs {
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
-    #[command(flatten)]
-    pub out_flags: Output,
 }
 
 impl RetrainArgs {
@@ -107,6 +124,7 @@ impl RetrainArgs {
             rounds: self.rounds,
             pool_sizes: self.pool_sizes.clone(),
             crash_after: self.crash_after.clone(),
+            run_id: None,
         })
     }
 }
@@ -177,8 +195,6 @@ pub struct EvaluateArgs {
     /// Team modes: how long the replay runs on after the last arrival, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub drain_s: f64,
-    #[command(flatten)]
-    pub out_flags: Output,
 }
 
 impl EvaluateArgs {
@@ -293,8 +309,6 @@ pub struct FitChurnArgs {
     /// and others are not.
     #[arg(long)]
     pub rebuild: bool,
-    #[command(flatten)]
-    pub out_flags: Output,
 }
 
 impl FitChurnArgs {
@@ -446,8 +460,6 @@ pub struct FitSkillArgs {
     /// Do not write skill_report.html.
     #[arg(long)]
     pub no_html: bool,
-    #[command(flatten)]
-    pub out_flags: Output,
 }
 
 fn day_ms(d: Option<chrono::NaiveDate>) -> Option<i64> {
@@ -534,8 +546,6 @@ pub struct SimulateArgs {
     /// Matchmaker tick in seconds.
     #[arg(long, default_value_t = 15)]
     pub tick_s: i64,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 impl SimulateArgs {
@@ -604,19 +614,38 @@ pub struct PairArgs {
     /// Print only the summary, not the pairs.
     #[arg(long)]
     pub summary: bool,
-    #[command(flatten)]
-    pub out: Output,
 }
 
-/// Output flags every job shares.
+/// Flags every command takes, anywhere on the command line.
 #[derive(Debug, Clone, Args)]
 pub struct Output {
     /// Print the result as one JSON object on stdout (and no progress bar).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
-    /// No progress bar (it is also hidden when stderr is not a terminal).
-    #[arg(long, short)]
+    /// No progress bar and no progress or info log lines: warnings and errors only.
+    #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// Log lines on stderr: `text` for people, `json` for one JSON object per line (run id,
+    /// stage, model version, level, message and fields). Levels: `RUST_LOG`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "MM_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// A config file with the same keys as the flags (default: `mm.toml` in the working
+    /// directory, when it exists). Flags override it; it overrides the environment.
+    #[arg(long, global = true, env = "MM_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -650,8 +679,6 @@ pub struct IngestArgs {
     /// Size in MiB of the chunks parsed in parallel.
     #[arg(long, default_value_t = 2)]
     pub chunk_mib: usize,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 impl IngestArgs {
@@ -711,8 +738,6 @@ pub struct LakeShowArgs {
     /// How many of the newest commits to list.
     #[arg(long, default_value_t = 10)]
     pub history: usize,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -722,8 +747,6 @@ pub struct LakeOptimizeArgs {
     /// Compact a day only when it has at least this many files.
     #[arg(long, default_value_t = 2)]
     pub min_files: usize,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -743,8 +766,6 @@ pub struct LakeVacuumArgs {
     /// Allow a retention below 168 hours (time travel to older versions may then fail).
     #[arg(long)]
     pub force: bool,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -756,7 +777,7 @@ pub struct ExportArgs {
     #[arg(long, default_value = "out/churn")]
     pub churn: PathBuf,
     /// The models root: artifacts go to <models>/<name>/<version>/.
-    #[arg(long, env = "MM_MODELS", default_value = "models")]
+    #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
     /// The model's name. Default: the fits' mode (e.g. tdm-6v6), else `all-modes`.
     #[arg(long)]
@@ -767,20 +788,16 @@ pub struct ExportArgs {
     /// Publish without moving LATEST (promote later with `mm models promote`).
     #[arg(long)]
     pub no_promote: bool,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 /// Which model: `--models` root and `--name` (optional when the root holds one model).
 #[derive(Debug, Clone, Args)]
 pub struct ModelSel {
     /// The models root: a path, or an s3://, gs://, az:// URL.
-    #[arg(long, env = "MM_MODELS", default_value = "models")]
+    #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
     #[arg(long)]
     pub name: Option<String>,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -856,8 +873,6 @@ pub struct BenchArtifactArgs {
     /// Internal: load the artifact in `--dir` once and print time and memory as JSON.
     #[arg(long, hide = true)]
     pub load_only: bool,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -889,8 +904,6 @@ pub struct BenchLogisticArgs {
     /// Python with scikit-learn (default: $PEERS_VENV/bin/python, else ~/.venvs/peers/bin/python).
     #[arg(long)]
     pub peer_python: Option<PathBuf>,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -916,8 +929,6 @@ pub struct BenchScaleArgs {
     /// Work directory (lakes, generated CSV, fitted outputs), reused between runs.
     #[arg(long, default_value = "/tmp/mm-bench-scale")]
     pub work: PathBuf,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -952,8 +963,6 @@ pub struct BenchSkillArgs {
     /// Work directory (simulated lake, ATP lake, the peers' output).
     #[arg(long, default_value = "/tmp/mm-bench-skill")]
     pub work: PathBuf,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -979,8 +988,6 @@ pub struct BenchPairArgs {
     /// Scratch directory for the peer's outputs.
     #[arg(long, default_value = "/tmp/mm-bench-pair")]
     pub work: PathBuf,
-    #[command(flatten)]
-    pub out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -1003,6 +1010,4 @@ pub struct BenchIngestArgs {
     /// Skip the peer even if it is installed.
     #[arg(long)]
     pub no_peer: bool,
-    #[command(flatten)]
-    pub out: Output,
 }

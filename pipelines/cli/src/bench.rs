@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::args::BenchIngestArgs;
+use crate::args::{BenchIngestArgs, Output};
 
 /// The peer, as in `../shared/peers/bench_polars.py`: eager read_csv + write_parquet(zstd 3),
 /// and lazy scan_csv + sink_parquet; each timed alone, peak memory of the process reported.
@@ -109,7 +109,7 @@ fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) ->
     })
 }
 
-pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
+pub fn ingest(a: &BenchIngestArgs, out: &Output) -> Result<()> {
     if a.reps == 0 || a.rows.is_empty() {
         bail!("--reps and --rows must be positive");
     }
@@ -195,7 +195,7 @@ pub fn ingest(a: &BenchIngestArgs) -> Result<()> {
             polars_lazy: lazy,
         });
     }
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(());
     }

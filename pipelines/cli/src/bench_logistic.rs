@@ -14,7 +14,7 @@ use mm_trainer::logit::{LogitFit, fit_logistic};
 use mm_trainer::stats::{auc, sigmoid};
 use serde::Serialize;
 
-use crate::args::BenchLogisticArgs;
+use crate::args::{BenchLogisticArgs, Output};
 use crate::bench::{median, peer_python};
 
 /// Times scikit-learn's fit the way `bench_lr.py` does, on the files we read.
@@ -86,7 +86,7 @@ fn test_auc(x: &ndarray::Array2<f64>, y: &[bool], w: &[f64], b: f64) -> f64 {
     auc(&p, y)
 }
 
-pub fn logistic(a: &BenchLogisticArgs) -> Result<()> {
+pub fn logistic(a: &BenchLogisticArgs, out: &Output) -> Result<()> {
     let (train, test) = files(a);
     let python = if a.no_peer {
         None
@@ -224,7 +224,7 @@ pub fn logistic(a: &BenchLogisticArgs) -> Result<()> {
         linfa,
         sklearn_200,
     };
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

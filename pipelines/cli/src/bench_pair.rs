@@ -10,7 +10,7 @@ use mm_matcher::blossom::DenseBlossom;
 use mm_matcher::pairing::{PairPolicy, costs_from_le_i32, pair_i64};
 use serde::Serialize;
 
-use crate::args::BenchPairArgs;
+use crate::args::{BenchPairArgs, Output};
 use crate::bench::{median, peer_python};
 
 #[derive(Debug, Serialize)]
@@ -72,7 +72,7 @@ fn networkx(python: &Path, a: &BenchPairArgs, p: usize) -> Result<f64> {
         .context("peer output has no timings_s.nx_solve_median")
 }
 
-pub fn run(a: &BenchPairArgs) -> Result<()> {
+pub fn run(a: &BenchPairArgs, out: &Output) -> Result<()> {
     let python = peer_python(a.peer_python.as_deref(), "networkx");
     if python.is_none() {
         eprintln!("networkx peer not installed (see ../shared/peers/README.md): ours only");
@@ -106,7 +106,7 @@ pub fn run(a: &BenchPairArgs) -> Result<()> {
             networkx_seconds,
             speedup_vs_networkx: networkx_seconds.map(|nx| nx / mm_seconds),
         };
-        if !a.out.json {
+        if !out.json {
             println!(
                 "P={:<5} optimum {:>10} (= reference)  mm {:>9.3} ms  networkx {:>9}  speed-up {}",
                 p,
@@ -120,7 +120,7 @@ pub fn run(a: &BenchPairArgs) -> Result<()> {
         }
         rows.push(row);
     }
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())

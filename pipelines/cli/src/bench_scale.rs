@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::args::BenchScaleArgs;
+use crate::args::{BenchScaleArgs, Output};
 
 /// Player-match rows per player and day of the default simulated world (250,000 players over
 /// 28 days gave 10.0M rows).
@@ -283,7 +283,7 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
         .collect()
 }
 
-pub fn run(a: &BenchScaleArgs) -> Result<()> {
+pub fn run(a: &BenchScaleArgs, out: &Output) -> Result<()> {
     const STAGES: [&str; 5] = ["ingest", "fit-skill", "fit-churn", "export", "evaluate"];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(
@@ -300,7 +300,7 @@ pub fn run(a: &BenchScaleArgs) -> Result<()> {
         scaling: scaling(&runs),
         runs,
     };
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

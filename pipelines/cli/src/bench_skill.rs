@@ -15,7 +15,7 @@ use mm_trainer::skill::baselines::BaselineKind;
 use mm_trainer::skill::raw::RawSkillParams;
 use serde::Serialize;
 
-use crate::args::BenchSkillArgs;
+use crate::args::{BenchSkillArgs, Output};
 use crate::bench::{median, peer_python};
 
 /// No tuning or scoring window: a replay that only fits.
@@ -264,12 +264,12 @@ fn print_rates(rows: &[SystemRate]) {
     }
 }
 
-pub fn run(a: &BenchSkillArgs) -> Result<()> {
+pub fn run(a: &BenchSkillArgs, out: &Output) -> Result<()> {
     std::fs::create_dir_all(&a.work)?;
     let lob = lobbies(a)?;
     let atp = if a.no_atp { None } else { atp(a)? };
     let report = Report { lobbies: lob, atp };
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

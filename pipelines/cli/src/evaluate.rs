@@ -4,18 +4,18 @@ use anyhow::Result;
 
 use crate::args::EvaluateArgs;
 
-pub fn run(a: &EvaluateArgs) -> Result<()> {
+pub fn run(a: &EvaluateArgs, out: &crate::args::Output) -> Result<()> {
     let mut cfg = a.to_config();
     // Artifacts given as URLs are evaluated from their local mirrors.
     cfg.artifact = mm_lake::mirror::localize(&cfg.artifact)?;
     if let Some(c) = &cfg.compare {
         cfg.compare = Some(mm_lake::mirror::localize(c)?);
     }
-    let quiet = a.out_flags.quiet || a.out_flags.json;
+    let quiet = out.quiet || out.json;
     let bar = crate::progress::Bar::new(quiet);
     let report = mm_eval::evaluate_with(&cfg, &mut |done, total| bar.rounds(done, total))?;
     bar.finish();
-    if a.out_flags.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -29,10 +29,15 @@ pub fn run(a: &EvaluateArgs) -> Result<()> {
 }
 
 /// `mm retrain`: the chain, then what it decided.
-pub fn retrain(a: &crate::args::RetrainArgs) -> Result<()> {
-    let cfg = a.to_config()?;
+pub fn retrain(
+    a: &crate::args::RetrainArgs,
+    out: &crate::args::Output,
+    run_id: &str,
+) -> Result<()> {
+    let mut cfg = a.to_config()?;
+    cfg.run_id = Some(run_id.to_string());
     let report = mm_eval::retrain::retrain(&cfg)?;
-    if a.out_flags.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

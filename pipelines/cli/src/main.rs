@@ -3,7 +3,9 @@
 //! Three layers, as in ripgrep: [`args`] parses flags into plain values, each command validates
 //! them into a library config, and the library does the work. `main` only maps errors to exit
 //! codes: 0 success, 2 bad input or usage (an unreadable or truncated file, a missing column, a
-//! bad flag), 1 anything else.
+//! bad flag), 1 anything else. Before the command runs, [`config`] applies `mm.toml` to the
+//! flags and [`logging`] installs the log subscriber; the whole command runs in one `run` span
+//! that carries the run id and the stage on every log line.
 
 mod args;
 mod bench;
@@ -11,33 +13,71 @@ mod bench_logistic;
 mod bench_pair;
 mod bench_scale;
 mod bench_skill;
+mod config;
 mod evaluate;
+mod logging;
 mod models;
 mod pair;
 mod progress;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::Result;
-use clap::Parser;
 use mm_ingest::IngestError;
 
-use args::{BenchCmd, Cli, Cmd, FitCmd, LakeCmd};
+use args::{BenchCmd, Cli, Cmd, ConfigCmd, FitCmd, LakeCmd, LogFormat, Output};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = run(cli);
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let resolved = match config::resolve(&argv, false) {
+        Ok(r) => r,
+        Err(config::Failure::Clap(e)) => e.exit(),
+        Err(config::Failure::Config(e)) => {
+            eprintln!("mm: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = resolved.cli;
+    logging::init(&cli.out);
+    let run_id = mm_lake::new_run_id();
+    let stage = resolved.command.join("-");
+    let span = tracing::info_span!("run", run_id = %run_id, stage = %stage);
+    let _entered = span.enter();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config = resolved.file.as_ref().map(|f| f.display().to_string()),
+        "mm {}",
+        argv.iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let t0 = Instant::now();
+    let json_logs = cli.out.log_format == LogFormat::Json;
+    let result = run(cli, &run_id);
     // For `mm bench scale`, which runs each stage as a child: the child's own peak memory.
     if let Some(path) = std::env::var_os(bench_scale::PEAK_RSS_ENV)
         && let Some(bytes) = mm_lake::peak_rss_bytes()
     {
         let _ = std::fs::write(path, bytes.to_string());
     }
+    let seconds = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!(seconds, "done");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("mm: error: {e:#}");
-            ExitCode::from(exit_code(&e))
+            let code = exit_code(&e);
+            if json_logs {
+                tracing::error!(error = %format!("{e:#}"), exit_code = code, seconds, "failed");
+            } else {
+                eprintln!("mm: error: {e:#}");
+            }
+            ExitCode::from(code)
         }
     }
 }
@@ -92,15 +132,19 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli, run_id: &str) -> Result<()> {
+    let out: &Output = &cli.out;
     match cli.cmd {
+        Cmd::Config(ConfigCmd::Show(a)) => {
+            config::show(&a.command, out.config.as_deref(), out.json)
+        }
         Cmd::Ingest(a) => {
             let cfg = a.to_config()?;
-            let quiet = a.out.quiet || a.out.json;
+            let quiet = out.quiet || out.json;
             let bar = progress::Bar::new(quiet);
             let report = mm_ingest::ingest(&cfg, &bar)?;
             bar.finish();
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", report.summary());
@@ -117,7 +161,7 @@ fn run(cli: Cli) -> Result<()> {
                 .into());
             }
             let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 print!("{summary}");
@@ -127,7 +171,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Lake(LakeCmd::Convert(a)) => {
             let lake = mm_lake::Lake::convert_legacy(&a.lake)?;
             let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 print!("converted to Delta Lake\n{summary}");
@@ -137,7 +181,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Lake(LakeCmd::Optimize(a)) => {
             let lake = mm_lake::Lake::open(&a.lake)?;
             let r = lake.optimize(a.min_files)?;
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 println!(
@@ -155,7 +199,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Lake(LakeCmd::Vacuum(a)) => {
             let lake = mm_lake::Lake::open(&a.lake)?;
             let r = lake.vacuum(a.retention_hours, a.full, a.dry_run, a.force)?;
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 println!(
@@ -175,7 +219,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Simulate(a) => {
             let report = mm_sim::simulate(&a.to_config())?;
-            if a.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!(
@@ -198,7 +242,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Fit(FitCmd::Skill(a)) => {
             let r = mm_fit::fit_skill(&a.to_config()?)?;
-            if a.out_flags.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 print_skill(&r);
@@ -208,7 +252,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Fit(FitCmd::Churn(a)) => {
             if let Some(shard) = a.shard()? {
                 let r = mm_fit::churn::build_churn_shard(&a.to_config()?, shard)?;
-                if a.out_flags.json {
+                if out.json {
                     println!("{}", serde_json::to_string_pretty(&r)?);
                 } else {
                     println!(
@@ -228,24 +272,24 @@ fn run(cli: Cli) -> Result<()> {
                 return Ok(());
             }
             let r = mm_fit::churn::fit_churn(&a.to_config()?)?;
-            if a.out_flags.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 print_churn(&r);
             }
             Ok(())
         }
-        Cmd::Export(a) => models::export(&a),
-        Cmd::Models(c) => models::run(&c),
-        Cmd::Pair(a) => pair::run(&a),
-        Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a),
-        Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a),
-        Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a),
-        Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a),
-        Cmd::Bench(BenchCmd::Scale(a)) => bench_scale::run(&a),
-        Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a),
-        Cmd::Evaluate(a) => evaluate::run(&a),
-        Cmd::Retrain(a) => evaluate::retrain(&a),
+        Cmd::Export(a) => models::export(&a, out),
+        Cmd::Models(c) => models::run(&c, out),
+        Cmd::Pair(a) => pair::run(&a, out),
+        Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a, out),
+        Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a, out),
+        Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a, out),
+        Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a, out),
+        Cmd::Bench(BenchCmd::Scale(a)) => bench_scale::run(&a, out),
+        Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a, out),
+        Cmd::Evaluate(a) => evaluate::run(&a, out),
+        Cmd::Retrain(a) => evaluate::retrain(&a, out, run_id),
     }
 }
 

@@ -7,9 +7,9 @@ use mm_artifact::store::Store;
 use mm_artifact::{Artifact, Manifest};
 use serde::Serialize;
 
-use crate::args::{BenchArtifactArgs, ExportArgs, ModelSel, ModelsCmd};
+use crate::args::{BenchArtifactArgs, ExportArgs, ModelSel, ModelsCmd, Output};
 
-pub fn export(a: &ExportArgs) -> Result<()> {
+pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
     // A remote models root: export into its mirror, then upload what was added.
     let remote = mm_lake::Location::from_path(&a.models)?;
     let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
@@ -27,7 +27,7 @@ pub fn export(a: &ExportArgs) -> Result<()> {
     } else {
         r.dir.display().to_string()
     };
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         println!(
@@ -113,7 +113,7 @@ struct ListRow {
 
 /// Runs a `mm models` command; a remote `--models` is used through its local mirror, and the
 /// commands that move pointers (promote, rollback) upload them afterwards.
-pub fn run(cmd: &ModelsCmd) -> Result<()> {
+pub fn run(cmd: &ModelsCmd, out: &Output) -> Result<()> {
     let sel = match cmd {
         ModelsCmd::List(sel) | ModelsCmd::Rollback(sel) => sel,
         ModelsCmd::Show { sel, .. }
@@ -123,7 +123,7 @@ pub fn run(cmd: &ModelsCmd) -> Result<()> {
     };
     let remote = mm_lake::Location::from_path(&sel.models)?;
     if !remote.is_remote() {
-        return run_local(cmd);
+        return run_local(cmd, out);
     }
     let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
     let mut local = cmd.clone();
@@ -134,14 +134,14 @@ pub fn run(cmd: &ModelsCmd) -> Result<()> {
         | ModelsCmd::Promote { sel, .. }
         | ModelsCmd::Diff { sel, .. } => sel.models.clone_from(&mirror.local),
     }
-    run_local(&local)?;
+    run_local(&local, out)?;
     if matches!(cmd, ModelsCmd::Promote { .. } | ModelsCmd::Rollback(_)) {
         mirror.push()?;
     }
     Ok(())
 }
 
-fn run_local(cmd: &ModelsCmd) -> Result<()> {
+fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
     match cmd {
         ModelsCmd::List(sel) => {
             let store = store(sel)?;
@@ -174,7 +174,7 @@ fn run_local(cmd: &ModelsCmd) -> Result<()> {
                     error,
                 });
             }
-            if sel.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
             }
@@ -216,12 +216,12 @@ fn run_local(cmd: &ModelsCmd) -> Result<()> {
                 vec![version_or_latest(&store, version.as_ref())?]
             };
             let mut failed = Vec::new();
-            let mut out = BTreeMap::new();
+            let mut results = BTreeMap::new();
             for v in &versions {
                 match store.open(v) {
                     Ok(a) => {
-                        out.insert(v.clone(), "ok".to_string());
-                        if !sel.out.json {
+                        results.insert(v.clone(), "ok".to_string());
+                        if !out.json {
                             println!(
                                 "{v}: ok ({} files, {} players, format {})",
                                 a.manifest.files.len() + 1,
@@ -231,16 +231,16 @@ fn run_local(cmd: &ModelsCmd) -> Result<()> {
                         }
                     }
                     Err(e) => {
-                        out.insert(v.clone(), e.to_string());
-                        if !sel.out.json {
+                        results.insert(v.clone(), e.to_string());
+                        if !out.json {
                             println!("{v}: REFUSED: {e}");
                         }
                         failed.push(e);
                     }
                 }
             }
-            if sel.out.json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+            if out.json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
             }
             match failed.into_iter().next() {
                 Some(e) => Err(e.into()),
@@ -263,7 +263,7 @@ fn run_local(cmd: &ModelsCmd) -> Result<()> {
             let store = store(sel)?;
             let (x, y) = (store.open(a)?, store.open(b)?);
             let d = diff(&x, &y, *top);
-            if sel.out.json {
+            if out.json {
                 println!("{}", serde_json::to_string_pretty(&d)?);
             } else {
                 print_diff(a, b, &d);
@@ -432,7 +432,7 @@ fn rss() -> (u64, u64) {
 
 /// `mm bench artifact`: writes a synthetic artifact of `--players` players, then loads it
 /// `--reps` times, each in a fresh process (so the peak memory is the load's own).
-pub fn bench(a: &BenchArtifactArgs) -> Result<()> {
+pub fn bench(a: &BenchArtifactArgs, out: &Output) -> Result<()> {
     let tmp;
     let dir = match &a.dir {
         Some(d) => d.clone(),
@@ -464,14 +464,14 @@ pub fn bench(a: &BenchArtifactArgs) -> Result<()> {
     let exe = std::env::current_exe()?;
     let mut runs = Vec::new();
     for _ in 0..a.reps.max(1) {
-        let out = std::process::Command::new(&exe)
+        let run = std::process::Command::new(&exe)
             .args(["bench", "artifact", "--load-only", "--dir"])
             .arg(&dir)
             .output()?;
-        if !out.status.success() {
-            bail!("load run failed: {}", String::from_utf8_lossy(&out.stderr));
+        if !run.status.success() {
+            bail!("load run failed: {}", String::from_utf8_lossy(&run.stderr));
         }
-        runs.push(serde_json::from_slice::<serde_json::Value>(&out.stdout)?);
+        runs.push(serde_json::from_slice::<serde_json::Value>(&run.stdout)?);
     }
     if a.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -489,7 +489,7 @@ pub fn bench(a: &BenchArtifactArgs) -> Result<()> {
         "load_seconds_median": median, "load_seconds": secs,
         "resident_mib_held": held, "peak_rss_mib": peak,
     });
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(

@@ -10,7 +10,7 @@ use mm_matcher::pairing::{self, PairPolicy, Pairing};
 use mm_matcher::scoring::{EloDraw, TabularChurn, eomm_matrix};
 use serde::Serialize;
 
-use crate::args::{PairArgs, PolicyArg};
+use crate::args::{Output, PairArgs, PolicyArg};
 
 /// Bad input to `mm pair` (exit code 2): names the file and, where it applies, row and field.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +218,7 @@ struct Report {
     results: Vec<PolicyResult>,
 }
 
-pub fn run(a: &PairArgs) -> Result<()> {
+pub fn run(a: &PairArgs, out: &Output) -> Result<()> {
     if !(0.0..1.0).contains(&a.p_draw) || !a.elo_scale.is_finite() || a.elo_scale <= 0.0 {
         anyhow::bail!(InputError {
             file: PathBuf::from("(flags)"),
@@ -316,7 +316,7 @@ pub fn run(a: &PairArgs) -> Result<()> {
         players,
         results,
     };
-    if a.out.json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

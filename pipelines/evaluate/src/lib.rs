@@ -863,6 +863,13 @@ pub fn evaluate_with(
         .collect::<Result<_, _>>()?;
     let art = open_artifact(&cfg.artifact)?;
     let other = cfg.compare.as_deref().map(open_artifact).transpose()?;
+    let _model =
+        tracing::info_span!("model", model_version = %art.manifest.model_version).entered();
+    tracing::info!(
+        compare = other.as_ref().map(|o| o.manifest.model_version.as_str()),
+        "evaluating {}",
+        cfg.artifact.display()
+    );
     let mode = cfg.mode.clone().or_else(|| art.manifest.mode.clone());
     let last_data = art.manifest.snapshot_as_of_ms.max(
         other
@@ -905,14 +912,18 @@ pub fn evaluate_with(
     let mut sizes = Vec::new();
     if one_v_one {
         let total = (cfg.rounds * cfg.pool_sizes.len()) as u64;
+        let mut meter =
+            mm_lake::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
         let mut done = 0u64;
         for &p in &cfg.pool_sizes {
             let r = run_size(cfg, &arts, &names, &policies, &pools, p, &mut |k| {
                 progress(done + k, total);
+                meter.add((done + k).saturating_sub(meter.done()));
             })?;
             done += cfg.rounds as u64;
             sizes.push(r);
         }
+        meter.finish();
     }
     let mut team_queue = None;
     if !one_v_one {

@@ -5,9 +5,12 @@
 //! export the candidate without promoting it, evaluate it against the current `LATEST` on the
 //! held-out window, and promote it only if it is not worse by more than the margin.
 //!
-//! - **Lock.** `<work>/retrain.lock` is created exclusively and holds the owner's pid. A second
-//!   run refuses while the owner is alive; a lock left by a dead process is taken over (the
-//!   run log says so) and the interrupted run resumes.
+//! - **Lock.** An OS file lock (`flock`) on `<work>/retrain.lock`, held for the whole run. The
+//!   kernel releases it when the owner ends, however it ends, so a dead owner's lock is free
+//!   and cannot be taken twice: of runs that start together, exactly one gets it. The owner's
+//!   pid is written inside for the message of the runs that are refused; the file is never
+//!   deleted (deleting a locked file lets a later run lock a new file beside a run still
+//!   holding the old one). The interrupted run resumes.
 //! - **Resume.** After every stage the run's state (`<work>/state.json`, written atomically)
 //!   records what is done and what it produced. A restarted run skips finished stages. The
 //!   candidate's version name is fixed before the export, so an export that finished before a
@@ -53,6 +56,9 @@ pub struct RetrainConfig {
     pub pool_sizes: Vec<usize>,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
+    /// The run id of a new run (the process's, so that log lines and the run log agree);
+    /// `None`: a fresh one. A resumed run keeps the id it started with.
+    pub run_id: Option<String>,
 }
 
 /// The stages, in order.
@@ -95,8 +101,11 @@ pub struct RunState {
 /// Why a retrain did not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RetrainError {
-    #[error("{lock}: another retrain is running (pid {pid}); not starting a second one")]
-    Locked { lock: PathBuf, pid: u32 },
+    #[error(
+        "{lock}: another retrain is running ({}); not starting a second one",
+        pid.map_or_else(|| "its pid is not written yet".to_string(), |p| format!("pid {p}"))
+    )]
+    Locked { lock: PathBuf, pid: Option<u32> },
     #[error(transparent)]
     Eval(#[from] EvalError),
     #[error(transparent)]
@@ -123,60 +132,59 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RetrainError + '_ {
     }
 }
 
-/// The exclusive lock; removed on drop.
+/// The run's lock: an OS lock on `<work>/retrain.lock`, released by the kernel when the file
+/// is closed or the process dies. On a clean end the pid inside is cleared.
 #[derive(Debug)]
-struct Lock {
-    path: PathBuf,
+pub struct Lock {
+    file: std::fs::File,
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // Still holding the lock: nobody reads a half-cleared file.
+        let _ = self.file.set_len(0);
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-fn acquire(work: &Path, log: &mut Vec<String>) -> Result<Lock, RetrainError> {
+/// Takes the lock of `work`, or says who holds it. A pid left in the file by an owner that
+/// died is reported in `log` as taken over.
+///
+/// # Errors
+/// [`RetrainError::Locked`] while another process holds it; an I/O error.
+pub fn acquire(work: &Path, log: &mut Vec<String>) -> Result<Lock, RetrainError> {
+    use std::io::{Read as _, Seek as _, Write as _};
     let path = work.join("retrain.lock");
-    for _ in 0..2 {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut f) => {
-                use std::io::Write as _;
-                writeln!(f, "{}", std::process::id()).map_err(io(&path))?;
-                f.sync_all().map_err(io(&path))?;
-                return Ok(Lock { path });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let owner = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok());
-                match owner {
-                    Some(pid) if pid != std::process::id() && pid_alive(pid) => {
-                        return Err(RetrainError::Locked { lock: path, pid });
-                    }
-                    _ => {
-                        log.push(format!(
-                            "took over a stale lock (pid {}, no longer running)",
-                            owner.map_or_else(|| "unreadable".to_string(), |p| p.to_string())
-                        ));
-                        std::fs::remove_file(&path).map_err(io(&path))?;
-                    }
-                }
-            }
-            Err(e) => return Err(io(&path)(e)),
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(&path))?;
+    let mut owner = String::new();
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let _ = file.read_to_string(&mut owner);
+            return Err(RetrainError::Locked {
+                lock: path,
+                pid: owner.trim().parse().ok(),
+            });
         }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
     }
-    Err(RetrainError::Input(format!(
-        "{}: could not take the lock",
-        path.display()
-    )))
+    let _ = file.read_to_string(&mut owner);
+    if let Ok(pid) = owner.trim().parse::<u32>() {
+        let line = format!("took over a stale lock (pid {pid}, no longer running)");
+        tracing::warn!(stale_pid = pid, "{line}");
+        log.push(line);
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .and_then(|()| file.sync_all())
+        .map_err(io(&path))?;
+    Ok(Lock { file })
 }
 
 fn save(work: &Path, st: &RunState) -> Result<(), RetrainError> {
@@ -213,19 +221,17 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
             let mut s: RunState = serde_json::from_slice(&b)
                 .map_err(|e| RetrainError::Input(format!("{}: {e}", state_path.display())))?;
             s.resumed += 1;
-            log.push(format!(
+            let line = format!(
                 "resuming run {} after {}",
                 s.run_id,
                 s.done.last().map_or("no stage", String::as_str)
-            ));
+            );
+            tracing::info!(resumes = %s.run_id, "{line}");
+            log.push(line);
             s
         }
         Err(_) => RunState {
-            run_id: format!(
-                "{}-{}",
-                chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
-                std::process::id()
-            ),
+            run_id: cfg.run_id.clone().unwrap_or_else(mm_lake::new_run_id),
             started_at: now_rfc3339(),
             ..RunState::default()
         },
@@ -239,6 +245,14 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
             continue;
         }
         let t = Instant::now();
+        let span = tracing::info_span!("stage", stage);
+        let _entered = span.enter();
+        // The candidate's version once it is known: every later line carries it.
+        let model_span = st
+            .version
+            .as_deref()
+            .map(|v| tracing::info_span!("model", model_version = v).entered());
+        tracing::info!("{stage}: started");
         match stage {
             "ingest" => {
                 if !cfg.inputs.is_empty() {
@@ -343,9 +357,16 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
             _ => unreachable!("every stage is handled"),
         }
         st.done.push(stage.to_string());
-        st.timings_s
-            .push((stage.to_string(), t.elapsed().as_secs_f64()));
+        let seconds = t.elapsed().as_secs_f64();
+        st.timings_s.push((stage.to_string(), seconds));
         save(&cfg.work, &st)?;
+        tracing::info!(
+            seconds = (seconds * 1000.0).round() / 1000.0,
+            version = st.version.as_deref(),
+            decision = st.decision.as_deref(),
+            "{stage}: done in {seconds:.2} s"
+        );
+        drop(model_span);
         if cfg.crash_after.as_deref() == Some(stage) {
             // Test hook: die here as a killed process would (the lock stays behind).
             std::mem::forget(_lock);
@@ -366,6 +387,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
         f.sync_all().map_err(io(&runs))?;
     }
     std::fs::rename(&state_path, cfg.work.join("last_run.json")).map_err(io(&state_path))?;
+    mm_artifact::fsio::sync_dir(&cfg.work).map_err(io(&cfg.work))?;
     let promoted = st
         .decision
         .as_deref()
@@ -475,4 +497,55 @@ impl Figures {
 fn pinned(st: &RunState) -> mm_lake::AsOf {
     st.lake_version
         .map_or(mm_lake::AsOf::Latest, mm_lake::AsOf::Version)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Many would-be owners find the same dead owner's pid and race for the lock: exactly
+    /// one gets it while the others hold their attempts, and it reports the take-over.
+    #[test]
+    fn one_winner_among_racing_runs_on_a_dead_lock() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("retrain.lock"), "4194999\n").unwrap();
+            let barrier = std::sync::Barrier::new(8);
+            let results: Vec<(bool, Vec<String>)> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let mut log = Vec::new();
+                            let r = acquire(dir.path(), &mut log);
+                            let won = r.is_ok();
+                            if let Err(e) = &r {
+                                assert!(matches!(e, RetrainError::Locked { .. }), "{e}");
+                            }
+                            // Hold the attempt until every thread has tried.
+                            barrier.wait();
+                            drop(r);
+                            (won, log)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let winners: Vec<_> = results.iter().filter(|r| r.0).collect();
+            assert_eq!(winners.len(), 1);
+            assert!(
+                winners[0].1[0].contains("pid 4194999"),
+                "{:?}",
+                winners[0].1
+            );
+            // Released and cleared: the next run takes it without a take-over.
+            let mut log = Vec::new();
+            let lock = acquire(dir.path(), &mut log).unwrap();
+            assert!(log.is_empty(), "{log:?}");
+            let pid = std::fs::read_to_string(dir.path().join("retrain.lock")).unwrap();
+            assert_eq!(pid.trim(), std::process::id().to_string());
+            drop(lock);
+        }
+    }
 }

@@ -617,12 +617,8 @@ struct StreamOut {
 
 impl StreamOut {
     fn new(path: PathBuf) -> StreamOut {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         StreamOut {
-            tmp: path.with_file_name(format!(".{name}.tmp")),
+            tmp: mm_artifact::fsio::temp_path(&path),
             path,
             w: None,
         }
@@ -651,7 +647,7 @@ impl StreamOut {
             w.finish().map_err(pl_err)?;
         }
         drop(self.w.take());
-        std::fs::rename(&self.tmp, &self.path).map_err(out_err(&self.path))?;
+        mm_artifact::fsio::publish(&self.tmp, &self.path).map_err(out_err(&self.path))?;
         Ok(self.path)
     }
 }
@@ -688,10 +684,25 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             reason: "the scoring window must start after the first match and by the last".into(),
         });
     }
+    tracing::info!(
+        build = %build_info.key,
+        rows = build.rows,
+        reused = build_info.reused,
+        seconds = (features_seconds * 10.0).round() / 10.0,
+        "churn features ready: {} rows",
+        build.rows
+    );
     let counts = count_rows(files, score_from)?;
     let keep = (cfg.max_train_rows as f64 / counts.candidates.max(1) as f64).min(1.0);
     let t_fit = Instant::now();
     let sample = training_sample(files, &names, score_from, keep)?;
+    tracing::info!(
+        train_rows = sample.y.len(),
+        candidates = counts.candidates,
+        score_rows = counts.score,
+        "churn training sample: {} rows; fitting with cross-validation",
+        sample.y.len()
+    );
     if sample.y.is_empty() || counts.score == 0 {
         return Err(FitError::Config {
             field: "score-from",
@@ -709,6 +720,12 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let unused = sample.unused;
     drop(sample);
     let fit_seconds = t_fit.elapsed().as_secs_f64();
+    tracing::info!(
+        c = model.c,
+        seconds = (fit_seconds * 10.0).round() / 10.0,
+        "churn model fitted (C = {})",
+        model.c
+    );
 
     std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
     // Score the later window, one part at a time.
@@ -734,8 +751,10 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         .then(|| StreamOut::new(cfg.out.join("churn_features.parquet")));
     let mut empty_table: Option<DataFrame> = None;
     let mut row = vec![0.0; names.len()];
+    let mut meter = mm_lake::progress::Meter::new("churn: scoring", "rows", Some(build.rows));
     for f in files {
         let mut df = read_part(f, None)?;
+        meter.add(df.height() as u64);
         let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, &names)?);
         let truth_col = df.column("truth_p_churn").ok().and_then(|c| c.f64().ok());
         let ids = df

@@ -208,7 +208,10 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let (mut tmin, mut tmax, mut rows_read, mut rows) = (i64::MAX, i64::MIN, 0u64, 0u64);
     let mut spills: Vec<Vec<PathBuf>> = vec![Vec::new(); buckets];
     let mut spill_schema: Option<Schema> = None;
-    for day in lake.days()? {
+    let days = lake.days()?;
+    let mut meter =
+        mm_lake::progress::Meter::new("churn features: pass 1 (per day)", "rows", Some(lake_rows));
+    for day in days {
         let files = lake.partition_files(day)?;
         let lo = i64::from(day) * DAY_MS;
         let skill_lf = match skill {
@@ -252,6 +255,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             continue;
         }
         rows_read += df.height() as u64;
+        meter.add(df.height() as u64);
         let start = df
             .column("start_ms")
             .and_then(|c| c.i64())
@@ -299,6 +303,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             spills[b].push(p);
         }
     }
+    meter.finish();
     let per_day_seconds = t0.elapsed().as_secs_f64();
     if rows_read == 0 {
         return Err(FitError::Empty(lake.root().to_string().into()));
@@ -311,6 +316,8 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let schema = spill_schema.unwrap_or_default();
     let t1 = Instant::now();
     let mut parts = Vec::new();
+    let mut meter =
+        mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
     for (b, spill) in spills.iter().enumerate() {
         let input_rows = if !spill.is_empty() {
             scan(spill).map_err(pl_err)?
@@ -340,7 +347,9 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             state: state_path,
             rows: n,
         });
+        meter.add(n);
     }
+    meter.finish();
     Ok(BuildStats {
         shard: input.shard.to_string(),
         rows_read,

@@ -48,6 +48,7 @@ pub mod delta;
 pub mod derived;
 pub mod location;
 pub mod mirror;
+pub mod progress;
 pub mod rows;
 pub mod schema;
 pub mod store;

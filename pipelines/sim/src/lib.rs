@@ -225,9 +225,12 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
             send(sim.skill_day(0, &file_tag)?)?;
             let mut rows = 0u64;
             let mut now = 0i64;
+            let mut meter =
+                mm_lake::progress::Meter::new("simulate", "days", Some(u64::from(cfg.days)));
             while now < end_s {
                 if sim.day_number(now) != day.day {
                     rows += day.n as u64;
+                    meter.add(1);
                     let done = std::mem::replace(&mut day, Day::new(sim.day_number(now)));
                     send(done.finish(&file_tag)?)?;
                     sim.drift();
@@ -243,6 +246,8 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
                 now += cfg.tick_s;
             }
             rows += day.n as u64;
+            meter.add(1);
+            meter.finish();
             send(day.finish(&file_tag)?)?;
             Ok(rows)
         })();

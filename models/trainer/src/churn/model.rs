@@ -211,7 +211,18 @@ impl FitChurnModel for ChurnModel {
             let xt = x.select(ndarray::Axis(0), &tr);
             labels.extend(va.iter().map(|&i| y[i]));
             for (ci, &c) in cfg.c_grid.iter().enumerate() {
+                let t = std::time::Instant::now();
                 let m = logistic(xt.view(), &yt, c, cfg)?;
+                tracing::info!(
+                    fold = f + 1,
+                    folds = cfg.folds,
+                    c,
+                    train_rows = tr.len(),
+                    seconds = (t.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+                    "churn cross-validation: fold {} of {}, C = {c} fitted",
+                    f + 1,
+                    cfg.folds
+                );
                 for &i in &va {
                     let p = m.predict(x.row(i));
                     scores[ci].add(p, f64::from(u8::from(y[i])));

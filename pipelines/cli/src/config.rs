@@ -1,0 +1,466 @@
+//! `mm.toml`: the config file, with the same keys as the flags.
+//!
+//! Precedence, highest first: a flag on the command line, the config file, the environment
+//! (`MM_LAKE`, `MM_MODELS`, `MM_WORK`, …), the flag's default. The file is `--config FILE`
+//! (or `MM_CONFIG`), else `mm.toml` in the working directory when one exists.
+//!
+//! Keys are flags' long names (`holdout-days` or `holdout_days`). Top-level keys apply to
+//! every command that has the flag; a table named after a command applies to it alone, and
+//! nested tables to subcommands (`[fit.churn]`); the deeper table wins. A key that no command
+//! has, or a table that names no command, is refused with the file's name.
+//!
+//! How: clap parses the command line once, leniently, to learn the command and which flags
+//! were given; every setting of the file that the command has and the command line did not
+//! give is appended as a flag; clap then parses the result for real, so a value from the file
+//! is checked exactly as the same flag would be. `mm config show` prints each setting with its
+//! source.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
+use serde::Serialize;
+
+use crate::args::Cli;
+
+/// The default config file, looked up in the working directory.
+pub const DEFAULT_FILE: &str = "mm.toml";
+
+/// One setting of the command being run, and where its value came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Setting {
+    pub key: String,
+    pub value: Option<String>,
+    pub source: String,
+}
+
+/// The parsed command line with the config file applied.
+#[derive(Debug)]
+pub struct Resolved {
+    pub cli: Cli,
+    /// The config file read, if any.
+    pub file: Option<PathBuf>,
+    /// The command's path (`["fit", "churn"]`).
+    pub command: Vec<String>,
+    pub settings: Vec<Setting>,
+}
+
+/// How a clap failure ends the process (help, version, usage errors), or a config file error.
+#[derive(Debug)]
+pub enum Failure {
+    Clap(clap::Error),
+    Config(anyhow::Error),
+}
+
+fn long_of(key: &str) -> String {
+    key.replace('_', "-")
+}
+
+/// Every long flag of `cmd` and its subcommands.
+fn all_longs(cmd: &Command, out: &mut HashSet<String>) {
+    for a in cmd.get_arguments() {
+        if let Some(l) = a.get_long() {
+            out.insert(l.to_string());
+        }
+    }
+    for s in cmd.get_subcommands() {
+        all_longs(s, out);
+    }
+}
+
+/// Refuses keys no command has and tables that name no command.
+fn check_table(
+    table: &toml::Table,
+    cmd: &Command,
+    globals: &HashSet<String>,
+    file: &Path,
+) -> Result<()> {
+    let mut longs = globals.clone();
+    all_longs(cmd, &mut longs);
+    for (k, v) in table {
+        match v {
+            toml::Value::Table(t) => {
+                let Some(sub) = cmd.find_subcommand(k) else {
+                    bail!(
+                        "{}: [{k}] names no command of `mm {}`",
+                        file.display(),
+                        cmd.get_name()
+                    );
+                };
+                check_table(t, sub, globals, file)?;
+            }
+            _ if longs.contains(&long_of(k)) => {}
+            _ => bail!(
+                "{}: unknown setting `{k}`: no command under `{}` has a --{} flag",
+                file.display(),
+                cmd.get_name(),
+                long_of(k)
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The values that apply to the command at `path`: top-level keys, then each table along
+/// the path (deeper wins). Keys are long flag names.
+fn applicable(table: &toml::Table, path: &[String]) -> BTreeMap<String, toml::Value> {
+    let mut out = BTreeMap::new();
+    let mut level = Some(table);
+    let mut depth = 0;
+    while let Some(t) = level {
+        for (k, v) in t {
+            if !v.is_table() {
+                out.insert(long_of(k), v.clone());
+            }
+        }
+        level = path
+            .get(depth)
+            .and_then(|name| t.get(name))
+            .and_then(toml::Value::as_table);
+        depth += 1;
+    }
+    out
+}
+
+/// The flags that say `value` for an argument of this action.
+fn tokens(long: &str, action: &ArgAction, value: &toml::Value, file: &Path) -> Result<Vec<String>> {
+    let scalar = |v: &toml::Value| -> Result<String> {
+        Ok(match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Datetime(d) => d.to_string(),
+            toml::Value::Array(_) | toml::Value::Table(_) => {
+                bail!("{}: `{long}` takes a single value", file.display())
+            }
+        })
+    };
+    match (action, value) {
+        (ArgAction::SetTrue, toml::Value::Boolean(b)) => Ok(if *b {
+            vec![format!("--{long}")]
+        } else {
+            vec![]
+        }),
+        (ArgAction::SetTrue, _) => bail!("{}: `{long}` is true or false", file.display()),
+        (ArgAction::Append, toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| Ok(format!("--{long}={}", scalar(v)?)))
+            .collect(),
+        (_, toml::Value::Array(items)) => {
+            let parts: Result<Vec<String>> = items.iter().map(scalar).collect();
+            Ok(vec![format!("--{long}={}", parts?.join(","))])
+        }
+        (_, v) => Ok(vec![format!("--{long}={}", scalar(v)?)]),
+    }
+}
+
+/// The leaf command's matches and definition, and the path to it.
+fn leaf<'a>(m: &'a ArgMatches, root: &'a Command) -> (&'a ArgMatches, &'a Command, Vec<String>) {
+    let (mut m, mut c, mut path) = (m, root, Vec::new());
+    while let Some((name, sub)) = m.subcommand() {
+        let Some(sc) = c.find_subcommand(name) else {
+            break;
+        };
+        path.push(name.to_string());
+        m = sub;
+        c = sc;
+    }
+    (m, c, path)
+}
+
+fn config_path(m: &ArgMatches) -> Result<Option<PathBuf>> {
+    if let Ok(Some(p)) = m.try_get_one::<PathBuf>("config") {
+        if !p.exists() {
+            bail!(
+                "{}: config file not found (--config or MM_CONFIG)",
+                p.display()
+            );
+        }
+        return Ok(Some(p.clone()));
+    }
+    let p = PathBuf::from(DEFAULT_FILE);
+    Ok(p.is_file().then_some(p))
+}
+
+fn read_table(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    text.parse::<toml::Table>()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Parses `argv` with the config file applied. `lenient` (for `mm config show`) lets required
+/// flags stay missing.
+///
+/// # Errors
+/// A clap failure (the caller exits through it) or a bad config file.
+pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved, Failure> {
+    let root = Cli::command();
+    let first = root
+        .clone()
+        .ignore_errors(true)
+        .try_get_matches_from(argv)
+        .map_err(Failure::Clap)?;
+    let (m1, _, path) = leaf(&first, &root);
+    let file = config_path(m1).map_err(Failure::Config)?;
+    let mut globals: Vec<&clap::Arg> = root.get_arguments().filter(|a| a.is_global_set()).collect();
+    globals.retain(|a| a.get_id() != "config");
+    let global_longs: HashSet<String> = globals
+        .iter()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect();
+    let leaf_cmd = {
+        let mut c = &root;
+        for name in &path {
+            c = c.find_subcommand(name).unwrap_or(c);
+        }
+        c
+    };
+    let args: Vec<&clap::Arg> = leaf_cmd
+        .get_arguments()
+        .chain(globals.iter().copied())
+        .filter(|a| a.get_long().is_some() && a.get_id() != "help" && a.get_id() != "version")
+        .collect();
+
+    let mut injected: HashSet<String> = HashSet::new();
+    let mut argv2: Vec<OsString> = argv.to_vec();
+    if let Some(f) = &file {
+        let table = read_table(f).map_err(Failure::Config)?;
+        check_table(&table, &root, &global_longs, f).map_err(Failure::Config)?;
+        let values = applicable(&table, &path);
+        let mut extra: Vec<OsString> = Vec::new();
+        for a in &args {
+            let long = a.get_long().unwrap_or_default();
+            let Some(v) = values.get(long) else { continue };
+            if m1.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine) {
+                continue;
+            }
+            for t in tokens(long, a.get_action(), v, f).map_err(Failure::Config)? {
+                extra.push(t.into());
+            }
+            injected.insert(a.get_id().to_string());
+        }
+        let at = argv2.iter().position(|a| a == "--").unwrap_or(argv2.len());
+        argv2.splice(at..at, extra);
+    }
+
+    let cmd2 = if lenient {
+        root.clone().ignore_errors(true)
+    } else {
+        root.clone()
+    };
+    let m2 = match cmd2.try_get_matches_from(&argv2) {
+        Ok(m) => m,
+        Err(e) => {
+            if !injected.is_empty()
+                && let Some(f) = &file
+            {
+                eprintln!(
+                    "mm: note: settings from {} were applied: {}",
+                    f.display(),
+                    injected.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+            return Err(Failure::Clap(e));
+        }
+    };
+    let cli = if lenient {
+        // Required flags may be missing here; `config show` only reads the settings.
+        Cli::from_arg_matches(&m2).or_else(|_| Cli::try_parse_from_lenient())
+    } else {
+        Cli::from_arg_matches(&m2)
+    }
+    .map_err(Failure::Clap)?;
+    let (m2leaf, _, _) = leaf(&m2, &root);
+    let settings = args
+        .iter()
+        .map(|a| {
+            let id = a.get_id().as_str();
+            let value = m2leaf.get_raw(id).map(|vs| {
+                vs.map(|v| v.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+            let source = if m1.value_source(id) == Some(ValueSource::CommandLine) {
+                "command line".to_string()
+            } else if injected.contains(id) {
+                format!(
+                    "config {}",
+                    file.as_deref()
+                        .map_or_else(String::new, |f| f.display().to_string())
+                )
+            } else {
+                match m2leaf.value_source(id) {
+                    Some(ValueSource::EnvVariable) => format!(
+                        "environment {}",
+                        a.get_env()
+                            .map_or_else(String::new, |e| e.to_string_lossy().into_owned())
+                    ),
+                    Some(ValueSource::DefaultValue) => "default".to_string(),
+                    Some(_) => "command line".to_string(),
+                    None => "unset".to_string(),
+                }
+            };
+            Setting {
+                key: a.get_long().unwrap_or_default().to_string(),
+                value,
+                source,
+            }
+        })
+        .collect();
+    Ok(Resolved {
+        cli,
+        file,
+        command: path,
+        settings,
+    })
+}
+
+/// `mm config show [COMMAND…]`: the settings the command would run with, and their sources.
+pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Result<()> {
+    let mut argv: Vec<OsString> = vec!["mm".into()];
+    if let Some(c) = config {
+        argv.push("--config".into());
+        argv.push(c.into());
+    }
+    argv.extend(argv_of_command.iter().map(OsString::from));
+    let r = match resolve(&argv, true) {
+        Ok(r) => r,
+        Err(Failure::Config(e)) => return Err(e),
+        Err(Failure::Clap(e)) => bail!("{e}"),
+    };
+    if json {
+        let v = serde_json::json!({
+            "config_file": r.file,
+            "command": r.command,
+            "settings": r.settings,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    match &r.file {
+        Some(f) => println!("# config file: {}", f.display()),
+        None => println!("# config file: none ({DEFAULT_FILE} not in the working directory)"),
+    }
+    println!("# mm {}", r.command.join(" "));
+    let width = r
+        .settings
+        .iter()
+        .map(|s| s.key.len() + s.value.as_deref().map_or(0, str::len) + 5)
+        .max()
+        .unwrap_or(0);
+    for s in &r.settings {
+        let value = s.value.as_deref().map_or_else(
+            || "# (unset)".to_string(),
+            |v| {
+                if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
+                    v.to_string()
+                } else {
+                    format!("{v:?}")
+                }
+            },
+        );
+        let line = format!("{} = {value}", s.key);
+        println!("{line:<width$}  # {}", s.source);
+    }
+    Ok(())
+}
+
+impl Cli {
+    /// A placeholder command line for `config show` when the shown command's required flags
+    /// are missing (its settings are read from the matches, not from this value).
+    fn try_parse_from_lenient() -> std::result::Result<Cli, clap::Error> {
+        <Cli as clap::Parser>::try_parse_from(["mm", "config", "show"])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn argv(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    fn setting<'a>(r: &'a Resolved, key: &str) -> &'a Setting {
+        r.settings.iter().find(|s| s.key == key).unwrap()
+    }
+
+    #[test]
+    fn flag_beats_file_beats_default() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "lake = \"from-file/lake\"\nrounds = 7\n[retrain]\nholdout_days = 3\npool-sizes = [50, 60]\n[fit.churn]\nrebuild = true\n",
+        )
+        .unwrap();
+        let c = f.to_str().unwrap();
+        let r = resolve(
+            &argv(&["mm", "--config", c, "retrain", "--rounds", "9"]),
+            false,
+        )
+        .unwrap();
+        let crate::args::Cmd::Retrain(a) = &r.cli.cmd else {
+            panic!("retrain")
+        };
+        assert_eq!(a.lake, PathBuf::from("from-file/lake"));
+        assert_eq!(a.rounds, 9, "the flag wins");
+        assert_eq!(a.holdout_days, 3, "the command's table applies");
+        assert_eq!(a.pool_sizes, vec![50, 60]);
+        assert_eq!(setting(&r, "rounds").source, "command line");
+        assert!(setting(&r, "lake").source.starts_with("config "));
+        assert_eq!(setting(&r, "margin").source, "default");
+        // [fit.churn] applies to fit churn only, a boolean flag set from the file.
+        let r = resolve(&argv(&["mm", "--config", c, "fit", "churn"]), false).unwrap();
+        let crate::args::Cmd::Fit(crate::args::FitCmd::Churn(a)) = &r.cli.cmd else {
+            panic!("fit churn")
+        };
+        assert!(a.rebuild);
+        assert_eq!(a.lake, PathBuf::from("from-file/lake"));
+    }
+
+    #[test]
+    fn unknown_keys_and_sections_are_refused_with_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.toml");
+        for (body, says) in [
+            ("lakes = 1\n", "unknown setting `lakes`"),
+            ("[retrian]\nlake = \"x\"\n", "[retrian] names no command"),
+            (
+                "[retrain]\nchunk-rows = 5\n",
+                "unknown setting `chunk-rows`",
+            ),
+            ("lake = [\n", "c.toml"),
+        ] {
+            std::fs::write(&f, body).unwrap();
+            let Err(Failure::Config(e)) = resolve(
+                &argv(&["mm", "--config", f.to_str().unwrap(), "retrain"]),
+                false,
+            ) else {
+                panic!("{body} should be refused")
+            };
+            let msg = format!("{e:#}");
+            assert!(msg.contains(says), "{msg}");
+            assert!(msg.contains("c.toml"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn a_bad_value_from_the_file_is_checked_as_the_flag_would_be() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.toml");
+        std::fs::write(&f, "[retrain]\nrounds = \"many\"\n").unwrap();
+        assert!(matches!(
+            resolve(
+                &argv(&["mm", "--config", f.to_str().unwrap(), "retrain"]),
+                false
+            ),
+            Err(Failure::Clap(_))
+        ));
+    }
+}

@@ -1,0 +1,241 @@
+//! `mm` under a scheduler: JSON log lines that carry the run id and the stage, the retrain lock
+//! (an OS lock: one winner among runs that start together, free again when its owner is
+//! killed), the quick start's defaults agreeing with `mm models list`, and the config file's
+//! precedence (flag over `mm.toml` over environment over default).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn sample() -> String {
+    format!("{}/../../data/sample", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `mm` in `cwd`, with extra environment and no inherited `MM_*` settings.
+fn mm_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mm"));
+    c.current_dir(cwd).args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("MM_") && k != "MM_TEST_PYTHON" {
+            c.env_remove(k);
+        }
+    }
+    c.env_remove("RUST_LOG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn run(mut c: Command) -> (i32, String, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn retrain_logs_one_json_object_per_line_with_run_id_and_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sample();
+    let (code, out, err) = run(mm_in(
+        dir.path(),
+        &["retrain", &s, "--log-format", "json"],
+        &[("MM_PROGRESS_MS", "0")],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(lines.len() >= 15, "{err}");
+    let run_id = lines[0]["run_id"].as_str().unwrap().to_string();
+    for l in &lines {
+        assert_eq!(l["run_id"].as_str(), Some(run_id.as_str()), "{l}");
+        assert!(l["stage"].as_str().is_some_and(|s| !s.is_empty()), "{l}");
+        assert!(l["level"].is_string() && l["message"].is_string(), "{l}");
+        assert!(l["timestamp"].is_string(), "{l}");
+    }
+    // Each stage's line is written as it finishes, in the chain's order.
+    let done: Vec<&str> = lines
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(": done in"))
+        })
+        .map(|l| l["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(done, mm_eval::retrain::STAGES.to_vec());
+    // Progress events of the long stages: count, total, rate.
+    let progress: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["task"].is_string()).collect();
+    assert!(
+        progress
+            .iter()
+            .any(|l| l["stage"] == "fit-churn" && l["done"].as_u64().unwrap() > 0),
+        "{err}"
+    );
+    assert!(progress.iter().all(|l| l["rate_per_s"].is_number()));
+    // Once the candidate exists, its version is on every line.
+    let evaluate: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["stage"] == "evaluate").collect();
+    assert!(!evaluate.is_empty());
+    assert!(
+        evaluate.iter().all(|l| l["model_version"] == "v0001"),
+        "{err}"
+    );
+    // The run log keeps the same run id.
+    let log = std::fs::read_to_string(dir.path().join("out/retrain/runs.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["run_id"].as_str(), Some(run_id.as_str()));
+
+    // The quick start's outputs are where `mm models list` looks by default.
+    let (code, out, err) = run(mm_in(dir.path(), &["models", "list"], &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("v0001"), "{out}");
+    let (code, out, err) = run(mm_in(dir.path(), &["models", "verify", "--json"], &[]));
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// A pid that no process has any more.
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+#[test]
+fn of_two_runs_against_a_dead_owners_lock_exactly_one_proceeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("out/retrain");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("retrain.lock"), format!("{}\n", dead_pid())).unwrap();
+    let s = sample();
+    let spawn = || {
+        mm_in(dir.path(), &["retrain", &s], &[])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let codes: Vec<i32> = outs.iter().map(|o| o.status.code().unwrap()).collect();
+    let text: String = outs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        vec![0, 3],
+        "exactly one proceeds: {codes:?}\n{text}"
+    );
+    assert!(text.contains("another retrain is running"), "{text}");
+    let winner = outs.iter().find(|o| o.status.success()).unwrap();
+    assert!(
+        String::from_utf8_lossy(&winner.stdout).contains("took over a stale lock"),
+        "the winner says it took over the dead owner's lock"
+    );
+    let runs = std::fs::read_to_string(work.join("runs.jsonl")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "one finished run");
+}
+
+#[test]
+fn a_killed_owner_frees_the_lock_for_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("out/retrain");
+    let s = sample();
+    let mut owner = mm_in(dir.path(), &["retrain", &s], &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the owner holds the lock: its pid is in the file.
+    let lock = work.join("retrain.lock");
+    let t = Instant::now();
+    let want = format!("{}\n", owner.id());
+    while std::fs::read_to_string(&lock).ok().as_deref() != Some(want.as_str()) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the owner never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // While it runs, a second run is refused with the owner's pid.
+    let (code, _, err) = run(mm_in(dir.path(), &["retrain"], &[]));
+    if owner.try_wait().unwrap().is_none() {
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains(&format!("pid {}", owner.id())), "{err}");
+    }
+    owner.kill().unwrap(); // SIGKILL: no destructor runs, the pid stays in the file
+    owner.wait().unwrap();
+    let (code, out, err) = run(mm_in(dir.path(), &["retrain", &s], &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("promoted v0001") || out.contains("promoted v0002"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "",
+        "a clean end clears the pid"
+    );
+}
+
+#[test]
+fn config_file_sits_between_flags_and_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mm.toml"),
+        "lake = \"file/lake\"\n[retrain]\nholdout-days = 2\nrounds = 50\n",
+    )
+    .unwrap();
+    let env = [("MM_LAKE", "env/lake"), ("MM_MODELS", "env/models")];
+    let (code, out, err) = run(mm_in(
+        dir.path(),
+        &["config", "show", "--json", "retrain", "--rounds", "9"],
+        &env,
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let get = |k: &str| {
+        v["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == k)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(get("lake")["value"], "file/lake", "the file beats MM_LAKE");
+    assert!(
+        get("lake")["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("config ")
+    );
+    assert_eq!(get("models")["value"], "env/models");
+    assert_eq!(get("models")["source"], "environment MM_MODELS");
+    assert_eq!(get("rounds")["value"], "9");
+    assert_eq!(get("rounds")["source"], "command line");
+    assert_eq!(get("holdout-days")["value"], "2");
+    assert_eq!(get("margin")["source"], "default");
+    assert_eq!(get("work")["value"], "out/retrain");
+    assert_eq!(v["config_file"], "mm.toml");
+
+    // The text form names each source too; a bad key is refused with the file's name.
+    let (code, out, _) = run(mm_in(dir.path(), &["config", "show", "retrain"], &env));
+    assert_eq!(code, 0);
+    assert!(out.contains("lake = \"file/lake\""), "{out}");
+    assert!(out.contains("# environment MM_MODELS"), "{out}");
+    std::fs::write(dir.path().join("mm.toml"), "[retrain]\nholdout = 2\n").unwrap();
+    let (code, _, err) = run(mm_in(dir.path(), &["retrain"], &[]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("mm.toml: unknown setting `holdout`"), "{err}");
+}
