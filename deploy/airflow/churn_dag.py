@@ -16,6 +16,7 @@ OPTIONS = "--mode tdm-6v6 --horizon 8h"
 ENV = {
     "MM_LAKE": "s3://matchmaking/lake",
     "MM_TABLES": "s3://matchmaking/tables/churn",
+    "MM_LOG_FORMAT": "json",
 }
 
 

@@ -33,14 +33,18 @@ pub const DEFAULT_FILE: &str = "mm.toml";
 #[derive(Debug, Clone, Serialize)]
 pub struct Setting {
     pub key: String,
+    /// The value as the command line would give it (a list joined with commas).
     pub value: Option<String>,
     pub source: String,
+    /// A list flag (values separated by commas).
+    pub list: bool,
 }
 
 /// The parsed command line with the config file applied.
 #[derive(Debug)]
 pub struct Resolved {
-    pub cli: Cli,
+    /// `None` only in the lenient parse of `mm config show`, when required flags are missing.
+    pub cli: Option<Cli>,
     /// The config file read, if any.
     pub file: Option<PathBuf>,
     /// The command's path (`["fit", "churn"]`).
@@ -219,10 +223,18 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
         }
         c
     };
+    // The command's own flags, then the global ones (once: at the root they are the same),
+    // without help, version, hidden test hooks and `--config` itself.
+    let mut seen = HashSet::new();
     let args: Vec<&clap::Arg> = leaf_cmd
         .get_arguments()
         .chain(globals.iter().copied())
-        .filter(|a| a.get_long().is_some() && a.get_id() != "help" && a.get_id() != "version")
+        .filter(|a| {
+            a.get_long().is_some()
+                && !a.is_hide_set()
+                && !["help", "version", "config"].contains(&a.get_id().as_str())
+                && seen.insert(a.get_id().clone())
+        })
         .collect();
 
     let mut injected: HashSet<String> = HashSet::new();
@@ -267,13 +279,12 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
             return Err(Failure::Clap(e));
         }
     };
-    let cli = if lenient {
+    let cli = match Cli::from_arg_matches(&m2) {
+        Ok(c) => Some(c),
         // Required flags may be missing here; `config show` only reads the settings.
-        Cli::from_arg_matches(&m2).or_else(|_| Cli::try_parse_from_lenient())
-    } else {
-        Cli::from_arg_matches(&m2)
-    }
-    .map_err(Failure::Clap)?;
+        Err(_) if lenient => None,
+        Err(e) => return Err(Failure::Clap(e)),
+    };
     let (m2leaf, _, _) = leaf(&m2, &root);
     let settings = args
         .iter()
@@ -308,6 +319,7 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
                 key: a.get_long().unwrap_or_default().to_string(),
                 value,
                 source,
+                list: a.get_value_delimiter().is_some(),
             }
         })
         .collect();
@@ -345,7 +357,11 @@ pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Re
         Some(f) => println!("# config file: {}", f.display()),
         None => println!("# config file: none ({DEFAULT_FILE} not in the working directory)"),
     }
-    println!("# mm {}", r.command.join(" "));
+    if r.command.is_empty() {
+        println!("# mm: the global flags (name a command to see its settings)");
+    } else {
+        println!("# mm {}", r.command.join(" "));
+    }
     let width = r
         .settings
         .iter()
@@ -353,28 +369,28 @@ pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Re
         .max()
         .unwrap_or(0);
     for s in &r.settings {
-        let value = s.value.as_deref().map_or_else(
-            || "# (unset)".to_string(),
-            |v| {
-                if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
-                    v.to_string()
-                } else {
-                    format!("{v:?}")
-                }
-            },
-        );
+        let Some(v) = s.value.as_deref() else {
+            println!("# {} is unset", s.key);
+            continue;
+        };
+        let scalar = |v: &str| {
+            if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
+                v.to_string()
+            } else {
+                format!("{v:?}")
+            }
+        };
+        // A list flag (`--pool-sizes 100,200`) is shown as a TOML array.
+        let value = if s.list {
+            let items: Vec<String> = v.split(',').map(scalar).collect();
+            format!("[{}]", items.join(", "))
+        } else {
+            scalar(v)
+        };
         let line = format!("{} = {value}", s.key);
         println!("{line:<width$}  # {}", s.source);
     }
     Ok(())
-}
-
-impl Cli {
-    /// A placeholder command line for `config show` when the shown command's required flags
-    /// are missing (its settings are read from the matches, not from this value).
-    fn try_parse_from_lenient() -> std::result::Result<Cli, clap::Error> {
-        <Cli as clap::Parser>::try_parse_from(["mm", "config", "show"])
-    }
 }
 
 #[cfg(test)]
@@ -405,7 +421,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let crate::args::Cmd::Retrain(a) = &r.cli.cmd else {
+        let Some(crate::args::Cmd::Retrain(a)) = r.cli.as_ref().map(|c| &c.cmd) else {
             panic!("retrain")
         };
         assert_eq!(a.lake, PathBuf::from("from-file/lake"));
@@ -417,7 +433,9 @@ mod tests {
         assert_eq!(setting(&r, "margin").source, "default");
         // [fit.churn] applies to fit churn only, a boolean flag set from the file.
         let r = resolve(&argv(&["mm", "--config", c, "fit", "churn"]), false).unwrap();
-        let crate::args::Cmd::Fit(crate::args::FitCmd::Churn(a)) = &r.cli.cmd else {
+        let Some(crate::args::Cmd::Fit(crate::args::FitCmd::Churn(a))) =
+            r.cli.as_ref().map(|c| &c.cmd)
+        else {
             panic!("fit churn")
         };
         assert!(a.rebuild);
