@@ -16,6 +16,7 @@
 //! - [`store`]: versions, `LATEST`, atomic publishing, promote, rollback and hot reload.
 
 pub mod churn;
+pub mod diff;
 pub mod error;
 pub mod features;
 pub mod fsio;
@@ -45,6 +46,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The position of this outcome in `[win, draw, loss]` arrays (per-outcome churn, outcome
+    /// probabilities).
+    #[must_use]
+    pub fn index(self) -> usize {
+        match self {
+            Outcome::Win => 0,
+            Outcome::Draw => 1,
+            Outcome::Loss => 2,
+        }
+    }
+
     /// The lower-case name, as stored in the lake's `outcome` column and in artifacts.
     #[must_use]
     pub fn as_str(self) -> &'static str {

@@ -256,6 +256,27 @@ fn check_churn(
 }
 
 impl Artifact {
+    /// The snapshot's state of `player_id`, or, for a player it does not hold, a new player's
+    /// as of the snapshot: raw skill 0, at that skill's percentile, no games. The one
+    /// definition of "a new player" that the matcher, the pools and the evaluation share.
+    #[must_use]
+    pub fn player_or_new(&self, player_id: &str) -> crate::snapshot::PlayerState {
+        self.snapshot
+            .get(player_id)
+            .unwrap_or_else(|| self.new_player(player_id))
+    }
+
+    /// A new player's state as of the snapshot (see [`Artifact::player_or_new`]).
+    #[must_use]
+    pub fn new_player(&self, player_id: &str) -> crate::snapshot::PlayerState {
+        crate::snapshot::PlayerState::new_player(
+            player_id,
+            self.manifest.snapshot_as_of_ms,
+            self.percentiles.percentile(0.0),
+            0.0,
+        )
+    }
+
     /// Loads and verifies the artifact in `dir`.
     ///
     /// # Errors

@@ -171,6 +171,18 @@ impl Store {
         self.open(&v)
     }
 
+    /// Loads and verifies an artifact from either kind of directory a user may name: a version
+    /// directory (it holds `manifest.json`) or a model directory (its `LATEST`).
+    ///
+    /// # Errors
+    /// Neither kind of directory, or the version is refused.
+    pub fn open_any(path: &Path) -> Result<Artifact, ArtifactError> {
+        if !path.join("manifest.json").exists() && path.join(LATEST).exists() {
+            return Store::new(path).open_latest();
+        }
+        Artifact::open(path)
+    }
+
     /// Publishes a new version atomically: the files and the manifest (whose `files` list is
     /// filled in here) go to a temporary directory, are synced, and the directory is renamed
     /// to `<root>/<version>`. With `promote`, `LATEST` then moves to it (written aside,

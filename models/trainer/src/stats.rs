@@ -55,21 +55,18 @@ pub fn mean_sd(v: &[f64]) -> (f64, f64) {
 #[must_use]
 pub fn auc(p: &[f64], y: &[bool]) -> f64 {
     assert_eq!(p.len(), y.len(), "auc: samples of different lengths");
-    let mut idx: Vec<usize> = (0..p.len()).collect();
-    idx.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
-    // Sum of the positives' ranks (1-based, ties averaged).
-    let (mut rank_sum, mut k) = (0.0, 0);
-    while k < idx.len() {
-        let mut e = k + 1;
-        while e < idx.len() && p[idx[e]] == p[idx[k]] {
-            e += 1;
-        }
-        let avg = (k + 1 + e) as f64 / 2.0;
-        rank_sum += avg * idx[k..e].iter().filter(|&&i| y[i]).count() as f64;
-        k = e;
-    }
+    // Sum of the positives' ranks (ties averaged): the Mann-Whitney U of the positives.
+    let rank_sum: f64 = average_ranks(p)
+        .iter()
+        .zip(y)
+        .filter(|&(_, &pos)| pos)
+        .map(|(r, _)| r)
+        .sum();
     let np = y.iter().filter(|&&v| v).count() as f64;
     let nn = y.len() as f64 - np;
+    if np == 0.0 || nn == 0.0 {
+        return f64::NAN;
+    }
     (rank_sum - np * (np + 1.0) / 2.0) / (np * nn)
 }
 

@@ -6,9 +6,8 @@
 //! on standardised features, i.e. `sum of log-losses + alpha |w|^2 / 2` with `alpha = 1 / C`. The
 //! intercept is not penalised. The solver is [`crate::logit::newton`] (Newton-CG on the exact
 //! Hessian): the penalty is weighted by each feature's variance, which is the same fit as on
-//! standardised features without a standardised copy of the table. (linfa-logistic's L-BFGS gave
-//! the same optimum in the first version of this module, several times slower; see
-//! `mm bench logistic`.)
+//! standardised features without a standardised copy of the table. linfa-logistic's L-BFGS
+//! reaches the same optimum more slowly (`mm bench logistic` measures both).
 
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
