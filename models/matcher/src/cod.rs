@@ -26,9 +26,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{
-    Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, Policy, QualityWeights, Queue,
-    QueueError, Rule, Search, SearchId, TickState, View, balanced_split, best_data_centre,
-    check_structure, groupable, make_lobby, platforms_compatible, rescue_overdue, score_split,
+    Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
+    QualityWeights, Queue, QueueError, Rule, Search, SearchId, TickState, View, balanced_split,
+    best_data_centre, check_structure, groupable, make_lobby, platforms_compatible, score_split,
 };
 
 /// Settings of the CoD rules policy.
@@ -369,7 +369,7 @@ impl Policy for CodRules {
         "cod"
     }
 
-    fn tick(&mut self, now_ms: i64, queue: &mut Queue) -> Vec<Lobby> {
+    fn form_lobbies(&mut self, now_ms: i64, queue: &Queue) -> Vec<Lobby> {
         let c = &self.config;
         let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
         let cands = self.candidates(&st);
@@ -381,16 +381,17 @@ impl Policy for CodRules {
             let (b, _) = self.grow(&st, &cands, a);
             self.form(&mut st, &mut lobbies, &b, now_ms);
         }
-        lobbies.extend(rescue_overdue(
-            &mut st,
-            &self.models,
-            &c.quality,
-            c.team_size,
-            c.max_wait_s,
-            now_ms,
-        ));
-        queue.remove_placed(&lobbies);
         lobbies
+    }
+
+    fn max_wait_rule(&self) -> MaxWaitRule {
+        MaxWaitRule {
+            models: self.models,
+            weights: self.config.quality,
+            team_size: self.config.team_size,
+            max_wait_s: self.config.max_wait_s,
+            distance: self.config.distance,
+        }
     }
 
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {

@@ -32,9 +32,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{
-    Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, Policy, QualityWeights, Queue,
-    QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure, fill_exact,
-    make_lobby, rescue_overdue, score_split, split_churn, team_sample,
+    Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
+    QualityWeights, Queue, QueueError, Rule, SearchId, TickState, View, balanced_split,
+    check_structure, fill_exact, make_lobby, score_split, split_churn, team_sample,
 };
 use mm_artifact::team::{TeamSample, sigmoid};
 
@@ -335,7 +335,7 @@ impl Policy for EommTeams {
         "eomm"
     }
 
-    fn tick(&mut self, now_ms: i64, queue: &mut Queue) -> Vec<Lobby> {
+    fn form_lobbies(&mut self, now_ms: i64, queue: &Queue) -> Vec<Lobby> {
         let deadline = Deadline::after(self.config.time_budget);
         let c = self.config.clone();
         let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
@@ -351,7 +351,7 @@ impl Policy for EommTeams {
             }
         }
         self.local_search(&st, &mut tentative, deadline);
-        let mut lobbies: Vec<Lobby> = tentative
+        let lobbies: Vec<Lobby> = tentative
             .into_iter()
             .map(|t| {
                 let scored = score_split(
@@ -365,17 +365,18 @@ impl Policy for EommTeams {
                 make_lobby(&st, t.teams, &scored, now_ms, false)
             })
             .collect();
-        lobbies.extend(rescue_overdue(
-            &mut st,
-            &self.models,
-            &c.quality,
-            c.team_size,
-            c.max_wait_s,
-            now_ms,
-        ));
         self.rng = rng;
-        queue.remove_placed(&lobbies);
         lobbies
+    }
+
+    fn max_wait_rule(&self) -> MaxWaitRule {
+        MaxWaitRule {
+            models: self.models,
+            weights: self.config.quality,
+            team_size: self.config.team_size,
+            max_wait_s: self.config.max_wait_s,
+            distance: self.config.distance,
+        }
     }
 
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {

@@ -3,11 +3,13 @@
 //! draw and a loss, from the player's state in the snapshot at the time of the search.
 
 use mm_artifact::Artifact;
-use mm_artifact::snapshot::{PlayerState, features_of};
+use mm_artifact::snapshot::features_of;
 use mm_artifact::team::TeamSample;
 
 use crate::Outcome;
-use crate::scoring::{ChurnModel, OutcomeProbs, TabularChurn, WinModel};
+use crate::blossom::DenseBlossom;
+use crate::pairing::{PairPolicy, Pairing, PairingError, pair_f64};
+use crate::scoring::{ChurnModel, OutcomeProbs, TabularChurn, WinModel, eomm_matrix};
 
 /// Why a pool cannot be scored with an artifact.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -47,15 +49,10 @@ impl ArtifactPool {
             if id.is_empty() {
                 return Err(ArtifactScoringError::EmptyId(i));
             }
-            let p = art.snapshot.get(id).unwrap_or_else(|| {
+            if art.snapshot.position(id).is_none() {
                 unknown.push(i);
-                PlayerState::new_player(
-                    id,
-                    art.manifest.snapshot_as_of_ms,
-                    art.percentiles.percentile(0.0),
-                    0.0,
-                )
-            });
+            }
+            let p = art.player_or_new(id);
             skills.push(p.raw_skill);
             let row = features_of(&spec, &p, now_ms, false, Outcome::Win);
             churn.push(art.churn.model.counterfactual(&row));
@@ -67,6 +64,65 @@ impl ArtifactPool {
             unknown,
         })
     }
+}
+
+impl ArtifactPool {
+    /// The pool of these members (already scored from the artifact, see
+    /// [`crate::queue::Member::lookup`]) under the artifact's team win model `win`.
+    #[must_use]
+    pub fn from_members<'a>(
+        win: mm_artifact::team::TeamWinModel,
+        members: impl IntoIterator<Item = &'a crate::queue::Member>,
+    ) -> Self {
+        let (skills, churn) = members.into_iter().map(|m| (m.raw_skill, m.churn)).unzip();
+        ArtifactPool {
+            win,
+            skills,
+            churn: TabularChurn { by_outcome: churn },
+            unknown: Vec::new(),
+        }
+    }
+}
+
+/// A 1v1 pool paired with an artifact ([`pair_pool`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolPairing {
+    /// Pairs of positions in the pool's ids, the player left waiting (odd pools), and the
+    /// expected number of players who churn after these games.
+    pub pairing: Pairing<f64>,
+    /// Positions of the players the snapshot did not hold (scored as new players).
+    pub unknown: Vec<usize>,
+}
+
+/// Why [`pair_pool`] could not pair a pool.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PairPoolError {
+    #[error(transparent)]
+    Scoring(#[from] ArtifactScoringError),
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+}
+
+/// Pairs the players `ids`, searching at `now_ms`, by `policy` with the artifact's models: the
+/// service facade over [`ArtifactPool`], [`eomm_matrix`] and [`pair_f64`]. Every policy's
+/// objective is the pool's expected churn under the artifact; SkillMM sorts by raw skill.
+///
+/// # Errors
+/// The artifact has no win model, an id is empty, or the solver refuses the weights.
+pub fn pair_pool(
+    art: &Artifact,
+    ids: &[String],
+    now_ms: i64,
+    policy: PairPolicy,
+) -> Result<PoolPairing, PairPoolError> {
+    let pool = ArtifactPool::new(art, ids, now_ms)?;
+    let n = ids.len();
+    let w = eomm_matrix(n, &pool, &pool);
+    let pairing = pair_f64(policy, n, &w, Some(&pool.skills), &mut DenseBlossom::new())?;
+    Ok(PoolPairing {
+        pairing,
+        unknown: pool.unknown,
+    })
 }
 
 impl WinModel for ArtifactPool {

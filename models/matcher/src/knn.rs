@@ -11,15 +11,14 @@
 //! when no search under the node shares the anchor's device: tighter than one 4-D Euclidean
 //! distance, and one heap instead of one walk per device.
 //!
-//! Why not `rstar` (used before): its iterator allocates per walk, needed a tree per device and
-//! a merge heap, and its removals rebalance; together they were about half of a 10,000-search
-//! tick. Here a placed search only lowers the live counts on its path to the root, and a walk
-//! allocates one heap.
+//! Not `rstar`: its iterator allocates per walk, it would need a tree per device and a merge
+//! heap, and its removals rebalance. Here a placed search only lowers the live counts on its
+//! path to the root, and a walk allocates one heap.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Points per leaf (8, 16 and 32 measured alike on the 10,000-search tick; 4 was slower).
+/// Points per leaf.
 const LEAF: usize = 16;
 const NIL: u32 = u32::MAX;
 
@@ -187,7 +186,7 @@ impl IndexPoint {
     /// own copy of the fields; `nearest_walk_equals_brute_force` fails if the two drift apart.
     pub(crate) fn distance(&self, other: &IndexPoint, input_km: f64) -> f64 {
         let (a, b) = (&self.coords, &other.coords);
-        crate::queue::great_circle_km(&[a[0], a[1], a[2]], &[b[0], b[1], b[2]])
+        crate::geo::great_circle_km(&[a[0], a[1], a[2]], &[b[0], b[1], b[2]])
             + (a[3] - b[3]).abs()
             + if self.device == other.device {
                 0.0
@@ -235,12 +234,7 @@ impl Iterator for Walk<'_> {
                 {
                     if live
                         && j != self.anchor
-                        && crate::queue::compatible(
-                            a.platform,
-                            a.crossplay,
-                            p.platform,
-                            p.crossplay,
-                        )
+                        && crate::geo::compatible(a.platform, a.crossplay, p.platform, p.crossplay)
                     {
                         let d = a.distance(p, ix.input_km);
                         self.heap.push(Reverse((key(d), POINT, j)));

@@ -26,11 +26,7 @@
 //!   prices and ends after about one scan of each row. About 0.05 s at 1,000 players.
 //!
 //! No maintained crate fits: `lapjv` takes an `ndarray` matrix (the matcher takes no ndarray)
-//! and forbids nothing, `pathfinding`'s Hungarian method returns no duals. An earlier sparse
-//! shortest-path search with column generation (candidate lists of a dozen columns, priced
-//! against the whole matrix) was exact too but needed 11 to 22 pricing rounds on these pools,
-//! because columns outside the lists kept stale prices; the auction's cache cannot go stale,
-//! since prices only rise.
+//! and forbids nothing, `pathfinding`'s Hungarian method returns no duals.
 
 // Rows and columns index several parallel arrays; index loops read clearer than zipped iterators.
 #![allow(clippy::needless_range_loop)]
@@ -38,30 +34,22 @@
 use std::collections::VecDeque;
 
 const NONE: u32 = u32::MAX;
-/// Sizes from which [`Lap::assign_no_diagonal`] takes the auction. On the peers' pools
-/// (`examples/solve_pool.rs`, medians of 5, both interleaved in one process) the auction's
-/// first version (before [`BID_SLACK`]) took 0.78 against 0.93 ms at 100 rows, 2.4 against
-/// 6.2 ms at 200, 18 against 77 ms at 500 and 68 against 642 ms at 1,000.
+/// Sizes from which [`Lap::assign_no_diagonal`] takes the auction (faster than the dense
+/// search from about 100 rows on the peers' pools).
 pub const AUCTION_FROM: usize = 100;
 /// The cost of a diagonal entry: far above any sum of real costs (`|c| <= 2^41` after the
 /// blossom's scaling, at most 2^20 rows), far below overflow.
 const FORBIDDEN: i64 = i64::MAX / 8;
 /// Columns a rescan checks at once against the cache's bound.
 const BLOCK: usize = 16;
-/// Columns each row of the auction caches. 8 and 16 measured alike on the peers' pools, 4 and
-/// 32 slower.
+/// Columns each row of the auction caches (the fastest on the peers' pools).
 const LOOKAHEAD: usize = 8;
 /// The first `eps` of the auction is the cost range over this, and each phase divides it by
-/// [`EPS_FACTOR`]. Of 10, 100 and 1,000 crossed with 4, 6 and 10 on the peers' P=1000 pool,
-/// 100 made the fewest bids; with it, 4 and 6 were close (37,483 and 39,987 bids, 46 and 41
-/// ms) and 10 was slower (86 ms).
+/// [`EPS_FACTOR`] (the pair that made the fewest bids on the peers' P=1000 pool).
 const EPS_DIVISOR: i64 = 100;
 const EPS_FACTOR: i64 = 6;
 /// How far, in units of the phase's `eps`, a bid before the last phase may trust a spent cache
-/// (see the auction). Against exact bids (0) on the peers' P=1000 pool, 1, 2, 4 and 8 took the
-/// rescans from 19,505 to 16,050, 13,834, 10,927 and 9,479, and the bids from 39,987 to 39,561,
-/// 42,581, 41,808 and 50,602. 4 was the fastest there, and faster than 0 on the evaluation
-/// pools.
+/// (see the auction): fewer rescans than exact bids, for a few more bids.
 const BID_SLACK: i64 = 4;
 /// Row scans of the dual label correction, per row, beyond which the dense search takes over.
 /// One scan per row is the rule on every pool measured; only a bug could reach this.

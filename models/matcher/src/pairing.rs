@@ -139,6 +139,7 @@ pub fn pair_f64(
     }
 }
 
+#[doc(hidden)]
 /// Reads a square row-major little-endian int32 cost matrix (the peers' `pools/*.i32`
 /// format); returns its side and entries. The error says what is wrong with the bytes.
 pub fn costs_from_le_i32(bytes: &[u8]) -> Result<(usize, Vec<i64>), String> {

@@ -107,12 +107,7 @@ pub struct TabularChurn {
 
 impl ChurnModel for TabularChurn {
     fn churn(&self, i: usize, outcome: Outcome) -> f64 {
-        let c = &self.by_outcome[i];
-        match outcome {
-            Outcome::Win => c[0],
-            Outcome::Draw => c[1],
-            Outcome::Loss => c[2],
-        }
+        self.by_outcome[i][outcome.index()]
     }
 }
 

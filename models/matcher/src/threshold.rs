@@ -33,9 +33,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{
-    Backoff, Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, Policy, QualityWeights,
-    Queue, QueueError, Rule, SearchId, TickState, balanced_split, check_structure, fill_exact,
-    make_lobby, rescue_overdue, score_split,
+    Backoff, Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
+    QualityWeights, Queue, QueueError, Rule, SearchId, TickState, balanced_split, check_structure,
+    fill_exact, make_lobby, score_split,
 };
 
 /// Settings of the threshold policy.
@@ -239,7 +239,7 @@ impl Policy for ThresholdPolicy {
         "threshold"
     }
 
-    fn tick(&mut self, now_ms: i64, queue: &mut Queue) -> Vec<Lobby> {
+    fn form_lobbies(&mut self, now_ms: i64, queue: &Queue) -> Vec<Lobby> {
         let deadline = Deadline::after(self.config.time_budget);
         let c = self.config.clone();
         let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
@@ -265,17 +265,18 @@ impl Policy for ThresholdPolicy {
                 st.take(&best.ids);
             }
         }
-        lobbies.extend(rescue_overdue(
-            &mut st,
-            &self.models,
-            &c.weights,
-            c.team_size,
-            c.max_wait_s,
-            now_ms,
-        ));
         self.rng = rng;
-        queue.remove_placed(&lobbies);
         lobbies
+    }
+
+    fn max_wait_rule(&self) -> MaxWaitRule {
+        MaxWaitRule {
+            models: self.models,
+            weights: self.config.weights,
+            team_size: self.config.team_size,
+            max_wait_s: self.config.max_wait_s,
+            distance: self.config.distance,
+        }
     }
 
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {

@@ -1,0 +1,73 @@
+//! The members and searches a queue holds.
+
+use mm_artifact::Artifact;
+use mm_artifact::snapshot::{PlayerState, features_of};
+use serde::{Deserialize, Serialize};
+
+use super::SearchId;
+use crate::Outcome;
+
+/// A player's input device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    Controller,
+    KeyboardMouse,
+    Touch,
+}
+
+/// One player of a search, as the policies need it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    /// Raw skill in [-1, 1] (team balance, win probability).
+    pub raw_skill: f64,
+    /// Skill percentile in [0, 1] (skill rules, candidate distance).
+    pub percentile: f64,
+    /// Matches played (experience).
+    pub games: u64,
+    /// Probability of churning after a win, a draw and a loss.
+    pub churn: [f64; 3],
+}
+
+impl Member {
+    /// A member from the artifact: skill and percentile from the snapshot, churn from the churn
+    /// model on the player's state at `now_ms` for each hypothetical outcome.
+    #[must_use]
+    pub fn from_state(art: &Artifact, state: &PlayerState, now_ms: i64, in_party: bool) -> Member {
+        let spec = art.churn.model.spec;
+        let row = features_of(&spec, state, now_ms, in_party, Outcome::Win);
+        Member {
+            raw_skill: state.raw_skill,
+            percentile: state.percentile,
+            games: state.games,
+            churn: art.churn.model.counterfactual(&row),
+        }
+    }
+
+    /// The member for `player_id` searching at `now_ms`: its state in the artifact's snapshot,
+    /// or a new player's (raw skill 0) when the snapshot does not hold it
+    /// ([`Artifact::player_or_new`]). The service facade: what an embedding service calls for
+    /// each player of a search.
+    #[must_use]
+    pub fn lookup(art: &Artifact, player_id: &str, now_ms: i64, in_party: bool) -> Member {
+        Member::from_state(art, &art.player_or_new(player_id), now_ms, in_party)
+    }
+}
+
+/// A party searching for a lobby.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Search {
+    pub id: SearchId,
+    pub members: Vec<Member>,
+    /// When the search started, ms since the epoch.
+    pub start_ms: i64,
+    /// Degrees.
+    pub lat: f64,
+    pub lon: f64,
+    pub input: Input,
+    pub platform: u8,
+    /// Whether the party accepts players of other platforms (who also accept cross-play).
+    pub crossplay: bool,
+    /// Round-trip ping to data centres, `(data centre, ms)`; empty when unknown.
+    pub pings: Vec<(u16, f32)>,
+}
