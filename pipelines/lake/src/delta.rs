@@ -18,8 +18,11 @@ use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use serde_json::Value;
 
+use crate::error::{LakeError, Result, io_err};
 use crate::location::Location;
-use crate::store::{LakeError, Result};
+
+/// The key of the run record in a commit's `commitInfo`.
+pub const RUN_KEY: &str = "mm_run";
 
 /// The highest Delta protocol versions `mm` honours: it reads tables of reader version 1 (no
 /// column mapping, no deletion vectors) and writes tables of writer version 2 (append-only and
@@ -205,7 +208,7 @@ fn probe(loc: &Location, table: &DeltaTable) -> Result<()> {
     })
     .map_err(|e| LakeError::Location {
         location: loc.to_string(),
-        reason: crate::location::store_reason(&e),
+        reason: crate::error::store_reason(&e),
     })
 }
 
@@ -266,7 +269,7 @@ pub(crate) fn create_table(
         cols.push(StructField::new((*p).to_string(), t.clone(), false));
     }
     if let Some(dir) = loc.local() {
-        std::fs::create_dir_all(dir).map_err(crate::store::io_err(dir))?;
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     }
     let table = builder(loc)?.build().map_err(delta_err(loc))?;
     let mut create = table
@@ -330,7 +333,7 @@ fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             w.run_id = ci
-                .get(crate::store::RUN_KEY)
+                .get(RUN_KEY)
                 .and_then(|r| r.get("run_id"))
                 .and_then(Value::as_str)
                 .map(str::to_string);
@@ -401,4 +404,49 @@ fn is_conflict(e: &DeltaTableError) -> bool {
                     | TransactionError::VersionAlreadyExists(_)
             }
     )
+}
+
+/// Uploads a staged file: one request up to 32 MiB, a multipart upload above. Data files are
+/// created only if absent (`create_only`), so no run ever replaces another's file.
+pub(crate) fn upload(
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    staged: &std::path::Path,
+    rel: &str,
+    create_only: bool,
+) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use object_store::{ObjectStoreExt as _, PutMode, PutOptions, PutPayload, WriteMultipart};
+    const ONE_REQUEST: u64 = 32 << 20;
+    let path = object_store::path::Path::from(rel);
+    let len = std::fs::metadata(staged)?.len();
+    if len <= ONE_REQUEST {
+        let bytes = bytes::Bytes::from(std::fs::read(staged)?);
+        let opts = PutOptions {
+            mode: if create_only {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            },
+            ..Default::default()
+        };
+        block_on(async move { store.put_opts(&path, PutPayload::from(bytes), opts).await })?;
+        return Ok(());
+    }
+    let staged = staged.to_path_buf();
+    block_on(async move {
+        use std::io::Read;
+        let upload = store.put_multipart(&path).await?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, 16 << 20);
+        let mut f = std::fs::File::open(&staged)?;
+        let mut buf = vec![0u8; 8 << 20];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            w.wait_for_capacity(4).await?;
+            w.write(&buf[..n]);
+        }
+        w.finish().await?;
+        Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    })
 }

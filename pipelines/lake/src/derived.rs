@@ -20,8 +20,8 @@ use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use object_store::ObjectStoreExt as _;
 
 use crate::delta::{self, AsOf, WinnerCommit};
+use crate::error::{LakeError, Result, io_err};
 use crate::location::{Location, cache_root};
-use crate::store::{LakeError, Result, io_err};
 
 /// The key of the writer's record in a commit's `commitInfo`.
 pub const DERIVED_KEY: &str = "mm_derived";
@@ -226,7 +226,7 @@ impl DerivedTable {
                 actions.push(Action::Add(add));
             }
             if let Some(d) = self.loc.local() {
-                crate::store::sync_dir(&d.join(&dir))?;
+                crate::parquet_io::sync_dir(&d.join(&dir))?;
             }
             let snap = self.table.snapshot().map_err(delta::delta_err(&self.loc))?;
             let now = chrono::Utc::now().timestamp_millis();
@@ -307,7 +307,7 @@ impl DerivedTable {
             }
             Location::Remote(_) => {
                 let store = self.table.log_store().object_store(None);
-                crate::store::upload(store, staged, rel, true).map_err(|e| LakeError::Location {
+                crate::delta::upload(store, staged, rel, true).map_err(|e| LakeError::Location {
                     location: self.loc.join(rel).to_string(),
                     reason: e.to_string(),
                 })

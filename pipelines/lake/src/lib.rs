@@ -44,16 +44,21 @@
 //! assert!(before.matches_files().unwrap().is_empty());
 //! ```
 
+pub mod convert;
 pub mod delta;
 pub mod derived;
+pub mod error;
 pub mod location;
 pub mod mirror;
+pub mod parquet_io;
 pub mod progress;
 pub mod rows;
 pub mod schema;
 pub mod store;
 pub mod summary;
 pub mod syncer;
+pub mod txn;
+pub mod upkeep;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
 
@@ -81,5 +86,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 pub use delta::AsOf;
+pub use error::LakeError;
 pub use location::Location;
-pub use store::{Committed, FileEntry, Lake, LakeError, Recovery, Txn};
+pub use store::{FileEntry, Lake, Recovery};
+pub use txn::{Committed, Txn};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use url::Url;
 
-use crate::store::LakeError;
+use crate::error::LakeError;
 
 /// Object-store URL schemes accepted besides local paths.
 pub const REMOTE_SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "abfs", "abfss", "azure"];
@@ -172,54 +172,5 @@ mod tests {
             let e = Location::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with(bad), "{e}");
         }
-    }
-}
-
-/// The object store's message about `e`, with what it most likely means when the cause is a
-/// common misconfiguration (no credentials, credentials refused, no such bucket).
-pub fn store_reason(e: &dyn fmt::Display) -> String {
-    let text = e.to_string();
-    let hint = if text.contains("/latest/api/token") || text.contains("/latest/meta-data") {
-        // object_store falls back to the instance metadata service when it finds no keys.
-        Some(
-            "no credentials were found (no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE \
-             or web identity in the environment), and the instance metadata service, tried \
-             last, gave none either",
-        )
-    } else if [
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidClientTokenId",
-    ]
-    .iter()
-    .any(|c| text.contains(c))
-    {
-        Some("the storage refused the credentials")
-    } else if text.contains("AccessDenied") || text.contains("403 Forbidden") {
-        Some("the credentials lack permission for this location")
-    } else if text.contains("NoSuchBucket") || text.contains("ContainerNotFound") {
-        Some("the bucket (or container) does not exist")
-    } else {
-        None
-    };
-    match hint {
-        Some(h) => format!("{h}. The store said: {text}"),
-        None => text,
-    }
-}
-
-#[cfg(test)]
-mod reason_tests {
-    use super::store_reason;
-
-    #[test]
-    fn common_misconfigurations_are_named() {
-        let imds = "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token";
-        assert!(store_reason(&imds).starts_with("no credentials were found"));
-        assert!(store_reason(&"<Code>NoSuchBucket</Code>").starts_with("the bucket"));
-        assert!(
-            store_reason(&"<Code>InvalidAccessKeyId</Code>").starts_with("the storage refused")
-        );
-        assert_eq!(store_reason(&"timed out"), "timed out");
     }
 }

@@ -18,8 +18,8 @@ use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt as _};
 
 use crate::delta;
+use crate::error::{LakeError, Result, io_err};
 use crate::location::{Location, cache_root};
-use crate::store::{LakeError, Result, io_err};
 
 /// Files that move: re-read on every pull, uploaded last on every push.
 const POINTERS: [&str; 2] = ["LATEST", "HISTORY"];
@@ -43,7 +43,7 @@ fn remote_err(loc: &Location, rel: &str) -> impl Fn(object_store::Error) -> Lake
     };
     move |e| LakeError::Location {
         location: location.clone(),
-        reason: crate::location::store_reason(&e),
+        reason: crate::error::store_reason(&e),
     }
 }
 
@@ -200,10 +200,10 @@ impl Mirror {
             }
             let src = self.local.join(&rel);
             // Pointers are replaced; version files are created only where absent.
-            crate::store::upload(store.clone(), &src, &rel, !pointer).map_err(|e| {
+            crate::delta::upload(store.clone(), &src, &rel, !pointer).map_err(|e| {
                 LakeError::Location {
                     location: format!("{}/{rel}", self.remote),
-                    reason: crate::location::store_reason(&e),
+                    reason: crate::error::store_reason(&e),
                 }
             })?;
             uploaded.push(rel);

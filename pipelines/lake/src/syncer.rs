@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::store::{LakeError, Result, io_err};
+use crate::error::{LakeError, Result, io_err};
 
 /// I/O threads. They spend their time waiting for the disk, not computing.
 const THREADS: usize = 4;

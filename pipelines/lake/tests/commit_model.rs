@@ -57,7 +57,8 @@ fn read_keys(root: &Path, as_of: AsOf) -> BTreeSet<Key> {
     let lake = Lake::open_as_of(root, as_of).unwrap();
     let mut out = BTreeSet::new();
     for f in lake.matches_files().unwrap() {
-        for b in mm_lake::store::read_parquet_columns(&f, Some(&["match_id", "player_id"])).unwrap()
+        for b in
+            mm_lake::parquet_io::read_parquet_columns(&f, Some(&["match_id", "player_id"])).unwrap()
         {
             let (m, p) = (
                 b.column_by_name("match_id").unwrap().as_string::<i32>(),

@@ -1,0 +1,129 @@
+//! Upkeep of the tables: compaction (`optimize`) and `vacuum`, as Delta defines them.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::delta::{self};
+use crate::error::{LakeError, Result};
+use crate::parquet_io::read_parquet_columns;
+use crate::schema::day_dir_name;
+use crate::store::{FileEntry, Lake};
+
+/// What [`Lake::optimize`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OptimizeReport {
+    /// The matches table's version after compaction (unchanged when there was nothing to do).
+    pub version: Option<i64>,
+    pub days_compacted: usize,
+    pub files_removed: usize,
+    pub files_added: usize,
+    pub rows: u64,
+}
+
+/// What [`Lake::vacuum`] did (or would do, in a dry run).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VacuumReport {
+    pub dry_run: bool,
+    /// Files deleted (or to delete), per table, relative to the table root.
+    pub matches: Vec<String>,
+    pub quarantine: Vec<String>,
+}
+
+impl Lake {
+    /// Compacts every day of the matches table that has at least `min_files` files into one
+    /// file in lake order, as Delta's OPTIMIZE does: one commit of `remove` and `add` actions
+    /// with `dataChange: false`, so readers of any version see the same rows and streaming
+    /// readers see no new data. The removed files stay for time travel until [`Lake::vacuum`].
+    /// A concurrent compaction of the same day makes this one commit nothing.
+    pub fn optimize(&self, min_files: usize) -> Result<OptimizeReport> {
+        let mut by_day: std::collections::BTreeMap<i32, Vec<&FileEntry>> = Default::default();
+        for f in &self.matches.files {
+            if let Some(d) = f.day {
+                by_day.entry(d).or_default().push(f);
+            }
+        }
+        by_day.retain(|_, v| v.len() >= min_files.max(2));
+        let mut report = OptimizeReport {
+            version: self.version(),
+            ..Default::default()
+        };
+        if by_day.is_empty() {
+            return Ok(report);
+        }
+        let run_id = format!(
+            "optimize-{}-{:05x}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"),
+            std::process::id() & 0xfffff
+        );
+        let mut txn = self.begin(&run_id)?;
+        let mut removed: Vec<FileEntry> = Vec::new();
+        for (day, files) in &by_day {
+            let mut batches = Vec::new();
+            for f in files {
+                batches.extend(read_parquet_columns(
+                    &self.matches.local_file(&f.path)?,
+                    None,
+                )?);
+            }
+            let batch =
+                crate::rows::sort_lake_order(&batches).map_err(|source| LakeError::Arrow {
+                    path: PathBuf::from(format!("{}/day={}", self.matches.loc, day_dir_name(*day))),
+                    source,
+                })?;
+            report.rows += batch.num_rows() as u64;
+            let rel = Lake::partition_rel(*day).join(format!("part-{run_id}.parquet"));
+            txn.write_parquet(&rel, &[batch])?;
+            report.days_compacted += 1;
+            report.files_added += 1;
+            report.files_removed += files.len();
+            removed.extend(files.iter().map(|f| (*f).clone()));
+        }
+        report.version = Some(txn.commit_compaction(&removed)?);
+        Ok(report)
+    }
+
+    /// Deletes the files no retained version needs, in both tables, as delta-rs's VACUUM does:
+    /// files removed from the table more than `retention_hours` ago and, with `full`, files in
+    /// the table directories that no version ever committed (published by runs that died or
+    /// were refused) and older than the retention. Delta's default and minimum retention is 7
+    /// days (168 hours); below it time travel to older versions may break, and delta-rs refuses
+    /// unless `force` is set.
+    pub fn vacuum(
+        &self,
+        retention_hours: u64,
+        full: bool,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<VacuumReport> {
+        use deltalake_core::operations::vacuum::VacuumMode;
+        let mut report = VacuumReport {
+            dry_run,
+            ..Default::default()
+        };
+        for (view, out) in [
+            (&self.matches, &mut report.matches),
+            (&self.quarantine, &mut report.quarantine),
+        ] {
+            let Some(t) = &view.table else { continue };
+            delta::check_protocol(&view.loc, t, true)?;
+            let builder = t
+                .clone()
+                .vacuum()
+                .with_retention_period(chrono::Duration::hours(
+                    i64::try_from(retention_hours).unwrap_or(i64::MAX / 3_600_000),
+                ))
+                .with_enforce_retention_duration(!force)
+                .with_dry_run(dry_run)
+                .with_mode(if full {
+                    VacuumMode::Full
+                } else {
+                    VacuumMode::Lite
+                });
+            let (_, metrics) =
+                delta::block_on(builder.into_future()).map_err(delta::delta_err(&view.loc))?;
+            *out = metrics.files_deleted;
+        }
+        Ok(report)
+    }
+}
