@@ -15,8 +15,8 @@ use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_select::concat::concat_batches;
 use arrow_select::take::take_record_batch;
 use hashbrown::HashMap;
+use mm_lake::parquet_io::read_parquet_columns;
 use mm_lake::schema::{Outcome, col};
-use mm_lake::store::read_parquet_columns;
 use mm_lake::{Lake, Txn, staging_schema, to_lake_batch};
 use xxhash_rust::xxh3::xxh3_64;
 

@@ -55,8 +55,8 @@ use std::time::Instant;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use mm_lake::parquet_io::read_parquet_columns;
 use mm_lake::schema::{qcol, quarantine_schema};
-use mm_lake::store::read_parquet_columns;
 use mm_lake::{Lake, LakeError, Txn};
 use rayon::prelude::*;
 
@@ -81,6 +81,17 @@ pub enum IngestError {
 }
 
 impl IngestError {
+    /// Bad input (exit code 2) rather than a failure of the run: an input that cannot be
+    /// read, an invalid setting, or a lake that cannot be used as given.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        match self {
+            IngestError::Input { .. } | IngestError::Config { .. } => true,
+            IngestError::Lake(x) => x.is_input(),
+            IngestError::Internal { .. } => false,
+        }
+    }
+
     pub fn input(path: &Path, reason: impl Into<String>) -> IngestError {
         IngestError::Input {
             path: path.to_path_buf(),
@@ -106,10 +117,9 @@ pub struct IngestConfig {
 }
 
 impl IngestConfig {
-    /// Defaults: auto-detected format, mode `default`, 500k staged rows, 2 MiB chunks. A staged
-    /// day is a slice of its chunk's columns and keeps the whole chunk alive: on the 10M-row
-    /// benchmark 2 MiB chunks peak at about 260 MiB against 410 MiB with 8 MiB chunks, at the
-    /// same speed.
+    /// Defaults: auto-detected format, mode `default`, 500k staged rows, 2 MiB chunks. Chunks are
+    /// small because a staged day is a slice of its chunk's columns and keeps the whole chunk
+    /// alive.
     pub fn new(lake: impl Into<PathBuf>, inputs: Vec<PathBuf>) -> IngestConfig {
         IngestConfig {
             lake: lake.into(),

@@ -67,7 +67,7 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
 /// `_` or `.` are skipped, as Spark and Hive skip them.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
     if mm_lake::store::is_delta_table(dir) {
-        out.extend(mm_lake::store::table_files(dir)?);
+        out.extend(mm_lake::convert::table_files(dir)?);
         return Ok(());
     }
     let rd = std::fs::read_dir(dir)

@@ -19,9 +19,8 @@ use crate::parse::QEntry;
 /// id: 24 bytes a match (the key as two words, so that no 16-byte alignment pads the entry),
 /// and a collision (which would wrongly quarantine a row, naming both times) has odds of about
 /// 1e-26 among a million matches. The index is split into [`SHARDS`] tables by hash, so that a
-/// table that grows copies a 64th of the index, not all of it: a single table holds its old and
-/// its new copy while it doubles (with the split, the 10M-row benchmark's peak RSS fell from 240
-/// to 201 MiB in the `ingest_file` example).
+/// table that grows copies a 64th of the index, not all of it (a single table holds its old and
+/// its new copy while it doubles).
 #[derive(Debug)]
 pub struct MatchStarts {
     shards: Vec<HashMap<[u64; 2], i64>>,

@@ -12,7 +12,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use mm_ingest::{IngestConfig, NoProgress, ingest};
 use mm_lake::Lake;
-use mm_lake::store::read_parquet_columns;
+use mm_lake::parquet_io::read_parquet_columns;
 use proptest::prelude::*;
 
 /// One CSV line of random, often bad, canonical data: few match and player ids so that
