@@ -31,7 +31,7 @@ use polars::prelude::*;
 use crate::churn_features::{
     FeatureQuery, features_of_sorted, per_match_values, scan, sorted, state_of_sorted,
 };
-use crate::skill::FitError;
+use crate::error::{FitError, output_err};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -153,10 +153,7 @@ fn pl_err(e: PolarsError) -> FitError {
 }
 
 fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
-    move |e| FitError::Output {
-        path: p.to_path_buf(),
-        reason: e.to_string(),
-    }
+    move |e| output_err(p, e)
 }
 
 /// Writes `df` as one zstd Parquet file at `p`.

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::churn_build::{BuildStats, Shard};
 use crate::churn_features::FeatureQuery;
-use crate::skill::FitError;
+use crate::error::FitError;
 
 pub const FEATURES: &str = "features";
 pub const STATE: &str = "state";

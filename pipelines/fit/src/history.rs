@@ -5,8 +5,9 @@ use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{Array, Float64Array, Int32Array, RecordBatch, StringArray};
 use hashbrown::HashMap;
 use mm_lake::Lake;
+use serde::Serialize;
 
-use crate::skill::{FitError, Metric};
+use crate::error::FitError;
 
 /// One match: its rows are `lo..hi` of the history's row arrays, ordered by team. When the
 /// match has exactly two teams, rows `lo..split` are team A (the smaller team number) and
@@ -154,7 +155,7 @@ fn read_day(
     let mut rows: Vec<RowRef> = Vec::new();
     let names: Vec<&str> = COLS.iter().copied().filter(|c| metric.needs(c)).collect();
     for file in lake.partition_files(day)? {
-        for b in mm_lake::store::read_parquet_columns(&file, Some(&names))? {
+        for b in mm_lake::parquet_io::read_parquet_columns(&file, Some(&names))? {
             let bi = cols.len() as u32;
             if let Some(c) = batch_rows(&b, bi, mode, metric, &mut rows) {
                 cols.push(c);
@@ -337,4 +338,43 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
         hi,
         score_a: if teams == 2 { score_a } else { f64::NAN },
     });
+}
+
+/// The in-match performance metric players are compared on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Kills per enemy death, `(kills + 1) / (deaths_by_enemy + 1)`: self-kills never help,
+    /// and late joiners are not punished for fewer minutes (both counts scale with time).
+    /// Sources that do not tell deaths by enemy apart (LoL) use `deaths`.
+    KillsPerEnemyDeath,
+    /// Score per minute played.
+    ScorePerMinute,
+    /// The lake's `perf` column (e.g. the share of points won in tennis).
+    Perf,
+    /// Win/draw/loss only, for games without stats: the team's outcome.
+    Outcome,
+}
+
+impl Metric {
+    /// Whether the metric reads this lake column (the match columns are always read).
+    #[must_use]
+    pub fn needs(self, column: &str) -> bool {
+        match column {
+            "kills" | "deaths_by_enemy" | "deaths" => self == Metric::KillsPerEnemyDeath,
+            "score" | "seconds_played" => self == Metric::ScorePerMinute,
+            "perf" => self == Metric::Perf,
+            _ => true,
+        }
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::KillsPerEnemyDeath => "kills-per-enemy-death",
+            Metric::ScorePerMinute => "score-per-minute",
+            Metric::Perf => "perf",
+            Metric::Outcome => "outcome",
+        }
+    }
 }

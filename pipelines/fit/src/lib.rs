@@ -17,11 +17,16 @@ pub mod churn;
 pub mod churn_build;
 pub mod churn_features;
 pub mod churn_table;
+mod error;
 pub mod export;
 pub mod history;
+pub mod html;
 pub mod replay;
 pub mod report;
 mod skill;
 pub mod table;
 
-pub use skill::{COD_SKILL_SD, FitError, Metric, ModelScore, SkillConfig, SkillReport, fit_skill};
+pub use error::FitError;
+pub use history::Metric;
+pub use report::skill::{ModelScore, SkillReport};
+pub use skill::{COD_SKILL_SD, SkillConfig, fit_skill};

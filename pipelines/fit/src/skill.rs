@@ -10,52 +10,15 @@ use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkill, RawSkillParams, ValidRawSkillParams};
 use mm_trainer::skill::team::{
-    FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamFitError, TeamSample, TeamWinModel,
+    FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel,
 };
-use mm_trainer::stats::{BinaryMetrics, BinaryScore, ReliabilityBin, mean_sd};
+use mm_trainer::stats::{BinaryScore, mean_sd};
 use serde::Serialize;
 
-use crate::history::{History, read_history};
+use crate::error::{FitError, config_err, output_err};
+use crate::history::{History, Metric, read_history};
 use crate::replay::{OursRun, Windows, run_baseline, run_ours};
-
-/// The in-match performance metric players are compared on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Metric {
-    /// Kills per enemy death, `(kills + 1) / (deaths_by_enemy + 1)`: self-kills never help,
-    /// and late joiners are not punished for fewer minutes (both counts scale with time).
-    /// Sources that do not tell deaths by enemy apart (LoL) use `deaths`.
-    KillsPerEnemyDeath,
-    /// Score per minute played.
-    ScorePerMinute,
-    /// The lake's `perf` column (e.g. the share of points won in tennis).
-    Perf,
-    /// Win/draw/loss only, for games without stats: the team's outcome.
-    Outcome,
-}
-
-impl Metric {
-    /// Whether the metric reads this lake column (the match columns are always read).
-    #[must_use]
-    pub fn needs(self, column: &str) -> bool {
-        match column {
-            "kills" | "deaths_by_enemy" | "deaths" => self == Metric::KillsPerEnemyDeath,
-            "score" | "seconds_played" => self == Metric::ScorePerMinute,
-            "perf" => self == Metric::Perf,
-            _ => true,
-        }
-    }
-
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::KillsPerEnemyDeath => "kills-per-enemy-death",
-            Metric::ScorePerMinute => "score-per-minute",
-            Metric::Perf => "perf",
-            Metric::Outcome => "outcome",
-        }
-    }
-}
+use crate::report::skill::{ModelScore, SkillReport, TunePoint, WindowDates};
 
 /// What `fit_skill` does.
 #[derive(Debug, Clone)]
@@ -130,107 +93,10 @@ impl SkillConfig {
     }
 }
 
-/// Why a fit failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FitError {
-    #[error("invalid {field}: {reason}")]
-    Config { field: &'static str, reason: String },
-    #[error("{0}: no matches to fit (check --mode)")]
-    Empty(PathBuf),
-    #[error(transparent)]
-    Lake(#[from] mm_lake::LakeError),
-    #[error(transparent)]
-    Team(#[from] TeamFitError),
-    #[error("{path}: {reason}")]
-    Output { path: PathBuf, reason: String },
-    #[error("feature query: {0}")]
-    Query(String),
-    #[error("{path}: {reason}")]
-    Input { path: PathBuf, reason: String },
-    #[error(transparent)]
-    Artifact(#[from] mm_artifact::ArtifactError),
-}
-
-/// One model's line of the metrics table.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelScore {
-    pub model: String,
-    /// The hyperparameters used (tuned or default).
-    pub params: serde_json::Value,
-    /// Log-loss on the tuning window with these parameters.
-    pub tune_log_loss: f64,
-    /// The held-out scoring window.
-    pub scored: BinaryMetrics,
-    /// Player-match updates per second of the replay (predictions included).
-    pub updates_per_s: f64,
-}
-
-/// One point of our tuning grid.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct TunePoint {
-    pub half_life_matches: f64,
-    pub margin: f64,
-    pub log_loss: f64,
-}
-
-/// The time windows, as dates.
-#[derive(Debug, Clone, Serialize)]
-pub struct WindowDates {
-    pub tune_from: String,
-    pub tune_to: String,
-    pub score_from: String,
-    pub score_to: String,
-    pub tune_matches: u64,
-    pub scored_matches: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SkillReport {
-    /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
-    pub lake_version: Option<i64>,
-    pub metric: Metric,
-    pub mode: Option<String>,
-    pub matches: u64,
-    pub two_team_matches: u64,
-    pub player_matches: u64,
-    pub players: u64,
-    pub active_players: u64,
-    pub skill_mean: f64,
-    pub skill_sd: f64,
-    pub skill_min: f64,
-    pub skill_max: f64,
-    pub windows: WindowDates,
-    /// Our model's hyperparameters (after tuning).
-    pub params: RawSkillParams,
-    pub tuning: Vec<TunePoint>,
-    /// The metrics table: our model first, then each baseline.
-    pub models: Vec<ModelScore>,
-    /// "i outperforms j" on the metric, every pair of the scoring window's lobbies.
-    pub pairwise: BinaryMetrics,
-    /// The team win model fitted on the tuning window (the one scored).
-    pub team_model: Option<TeamWinModel>,
-    /// The same model refitted on the tuning and scoring windows together: the one to export.
-    pub team_model_final: Option<TeamWinModel>,
-    pub party_adjustment: Option<PartyAdjustment>,
-    /// The party adjustment after each replay (the first credits parties nothing).
-    pub party_iterations: Vec<PartyAdjustment>,
-    pub reliability: Vec<ReliabilityBin>,
-    pub percentile_knots: usize,
-    pub seconds: f64,
-    pub out: PathBuf,
-}
-
 fn date(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
         .unwrap_or_default()
-}
-
-fn config_err(field: &'static str, reason: impl Into<String>) -> FitError {
-    FitError::Config {
-        field,
-        reason: reason.into(),
-    }
 }
 
 /// The windows from the configuration and the matches' times.
@@ -293,6 +159,177 @@ fn check(p: RawSkillParams) -> Result<ValidRawSkillParams, FitError> {
     })
 }
 
+/// Stage 2: our model's half-life and margin tuned on the tuning window (with `cfg.tune`), and
+/// the scale calibrated to `cfg.target_sd`; the grid's points with their log-loss.
+fn tune(
+    cfg: &SkillConfig,
+    h: &History,
+    win: &Windows,
+    team_cfg: &TeamFitConfig,
+) -> Result<(RawSkillParams, Vec<TunePoint>), FitError> {
+    let mut params = cfg.params;
+    let mut tuning = Vec::new();
+    if let Some(sd) = cfg.target_sd {
+        params.scale = calibrated_scale(h, params, sd, win)?;
+    }
+    if cfg.tune {
+        let sd = metric_sd(h, win.tune_to);
+        let margins: Vec<f64> = match cfg.metric {
+            Metric::Outcome => vec![0.0],
+            _ => [0.0, 0.25, 0.5, 1.0].iter().map(|f| f * sd).collect(),
+        };
+        for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
+            for &margin in &margins {
+                let p = RawSkillParams {
+                    half_life_matches: hl,
+                    margin,
+                    ..cfg.params
+                };
+                let run = run_ours(h, check(p)?, None, win.tune_to, win, None);
+                tuning.push(TunePoint {
+                    half_life_matches: hl,
+                    margin,
+                    log_loss: objective(&run, team_cfg),
+                });
+            }
+        }
+        if let Some(best) = tuning
+            .iter()
+            .filter(|t| t.log_loss.is_finite())
+            .min_by(|a, b| a.log_loss.total_cmp(&b.log_loss))
+        {
+            params.half_life_matches = best.half_life_matches;
+            params.margin = best.margin;
+        }
+        if let Some(sd) = cfg.target_sd {
+            params.scale = calibrated_scale(h, params, sd, win)?;
+        }
+    }
+    Ok((params, tuning))
+}
+
+/// What stage 3 fitted: the replay with the chosen parameters, the team win model (on the
+/// tuning window, and on every match), the party adjustment's iterations and our model's scores.
+struct Fitted {
+    run: OursRun,
+    team: Option<TeamWinModel>,
+    team_final: Option<TeamWinModel>,
+    party_iterations: Vec<PartyAdjustment>,
+    ours_score: Option<BinaryScore>,
+    model_score: Option<ModelScore>,
+}
+
+/// Stage 3: replays every match with `params`, fits the team win model and iterates the party
+/// adjustment (each replay with the previous adjustment's offsets).
+fn fit_models(
+    cfg: &SkillConfig,
+    h: &History,
+    win: &Windows,
+    params: RawSkillParams,
+    team_cfg: &TeamFitConfig,
+) -> Result<Fitted, FitError> {
+    let valid = check(params)?;
+    tracing::info!(
+        half_life = params.half_life_matches,
+        margin = params.margin,
+        "skill: replaying every match with the chosen parameters"
+    );
+    let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
+    let bucket = (span / 60).max(86_400_000);
+    let mut run = run_ours(h, valid, None, i64::MAX, win, Some(bucket));
+    let mut team = fit_team(&run, team_cfg);
+    let mut party_iterations = Vec::new();
+    if let Some(adj) = team.and_then(|t| t.party_adjustment())
+        && (team.is_some_and(|t| t.party_members_coef != 0.0))
+    {
+        party_iterations.push(adj);
+        for _ in 0..cfg.party_iterations {
+            let Some(adj) = party_iterations.last().copied() else {
+                break;
+            };
+            run = run_ours(h, valid, Some(adj), i64::MAX, win, Some(bucket));
+            team = fit_team(&run, team_cfg);
+            match team.and_then(|t| t.party_adjustment()) {
+                Some(a) => party_iterations.push(a),
+                None => break,
+            }
+        }
+    }
+    let ours_score = team.map(|t| log_loss_of(&t, &run.score));
+    let team_final = if team.is_some() {
+        let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
+        Some(TeamWinModel::fit(&all, team_cfg)?)
+    } else {
+        None
+    };
+    let model_score = match (team, &ours_score) {
+        (Some(t), Some(s)) => Some(ModelScore {
+            model: format!("raw-skill ({})", cfg.metric.name()),
+            params: serde_json::json!({
+                "half_life_matches": params.half_life_matches,
+                "margin": params.margin,
+                "scale": params.scale,
+                "team_skill_coef": t.skill_coef,
+            }),
+            tune_log_loss: log_loss_of(&t, &run.tune).metrics().log_loss,
+            scored: s.metrics(),
+            updates_per_s: run.updates as f64 / run.seconds.max(1e-9),
+        }),
+        _ => None,
+    };
+    Ok(Fitted {
+        run,
+        team,
+        team_final,
+        party_iterations,
+        ours_score,
+        model_score,
+    })
+}
+
+/// Stage 4: each baseline tuned on the tuning window (with `cfg.tune`), then scored on the
+/// scoring window.
+fn score_baselines(cfg: &SkillConfig, h: &History, win: &Windows) -> Vec<ModelScore> {
+    let mut models = Vec::new();
+    let draw_rate = {
+        let two: Vec<_> = h.matches.iter().filter(|m| m.two_teams()).collect();
+        let d = two.iter().filter(|m| m.score_a == 0.5).count();
+        d as f64 / two.len().max(1) as f64
+    };
+    for &kind in &cfg.baselines {
+        let grid = if cfg.tune {
+            kind.grid(draw_rate)
+        } else {
+            vec![BaselineParams {
+                draw_probability: draw_rate,
+                ..kind.default_params()
+            }]
+        };
+        let mut best: Option<(BaselineParams, f64)> = None;
+        if grid.len() > 1 {
+            for p in grid {
+                let ll = run_baseline(h, p, win.tune_to, win).tune.metrics().log_loss;
+                if ll.is_finite() && best.is_none_or(|b| ll < b.1) {
+                    best = Some((p, ll));
+                }
+            }
+        }
+        let p = best.map_or(kind.default_params(), |b| b.0);
+        let r = run_baseline(h, p, i64::MAX, win);
+        if r.score.n == 0 {
+            continue;
+        }
+        models.push(ModelScore {
+            model: kind.name().to_string(),
+            params: serde_json::to_value(p).unwrap_or_default(),
+            tune_log_loss: r.tune.metrics().log_loss,
+            scored: r.score.metrics(),
+            updates_per_s: r.updates as f64 / r.seconds.max(1e-9),
+        });
+    }
+    models
+}
+
 /// Replays the lake through the raw-skill model and the baselines; writes `players.parquet`,
 /// `percentiles.json`, `team_model.json`, `skill_metrics.json` and `skill_report.html` into
 /// `cfg.out`.
@@ -321,134 +358,17 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let win = windows(cfg, &h)?;
     let team_cfg = TeamFitConfig::default();
 
-    // Our model: tune the half-life and the margin on the tuning window.
-    let mut params = cfg.params;
-    let mut tuning = Vec::new();
-    if let Some(sd) = cfg.target_sd {
-        params.scale = calibrated_scale(&h, params, sd, &win)?;
-    }
-    if cfg.tune {
-        let sd = metric_sd(&h, win.tune_to);
-        let margins: Vec<f64> = match cfg.metric {
-            Metric::Outcome => vec![0.0],
-            _ => [0.0, 0.25, 0.5, 1.0].iter().map(|f| f * sd).collect(),
-        };
-        for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
-            for &margin in &margins {
-                let p = RawSkillParams {
-                    half_life_matches: hl,
-                    margin,
-                    ..cfg.params
-                };
-                let run = run_ours(&h, check(p)?, None, win.tune_to, &win, None);
-                tuning.push(TunePoint {
-                    half_life_matches: hl,
-                    margin,
-                    log_loss: objective(&run, &team_cfg),
-                });
-            }
-        }
-        if let Some(best) = tuning
-            .iter()
-            .filter(|t| t.log_loss.is_finite())
-            .min_by(|a, b| a.log_loss.total_cmp(&b.log_loss))
-        {
-            params.half_life_matches = best.half_life_matches;
-            params.margin = best.margin;
-        }
-        if let Some(sd) = cfg.target_sd {
-            params.scale = calibrated_scale(&h, params, sd, &win)?;
-        }
-    }
-    let valid = check(params)?;
-    tracing::info!(
-        half_life = params.half_life_matches,
-        margin = params.margin,
-        "skill: replaying every match with the chosen parameters"
-    );
-    let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
-    let bucket = (span / 60).max(86_400_000);
-    let mut run = run_ours(&h, valid, None, i64::MAX, &win, Some(bucket));
-    let mut team = fit_team(&run, &team_cfg);
-    let mut party_iterations = Vec::new();
-    if let Some(adj) = team.and_then(|t| t.party_adjustment())
-        && (team.is_some_and(|t| t.party_members_coef != 0.0))
-    {
-        party_iterations.push(adj);
-        for _ in 0..cfg.party_iterations {
-            let Some(adj) = party_iterations.last().copied() else {
-                break;
-            };
-            run = run_ours(&h, valid, Some(adj), i64::MAX, &win, Some(bucket));
-            team = fit_team(&run, &team_cfg);
-            match team.and_then(|t| t.party_adjustment()) {
-                Some(a) => party_iterations.push(a),
-                None => break,
-            }
-        }
-    }
-    let ours_score = team.map(|t| log_loss_of(&t, &run.score));
-    let team_final = if team.is_some() {
-        let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
-        Some(TeamWinModel::fit(&all, &team_cfg)?)
-    } else {
-        None
-    };
-    let mut models = Vec::new();
-    if let (Some(t), Some(s)) = (team, &ours_score) {
-        models.push(ModelScore {
-            model: format!("raw-skill ({})", cfg.metric.name()),
-            params: serde_json::json!({
-                "half_life_matches": params.half_life_matches,
-                "margin": params.margin,
-                "scale": params.scale,
-                "team_skill_coef": t.skill_coef,
-            }),
-            tune_log_loss: log_loss_of(&t, &run.tune).metrics().log_loss,
-            scored: s.metrics(),
-            updates_per_s: run.updates as f64 / run.seconds.max(1e-9),
-        });
-    }
-    // Baselines: each tuned on the tuning window, then scored on the scoring window.
-    let draw_rate = {
-        let two: Vec<_> = h.matches.iter().filter(|m| m.two_teams()).collect();
-        let d = two.iter().filter(|m| m.score_a == 0.5).count();
-        d as f64 / two.len().max(1) as f64
-    };
-    for &kind in &cfg.baselines {
-        let grid = if cfg.tune {
-            kind.grid(draw_rate)
-        } else {
-            vec![BaselineParams {
-                draw_probability: draw_rate,
-                ..kind.default_params()
-            }]
-        };
-        let mut best: Option<(BaselineParams, f64)> = None;
-        if grid.len() > 1 {
-            for p in grid {
-                let ll = run_baseline(&h, p, win.tune_to, &win)
-                    .tune
-                    .metrics()
-                    .log_loss;
-                if ll.is_finite() && best.is_none_or(|b| ll < b.1) {
-                    best = Some((p, ll));
-                }
-            }
-        }
-        let p = best.map_or(kind.default_params(), |b| b.0);
-        let r = run_baseline(&h, p, i64::MAX, &win);
-        if r.score.n == 0 {
-            continue;
-        }
-        models.push(ModelScore {
-            model: kind.name().to_string(),
-            params: serde_json::to_value(p).unwrap_or_default(),
-            tune_log_loss: r.tune.metrics().log_loss,
-            scored: r.score.metrics(),
-            updates_per_s: r.updates as f64 / r.seconds.max(1e-9),
-        });
-    }
+    let (params, tuning) = tune(cfg, &h, &win, &team_cfg)?;
+    let Fitted {
+        run,
+        team,
+        team_final,
+        party_iterations,
+        ours_score,
+        model_score,
+    } = fit_models(cfg, &h, &win, params, &team_cfg)?;
+    let mut models: Vec<ModelScore> = model_score.into_iter().collect();
+    models.extend(score_baselines(cfg, &h, &win));
 
     let model = &run.model;
     let end = h.matches.last().map_or(0, |m| m.start_ms);
@@ -462,7 +382,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
     let skills: Vec<f64> = (0..h.ids.len()).map(|i| model.skill(i)).collect();
     let (mean, sd) = mean_sd(&skills);
-    std::fs::create_dir_all(&cfg.out).map_err(|e| out_err(&cfg.out, e))?;
+    std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
     write_players(cfg, &h.ids, model, &run.last_seen, &map)?;
     write_match_skill(cfg, &h, &run.pre_skill, &map)?;
     let count = |f: &dyn Fn(i64) -> bool| {
@@ -518,8 +438,8 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         )?;
     }
     if cfg.html {
-        let html = crate::report::skill_html(&report, &run.dist, &map, &run.score);
-        mm_lake::store::write_atomic(&cfg.out.join("skill_report.html"), html.as_bytes())?;
+        let html = crate::report::skill::skill_html(&report, &run.dist, &map, &run.score);
+        mm_lake::parquet_io::write_atomic(&cfg.out.join("skill_report.html"), html.as_bytes())?;
     }
     let report = SkillReport {
         seconds: t0.elapsed().as_secs_f64(),
@@ -584,16 +504,9 @@ fn metric_sd(h: &History, until: i64) -> f64 {
     if v.is_empty() { 0.0 } else { mean_sd(&v).1 }
 }
 
-fn out_err(path: &Path, e: impl std::fmt::Display) -> FitError {
-    FitError::Output {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    }
-}
-
 fn write_json(path: &Path, v: &impl Serialize) -> Result<(), FitError> {
-    let bytes = serde_json::to_vec_pretty(v).map_err(|e| out_err(path, e))?;
-    mm_lake::store::write_atomic(path, &bytes)?;
+    let bytes = serde_json::to_vec_pretty(v).map_err(|e| output_err(path, e))?;
+    mm_lake::parquet_io::write_atomic(path, &bytes)?;
     Ok(())
 }
 
@@ -634,11 +547,11 @@ fn write_match_skill(
         Arc::new(Float64Array::from(skill)),
         Arc::new(Float64Array::from(pct)),
     ];
-    let batch = RecordBatch::try_new(schema, cols).map_err(|e| out_err(&cfg.out, e))?;
+    let batch = RecordBatch::try_new(schema, cols).map_err(|e| output_err(&cfg.out, e))?;
     let path = cfg.out.join("match_skill.parquet");
     let tmp = mm_artifact::fsio::temp_path(&path);
-    mm_lake::store::write_parquet_file(&tmp, &[batch])?;
-    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| out_err(&path, e))?;
+    mm_lake::parquet_io::write_parquet_file(&tmp, &[batch])?;
+    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| output_err(&path, e))?;
     Ok(())
 }
 
@@ -668,10 +581,10 @@ fn write_players(
         Arc::new(Int64Array::from(games)),
         Arc::new(Int64Array::from(last_seen.to_vec())),
     ];
-    let batch = RecordBatch::try_new(schema, cols).map_err(|e| out_err(&cfg.out, e))?;
+    let batch = RecordBatch::try_new(schema, cols).map_err(|e| output_err(&cfg.out, e))?;
     let path = cfg.out.join("players.parquet");
     let tmp = mm_artifact::fsio::temp_path(&path);
-    mm_lake::store::write_parquet_file(&tmp, &[batch])?;
-    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| out_err(&path, e))?;
+    mm_lake::parquet_io::write_parquet_file(&tmp, &[batch])?;
+    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| output_err(&path, e))?;
     Ok(())
 }

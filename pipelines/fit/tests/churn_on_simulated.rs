@@ -13,7 +13,7 @@ use mm_fit::churn::{ChurnConfig, fit_churn};
 use mm_fit::churn_features::{FeatureQuery, query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
-use mm_lake::store::read_parquet_columns;
+use mm_lake::parquet_io::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
 use mm_trainer::churn::features::{FeatureSpec, Outcome3, Played, Upcoming, label};
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use mm_fit::{Metric, SkillConfig, fit_skill};
-use mm_lake::store::read_parquet_columns;
+use mm_lake::parquet_io::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
 use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig, TeamSample, TeamWinModel};
 use mm_trainer::stats::spearman;

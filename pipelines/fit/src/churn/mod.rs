@@ -1,0 +1,453 @@
+//! `mm fit churn`: the EOMM churn model from the lake.
+//!
+//! Features come from the polars query of [`crate::churn_features`], built per player-hash
+//! bucket and shard by [`crate::churn_build`] into the Delta tables of [`crate::churn_table`];
+//! the model is `mm_trainer::churn::model` (L2 logistic regression, C by player-grouped
+//! cross-validation on a bounded sample of whole players). Rows before `score_from` train the
+//! model, rows from it on score it (a later time window); censored rows (too close to the end
+//! of the data to know) are counted and left out.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use mm_lake::Lake;
+use mm_trainer::churn::features::FeatureSpec;
+use mm_trainer::churn::model::{ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel};
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::churn_build::{self, BuildInput, BuildStats, Shard};
+use crate::churn_features::FeatureQuery;
+use crate::churn_table::{CompleteBuild, build_key, commit_shard, complete_build};
+use crate::error::{FitError, output_err};
+pub use crate::report::churn::{BuildInfo, ChurnReport, GroupScore, TruthCheck};
+
+mod sample;
+mod score;
+mod write;
+
+use sample::{count_rows, training_sample};
+
+/// What `fit_churn` does.
+#[derive(Debug, Clone)]
+pub struct ChurnConfig {
+    pub lake: PathBuf,
+    /// The lake snapshot to read (latest by default; a version or time reproduces an old fit).
+    pub as_of: mm_lake::AsOf,
+    pub out: PathBuf,
+    pub mode: Option<String>,
+    /// Only matches starting before this time (ms since the epoch).
+    pub until_ms: Option<i64>,
+    /// The horizon as written (`8h`, `1d`, `7d`, `14d`, ...) and in milliseconds.
+    pub horizon: String,
+    pub horizon_ms: i64,
+    pub spec: FeatureSpec,
+    pub blowout_margin: f64,
+    /// First start (ms) of the scoring window; default: the last quarter of the data's span.
+    pub score_from_ms: Option<i64>,
+    pub fit: ChurnFitConfig,
+    /// Train on at most this many rows (whole players, a fixed hash sample).
+    pub max_train_rows: usize,
+    /// The skill fit's output folder (`match_skill.parquet`): each row's pre-match skill
+    /// percentile, a feature and the report's skill deciles.
+    pub skill: Option<PathBuf>,
+    pub html: bool,
+    /// Write `churn_features.parquet` (the table, split and predictions).
+    pub table: bool,
+    /// Where the feature and state Delta tables live (a path or an object-store URL); default
+    /// `<out>/tables`. Shard runs and the fit must be given the same one.
+    pub tables: Option<PathBuf>,
+    /// Rows per player-hash bucket of the feature build: its memory grows with this.
+    pub chunk_rows: usize,
+    /// Build the feature table in this process even when shards of it are present but not all.
+    pub rebuild: bool,
+}
+
+/// Parses a horizon such as `8h`, `1d`, `7d`, `14d` or `90m` into milliseconds.
+pub fn parse_horizon(s: &str) -> Result<i64, FitError> {
+    let bad = || FitError::Config {
+        field: "horizon",
+        reason: format!("'{s}' is not a duration such as 8h, 1d, 7d or 14d"),
+    };
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    let ms = match unit {
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        _ => return Err(bad()),
+    };
+    if n <= 0 {
+        return Err(bad());
+    }
+    Ok(n * ms)
+}
+
+impl ChurnConfig {
+    #[must_use]
+    pub fn new(lake: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        ChurnConfig {
+            until_ms: None,
+            as_of: mm_lake::AsOf::Latest,
+            lake: lake.into(),
+            out: out.into(),
+            mode: None,
+            horizon: "8h".into(),
+            horizon_ms: 8 * 3_600_000,
+            spec: FeatureSpec::default(),
+            blowout_margin: 30.0,
+            score_from_ms: None,
+            fit: ChurnFitConfig::default(),
+            max_train_rows: 2_000_000,
+            skill: None,
+            html: true,
+            table: true,
+            tables: None,
+            chunk_rows: 1_000_000,
+            rebuild: false,
+        }
+    }
+}
+
+pub(crate) fn pl_err(e: PolarsError) -> FitError {
+    FitError::Query(e.to_string())
+}
+
+fn fit_err(e: ChurnFitError) -> FitError {
+    FitError::Config {
+        field: "churn model",
+        reason: e.to_string(),
+    }
+}
+
+pub(crate) fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
+    move |e| output_err(p, e)
+}
+
+/// The simulator's truth column for a horizon (`truth/player_matches` of a simulated lake).
+pub(crate) fn truth_column(horizon: &str) -> Option<&'static str> {
+    match horizon {
+        "8h" => Some("churn_8h"),
+        "1d" | "24h" => Some("churn_1d"),
+        "7d" | "1w" | "168h" => Some("churn_7d"),
+        "14d" | "2w" | "336h" => Some("churn_14d"),
+        _ => None,
+    }
+}
+
+/// The feature query of a config, and the truth column it carries.
+fn feature_query(cfg: &ChurnConfig) -> Result<(FeatureQuery, Option<String>), FitError> {
+    let skill = match &cfg.skill {
+        Some(dir) => {
+            let p = dir.join("match_skill.parquet");
+            if !p.exists() {
+                return Err(FitError::Config {
+                    field: "skill",
+                    reason: format!("{} not found (run `mm fit skill` first)", p.display()),
+                });
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    let truth = truth_column(&cfg.horizon).map(str::to_string);
+    let q = FeatureQuery {
+        files: Vec::new(),
+        mode: cfg.mode.clone(),
+        until_ms: cfg.until_ms,
+        history: cfg.spec.history,
+        outcome_interactions: cfg.spec.interactions(),
+        censor_windows: true,
+        horizon_ms: cfg.horizon_ms,
+        blowout_margin: cfg.blowout_margin,
+        skill,
+        data_start_ms: None,
+        data_end_ms: None,
+        truth: truth.is_some(),
+    };
+    Ok((q, truth))
+}
+
+impl ChurnConfig {
+    /// Checks the feature specification: 1 to 50 matches of history, and no more outcome
+    /// interactions than described matches. [`fit_churn`] and [`build_churn_shard`] run it
+    /// first.
+    ///
+    /// # Errors
+    /// The first setting out of range, named as its flag.
+    pub fn check(&self) -> Result<(), FitError> {
+        let (history, interactions) = (self.spec.history, self.spec.outcome_interactions);
+        if interactions > history {
+            return Err(FitError::Config {
+                field: "interactions",
+                reason: format!(
+                    "{interactions} is more than --history {history}: only described matches \
+                     can be crossed with the outcome"
+                ),
+            });
+        }
+        if history == 0 || history > 50 {
+            return Err(FitError::Config {
+                field: "history",
+                reason: format!("{history} is not between 1 and 50"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Where the feature and state tables live: `--tables`, or `<out>/tables`.
+    #[must_use]
+    pub fn tables_root(&self) -> PathBuf {
+        self.tables
+            .clone()
+            .unwrap_or_else(|| self.out.join("tables"))
+    }
+}
+
+/// A local directory for a build's spill and part files: inside a local tables root (so that
+/// committing is a rename), in the cache for a remote one.
+fn build_scratch(root: &Path, run_id: &str) -> Result<PathBuf, FitError> {
+    let text = root.to_string_lossy();
+    let loc = mm_lake::Location::parse(&text)?;
+    Ok(match loc.local() {
+        Some(dir) => dir.join("_mm_scratch").join(format!("build-{run_id}")),
+        None => mm_lake::location::cache_root()
+            .join("build-scratch")
+            .join(run_id),
+    })
+}
+
+/// What one shard run did (`mm fit churn --shard K/N`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardRun {
+    pub tables: String,
+    pub build: String,
+    pub shard: String,
+    pub run_id: String,
+    pub stats: BuildStats,
+    pub features_version: i64,
+    pub state_version: i64,
+    pub seconds: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Builds shard `shard` of the churn feature and state tables for `cfg` and commits it (one
+/// Delta commit per table, replacing an earlier attempt of the same shard). Shards share
+/// nothing but the lake and the tables: run them in any order, on any machines.
+pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, FitError> {
+    cfg.check()?;
+    let t0 = Instant::now();
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
+    let (q, truth) = feature_query(cfg)?;
+    let (key, options) = build_key(&lake, &q, truth.as_deref())?;
+    let root = cfg.tables_root();
+    let run_id = mm_lake::new_run_id();
+    let scratch = build_scratch(&root, &run_id)?;
+    let built = churn_build::build(
+        &lake,
+        &BuildInput {
+            query: q,
+            truth_column: truth,
+            shard,
+            chunk_rows: cfg.chunk_rows,
+            scratch: scratch.clone(),
+        },
+    );
+    let committed = built.and_then(|stats| {
+        let v = commit_shard(&root, &key, &options, shard, &stats, &run_id)?;
+        Ok((stats, v))
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (stats, (state_version, features_version)) = committed?;
+    Ok(ShardRun {
+        tables: root.to_string_lossy().into_owned(),
+        build: key,
+        shard: shard.to_string(),
+        run_id,
+        stats,
+        features_version,
+        state_version,
+        seconds: t0.elapsed().as_secs_f64(),
+        peak_rss_bytes: mm_lake::peak_rss_bytes(),
+    })
+}
+
+/// The complete build of `cfg`'s feature table: found in the tables, or built here as shard
+/// `0/1`. Shards of another count present but incomplete are an error (a scheduler's run is
+/// unfinished) unless `cfg.rebuild`.
+fn ensure_build(cfg: &ChurnConfig, lake: &Lake) -> Result<(CompleteBuild, BuildInfo), FitError> {
+    let (q, truth) = feature_query(cfg)?;
+    let (key, _) = build_key(lake, &q, truth.as_deref())?;
+    let root = cfg.tables_root();
+    let (found, missing) = complete_build(&root, &key)?;
+    let (build, built) = match (found, missing) {
+        (Some(b), _) if !cfg.rebuild => (b, None),
+        (None, Some(m)) if !cfg.rebuild => {
+            return Err(FitError::Config {
+                field: "shards",
+                reason: format!(
+                    "{m} in {}: run the missing shards (`mm fit churn --shard K/N` with the same \
+                     options), or pass --rebuild to build the whole table in this process",
+                    root.display()
+                ),
+            });
+        }
+        _ => {
+            // The default tables (`<out>/tables`) are this output folder's own: they keep one
+            // build, so that scheduled reruns do not pile up the builds of every lake version
+            // (and the files an earlier rebuild replaced). Shared `--tables` are left as they
+            // are: other option sets may be using them (a Delta tool deletes a build and vacuums).
+            if cfg.tables.is_none() {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+            let run = build_churn_shard(cfg, Shard::default())?;
+            let (b, m) = complete_build(&root, &key)?;
+            let b = b.ok_or_else(|| {
+                FitError::Query(m.unwrap_or_else(|| {
+                    format!("build {key}: committed but not found in {}", root.display())
+                }))
+            })?;
+            (b, Some(run.stats))
+        }
+    };
+    let info = BuildInfo {
+        tables: root.to_string_lossy().into_owned(),
+        key: build.key.clone(),
+        shards: build.shards,
+        reused: built.is_none(),
+        features_version: build.features_version,
+        state_version: build.state_version,
+        files: build.features.len(),
+        rows_read: built.as_ref().map(|s| s.rows_read),
+        buckets: built.as_ref().map(|s| s.buckets),
+    };
+    Ok((build, info))
+}
+
+/// Runs the churn fit and writes its outputs into `cfg.out`.
+///
+/// The feature table is built (or found complete, when shards or an earlier run built it) as
+/// Delta tables under [`ChurnConfig::tables_root`]; the fit then streams its part files three
+/// times: counts, the bounded training sample, and scoring. Memory depends on `chunk_rows`,
+/// `max_train_rows` and the number of players, not on the number of rows.
+pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
+    cfg.check()?;
+    let t0 = Instant::now();
+    let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
+    if lake.match_entries().is_empty() {
+        return Err(FitError::Empty(cfg.lake.clone()));
+    }
+    let (build, build_info) = ensure_build(cfg, &lake)?;
+    let features_seconds = t0.elapsed().as_secs_f64();
+    let files = &build.features;
+    if build.rows == 0 {
+        return Err(FitError::Empty(cfg.lake.clone()));
+    }
+    let (tmin, tmax) = (build.data_start_ms, build.data_end_ms);
+    // The query censored the count windows that reach before this first match.
+    let spec = FeatureSpec {
+        data_start_ms: Some(tmin),
+        ..cfg.spec
+    };
+    let names = spec.names();
+    let score_from = cfg.score_from_ms.unwrap_or(tmin + (tmax - tmin) / 4 * 3);
+    if score_from <= tmin || score_from > tmax {
+        return Err(FitError::Config {
+            field: "score-from",
+            reason: "the scoring window must start after the first match and by the last".into(),
+        });
+    }
+    tracing::info!(
+        build = %build_info.key,
+        rows = build.rows,
+        reused = build_info.reused,
+        seconds = (features_seconds * 10.0).round() / 10.0,
+        "churn features ready: {} rows",
+        build.rows
+    );
+    let counts = count_rows(files, score_from)?;
+    let keep = (cfg.max_train_rows as f64 / counts.candidates.max(1) as f64).min(1.0);
+    let t_fit = Instant::now();
+    let sample = training_sample(files, &names, score_from, keep)?;
+    tracing::info!(
+        train_rows = sample.y.len(),
+        candidates = counts.candidates,
+        score_rows = counts.score,
+        "churn training sample: {} rows; fitting with cross-validation",
+        sample.y.len()
+    );
+    if sample.y.is_empty() || counts.score == 0 {
+        return Err(FitError::Config {
+            field: "score-from",
+            reason: format!(
+                "{} labelled training rows and {} scoring rows: both windows need rows",
+                sample.y.len(),
+                counts.score
+            ),
+        });
+    }
+    let model = ChurnModel::fit(spec, sample.x.view(), &sample.y, &sample.groups, &cfg.fit)
+        .map_err(fit_err)?;
+    let train_rows = sample.y.len() as u64;
+    let churn_rate_train = sample.y.iter().filter(|&&v| v).count() as f64 / train_rows as f64;
+    let unused = sample.unused;
+    drop(sample);
+    let fit_seconds = t_fit.elapsed().as_secs_f64();
+    tracing::info!(
+        c = model.c,
+        seconds = (fit_seconds * 10.0).round() / 10.0,
+        "churn model fitted (C = {})",
+        model.c
+    );
+
+    std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
+    let sc = score::score(cfg, files, &names, &model, score_from, keep, build.rows)?;
+    let outputs = write::write_model_and_state(cfg, &model, &build, sc.table)?;
+    let mut report = ChurnReport {
+        lake: cfg.lake.clone(),
+        lake_version: lake.version(),
+        mode: cfg.mode.clone(),
+        horizon: cfg.horizon.clone(),
+        rows: counts.rows,
+        censored: counts.censored,
+        train_rows,
+        train_rows_unused: unused,
+        score_rows: counts.score,
+        train_from_ms: tmin,
+        score_from_ms: score_from,
+        data_end_ms: tmax,
+        churn_rate_train,
+        churn_rate_score: counts.score_pos as f64 / counts.score as f64,
+        c: model.c,
+        grid: model.grid.clone(),
+        scored: sc.all.score.metrics(),
+        auc: sc.all.auc.auc(),
+        reliability: sc.all.score.reliability(),
+        truth: sc.truth,
+        by_party: sc
+            .by_party
+            .iter()
+            .map(|(k, g)| g.result((*k).to_string()))
+            .collect(),
+        by_skill_decile: sc
+            .by_skill
+            .iter()
+            .map(|(d, g)| g.result(format!("{}-{}", d * 10, d * 10 + 10)))
+            .collect(),
+        by_last_three: sc
+            .by_three
+            .iter()
+            .map(|(k, g)| g.result(k.clone()))
+            .collect(),
+        build: build_info,
+        features_seconds,
+        fit_seconds,
+        total_seconds: 0.0,
+        peak_rss_bytes: None,
+        outputs: Vec::new(),
+    };
+    write::write_report(cfg, &mut report, &model, outputs, t0)?;
+    Ok(report)
+}

@@ -1,0 +1,232 @@
+//! The churn report: its figures (`churn_metrics.json`) and its page.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use mm_trainer::stats::{BinaryMetrics, ReliabilityBin};
+use serde::Serialize;
+
+use super::{group_table, ms_date, reliability};
+use crate::html::{decimals, escape, page_head};
+
+/// Calibration of the model against the simulator's true churn probabilities.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthCheck {
+    pub column: String,
+    pub rows: u64,
+    /// Expected calibration error against the true probabilities (10 equal-width bins of the
+    /// prediction, each `|mean predicted - mean true|`, weighted by count).
+    pub ece_vs_truth: f64,
+    pub mean_abs_diff: f64,
+    /// How well the true probabilities themselves rank the observed labels: the ceiling.
+    pub truth_auc: f64,
+    pub truth_log_loss: f64,
+    pub model_auc: f64,
+    pub reliability_vs_truth: Vec<ReliabilityBin>,
+}
+
+/// One group of a breakdown (skill decile, party or solo, last three outcomes).
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupScore {
+    pub group: String,
+    pub rows: u64,
+    pub observed: f64,
+    pub mean_predicted: f64,
+    pub auc: f64,
+    pub ece: f64,
+}
+
+/// Everything `mm fit churn` reports (`churn_metrics.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ChurnReport {
+    pub lake: PathBuf,
+    /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
+    pub lake_version: Option<i64>,
+    pub mode: Option<String>,
+    pub horizon: String,
+    pub rows: u64,
+    pub censored: u64,
+    pub train_rows: u64,
+    /// Training rows left out by `max_train_rows`.
+    pub train_rows_unused: u64,
+    pub score_rows: u64,
+    pub train_from_ms: i64,
+    pub score_from_ms: i64,
+    pub data_end_ms: i64,
+    pub churn_rate_train: f64,
+    pub churn_rate_score: f64,
+    pub c: f64,
+    pub grid: Vec<mm_trainer::churn::model::GridPoint>,
+    pub scored: BinaryMetrics,
+    pub auc: f64,
+    pub reliability: Vec<ReliabilityBin>,
+    pub truth: Option<TruthCheck>,
+    pub by_party: Vec<GroupScore>,
+    pub by_skill_decile: Vec<GroupScore>,
+    /// EOMM Table 1: observed churn after each pattern of the last three outcomes (oldest
+    /// first), over all labelled rows; predictions over the scored rows.
+    pub by_last_three: Vec<GroupScore>,
+    /// The feature table this fit read.
+    pub build: BuildInfo,
+    /// Building the feature table (0 when a complete build was found).
+    pub features_seconds: f64,
+    pub fit_seconds: f64,
+    pub total_seconds: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub outputs: Vec<PathBuf>,
+}
+
+/// Where the fit's feature table came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildInfo {
+    pub tables: String,
+    /// The build key (a digest of the options the rows depend on).
+    pub key: String,
+    pub shards: u32,
+    /// Whether a complete build was found (rows built by shards or an earlier run).
+    pub reused: bool,
+    pub features_version: Option<i64>,
+    pub state_version: Option<i64>,
+    pub files: usize,
+    /// When this run built the table: the rows read from the lake and the buckets.
+    pub rows_read: Option<u64>,
+    pub buckets: Option<usize>,
+}
+
+/// The churn calibration report page.
+#[must_use]
+pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> String {
+    let mut h = page_head("Churn report");
+    let _ = write!(
+        h,
+        "<h1>Churn report</h1><p>Churn: no match in the next <b>{}</b>{}. {} player-match rows; \
+         {} censored (within {} of the end of the data, {}); trained on {} rows before {} \
+         (churn rate {}{}), scored on {} later rows to {} (churn rate {}).</p>\
+         <p>L2 logistic regression on {} standardised features; C = {} chosen by 5-fold \
+         cross-validation grouped by player on {} rows.</p>",
+        escape(&r.horizon),
+        r.mode
+            .as_ref()
+            .map(|m| format!(", mode <code>{}</code>", escape(m)))
+            .unwrap_or_default(),
+        r.rows,
+        r.censored,
+        escape(&r.horizon),
+        ms_date(r.data_end_ms),
+        r.train_rows,
+        ms_date(r.score_from_ms),
+        decimals(r.churn_rate_train, 4),
+        if r.train_rows_unused > 0 {
+            format!(
+                "; {} more rows left out by the row cap",
+                r.train_rows_unused
+            )
+        } else {
+            String::new()
+        },
+        r.score_rows,
+        ms_date(r.data_end_ms),
+        decimals(r.churn_rate_score, 4),
+        m.feature_names.len(),
+        m.c,
+        m.cv_rows,
+    );
+    let s = &r.scored;
+    let _ = write!(
+        h,
+        "<h2>Scoring window</h2><table><tr><th>rows</th><th>AUC</th><th>log-loss</th>\
+         <th>Brier</th><th>expected calibration error</th><th>accuracy</th></tr>\
+         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+        s.n,
+        decimals(r.auc, 4),
+        decimals(s.log_loss, 4),
+        decimals(s.brier, 4),
+        decimals(s.ece, 4),
+        decimals(s.accuracy, 4)
+    );
+    h.push_str("<div class=\"charts\"><div>");
+    reliability(
+        &mut h,
+        "Reliability (scoring window)",
+        "observed churn",
+        &r.reliability,
+    );
+    h.push_str("</div>");
+    if let Some(t) = &r.truth {
+        h.push_str("<div>");
+        reliability(
+            &mut h,
+            "Against the true churn probability",
+            "mean true probability",
+            &t.reliability_vs_truth,
+        );
+        h.push_str("</div>");
+    }
+    h.push_str("</div>");
+    if let Some(t) = &r.truth {
+        let _ = write!(
+            h,
+            "<h2>Against the simulator's truth (<code>{}</code>)</h2><table><tr><th>rows</th>\
+             <th>calibration error vs truth</th><th>mean |model - truth|</th><th>model AUC</th>\
+             <th>truth AUC (the ceiling)</th><th>truth log-loss</th><th>model log-loss</th></tr>\
+             <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+            escape(&t.column),
+            t.rows,
+            decimals(t.ece_vs_truth, 4),
+            decimals(t.mean_abs_diff, 4),
+            decimals(t.model_auc, 4),
+            decimals(t.truth_auc, 4),
+            decimals(t.truth_log_loss, 4),
+            decimals(s.log_loss, 4)
+        );
+    }
+    h.push_str("<h2>Breakdowns (scoring window)</h2>");
+    group_table(&mut h, "Party or solo", "queued", &r.by_party);
+    if r.by_skill_decile.is_empty() {
+        h.push_str(
+            "<p>No skill deciles: run with <code>--skill</code> (the skill fit's output).</p>",
+        );
+    } else {
+        group_table(&mut h, "By skill decile", "percentile", &r.by_skill_decile);
+    }
+    group_table(
+        &mut h,
+        "Churn by the last three outcomes, oldest first (EOMM Table 1; observed over all labelled rows)",
+        "outcomes",
+        &r.by_last_three,
+    );
+    h.push_str(
+        "<h2>Cross-validation</h2><table><tr><th>C</th><th>CV log-loss</th><th>CV AUC</th></tr>",
+    );
+    for g in &r.grid {
+        let _ = write!(
+            h,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td></tr>",
+            g.c,
+            if g.c == r.c { " (chosen)" } else { "" },
+            decimals(g.cv_log_loss, 5),
+            decimals(g.cv_auc, 4)
+        );
+    }
+    h.push_str("</table><h2>Coefficients (per standard deviation)</h2><table><tr><th>feature</th><th>coefficient</th><th>mean</th><th>sd</th></tr>");
+    let mut order: Vec<usize> = (0..m.coef.len()).collect();
+    order.sort_by(|&a, &b| m.coef[b].abs().total_cmp(&m.coef[a].abs()));
+    for k in order {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&m.feature_names[k]),
+            decimals(m.coef[k], 4),
+            decimals(m.mean[k], 4),
+            decimals(m.scale[k], 4)
+        );
+    }
+    let _ = write!(
+        h,
+        "</table><p>Intercept {}. Features built in {:.1} s, model fitted in {:.1} s.</p></body></html>",
+        decimals(m.intercept, 4),
+        r.features_seconds,
+        r.fit_seconds
+    );
+    h
+}

@@ -1,0 +1,270 @@
+//! The skill report: its figures (`skill_metrics.json`) and its page.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use mm_trainer::skill::percentile::PercentileMap;
+use mm_trainer::skill::raw::RawSkillParams;
+use mm_trainer::skill::team::{PartyAdjustment, TeamSample, TeamWinModel};
+use mm_trainer::stats::{BinaryMetrics, ReliabilityBin};
+use serde::Serialize;
+
+use crate::history::Metric;
+use crate::html::{Series, decimals, escape, line_chart, page_head};
+use crate::replay::DistPoint;
+
+/// One model's line of the metrics table.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelScore {
+    pub model: String,
+    /// The hyperparameters used (tuned or default).
+    pub params: serde_json::Value,
+    /// Log-loss on the tuning window with these parameters.
+    pub tune_log_loss: f64,
+    /// The held-out scoring window.
+    pub scored: BinaryMetrics,
+    /// Player-match updates per second of the replay (predictions included).
+    pub updates_per_s: f64,
+}
+
+/// One point of our tuning grid.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TunePoint {
+    pub half_life_matches: f64,
+    pub margin: f64,
+    pub log_loss: f64,
+}
+
+/// The time windows, as dates.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowDates {
+    pub tune_from: String,
+    pub tune_to: String,
+    pub score_from: String,
+    pub score_to: String,
+    pub tune_matches: u64,
+    pub scored_matches: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillReport {
+    /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
+    pub lake_version: Option<i64>,
+    pub metric: Metric,
+    pub mode: Option<String>,
+    pub matches: u64,
+    pub two_team_matches: u64,
+    pub player_matches: u64,
+    pub players: u64,
+    pub active_players: u64,
+    pub skill_mean: f64,
+    pub skill_sd: f64,
+    pub skill_min: f64,
+    pub skill_max: f64,
+    pub windows: WindowDates,
+    /// Our model's hyperparameters (after tuning).
+    pub params: RawSkillParams,
+    pub tuning: Vec<TunePoint>,
+    /// The metrics table: our model first, then each baseline.
+    pub models: Vec<ModelScore>,
+    /// "i outperforms j" on the metric, every pair of the scoring window's lobbies.
+    pub pairwise: BinaryMetrics,
+    /// The team win model fitted on the tuning window (the one scored).
+    pub team_model: Option<TeamWinModel>,
+    /// The same model refitted on the tuning and scoring windows together: the one to export.
+    pub team_model_final: Option<TeamWinModel>,
+    pub party_adjustment: Option<PartyAdjustment>,
+    /// The party adjustment after each replay (the first credits parties nothing).
+    pub party_iterations: Vec<PartyAdjustment>,
+    pub reliability: Vec<ReliabilityBin>,
+    pub percentile_knots: usize,
+    pub seconds: f64,
+    pub out: PathBuf,
+}
+
+/// The report page.
+#[must_use]
+pub fn skill_html(
+    r: &SkillReport,
+    dist: &[DistPoint],
+    map: &PercentileMap,
+    scored: &[TeamSample],
+) -> String {
+    let mut h = page_head("Skill report");
+    let _ = write!(
+        h,
+        "<h1>Skill report</h1><p>Metric <code>{}</code>{}; {} matches ({} with two teams), {} players, \
+         {} player-match rows.</p><p>Tuned on {} to {} ({} two-team matches, after a burn-in), \
+         scored on {} to {} ({} matches): every prediction is made before the match is learned from.</p>",
+        r.metric.name(),
+        r.mode
+            .as_ref()
+            .map(|m| format!(", mode <code>{}</code>", escape(m)))
+            .unwrap_or_default(),
+        r.matches,
+        r.two_team_matches,
+        r.players,
+        r.player_matches,
+        escape(&r.windows.tune_from),
+        escape(&r.windows.tune_to),
+        r.windows.tune_matches,
+        escape(&r.windows.score_from),
+        escape(&r.windows.score_to),
+        r.windows.scored_matches,
+    );
+    h.push_str(
+        "<h2>Metrics on the scoring window</h2><table><tr><th>model</th><th>log-loss</th>\
+         <th>accuracy</th><th>Brier</th><th>calibration error</th><th>n</th>\
+         <th>tuning log-loss</th><th>updates/s</th><th>parameters</th></tr>",
+    );
+    for m in &r.models {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{:.0}</td><td style=\"text-align:left\"><code>{}</code></td></tr>",
+            escape(&m.model),
+            decimals(m.scored.log_loss, 4),
+            decimals(m.scored.accuracy, 4),
+            decimals(m.scored.brier, 4),
+            decimals(m.scored.ece, 4),
+            m.scored.n,
+            decimals(m.tune_log_loss, 4),
+            m.updates_per_s,
+            escape(&m.params.to_string()),
+        );
+    }
+    h.push_str("</table>");
+
+    h.push_str("<div class=\"charts\">");
+    // Reliability of our predicted win probability.
+    let rel: Vec<(f64, f64)> = r
+        .reliability
+        .iter()
+        .map(|b| (b.mean_predicted, b.observed))
+        .collect();
+    h.push_str(&line_chart(
+        "Reliability (scoring window)",
+        "predicted expected score of team A",
+        "observed",
+        (0.0, 1.0),
+        (0.0, 1.0),
+        &[
+            ("raw-skill team model", rel, true),
+            ("perfect", vec![(0.0, 0.0), (1.0, 1.0)], false),
+        ],
+    ));
+    // The team win curve (CoD Figure 2) with observed rates by skill-difference decile.
+    if let Some(t) = &r.team_model {
+        let mut d: Vec<&TeamSample> = scored.iter().filter(|s| s.outcome != 0.5).collect();
+        d.sort_by(|a, b| a.skill_diff.total_cmp(&b.skill_diff));
+        let obs: Vec<(f64, f64)> = d
+            .chunks(d.len().div_ceil(10).max(1))
+            .map(|c| {
+                let n = c.len() as f64;
+                (
+                    c.iter().map(|s| s.skill_diff).sum::<f64>() / n,
+                    c.iter().map(|s| s.outcome).sum::<f64>() / n,
+                )
+            })
+            .collect();
+        let half = obs.iter().map(|p| p.0.abs()).fold(0.05, f64::max).min(4.0);
+        h.push_str(&line_chart(
+            "Team win curve",
+            "team A raw-skill sum minus team B's",
+            "P(A wins | decisive)",
+            (-half, half),
+            (0.0, 1.0),
+            &[
+                ("fitted (tuning window)", t.curve(half, 81), false),
+                ("observed, by decile (scoring window)", obs, true),
+            ],
+        ));
+    }
+    // Skill distribution over time.
+    if !dist.is_empty() {
+        let t0 = dist[0].end_ms;
+        let day = |ms: i64| (ms - t0) as f64 / 86_400_000.0;
+        let names = ["5th", "25th", "50th", "75th", "95th"];
+        let series: Vec<Series<'_>> = (0..5)
+            .map(|k| {
+                (
+                    names[k],
+                    dist.iter().map(|p| (day(p.end_ms), p.q[k])).collect(),
+                    false,
+                )
+            })
+            .collect();
+        let lo = dist.iter().map(|p| p.q[0]).fold(0.0, f64::min) - 0.02;
+        let hi = dist.iter().map(|p| p.q[4]).fold(0.0, f64::max) + 0.02;
+        let x1 = day(dist[dist.len() - 1].end_ms).max(1.0);
+        h.push_str(&line_chart(
+            "Raw skill of the players seen, over time",
+            "days since the first stretch",
+            "raw skill percentiles",
+            (0.0, x1),
+            (lo, hi),
+            &series,
+        ));
+    }
+    h.push_str("</div>");
+
+    // Percentile table.
+    h.push_str("<h2>Percentile map (active population)</h2><table><tr><th>percentile</th>");
+    let ps: Vec<f64> = (0..=20).map(|k| f64::from(k) * 5.0).collect();
+    for p in &ps {
+        let _ = write!(h, "<th>{p:.0}</th>");
+    }
+    h.push_str("</tr><tr><td>raw skill</td>");
+    for p in &ps {
+        let _ = write!(h, "<td>{}</td>", decimals(map.skill_at(p / 100.0), 3));
+    }
+    h.push_str("</tr></table>");
+
+    // The team model and the party adjustment.
+    if let Some(t) = &r.team_model_final {
+        let _ = write!(
+            h,
+            "<h2>Team win model (exported; fitted on both windows)</h2><p>logit P(A wins | decisive) = \
+             {} × skill-sum difference + {} × party-member difference + {} × party-spread difference; \
+             {} matches, {} draws.</p>",
+            decimals(t.skill_coef, 3),
+            decimals(t.party_members_coef, 4),
+            decimals(t.party_spread_coef, 4),
+            t.samples,
+            t.draws
+        );
+        if let Some(d) = t.draw {
+            let _ = write!(
+                h,
+                "<p>logit P(draw) = {} + {} × |skill-sum difference|.</p>",
+                decimals(d.intercept, 3),
+                decimals(d.abs_diff_coef, 3)
+            );
+        }
+    }
+    if !r.party_iterations.is_empty() {
+        h.push_str(
+            "<h3>Party adjustment (raw-skill units per party member)</h3><table><tr><th>replay</th>\
+             <th>per member</th><th>per member per unit of party skill sd</th></tr>",
+        );
+        for (k, a) in r.party_iterations.iter().enumerate() {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                k + 1,
+                decimals(a.per_member, 4),
+                decimals(a.per_member_per_sd, 4)
+            );
+        }
+        h.push_str("</table>");
+    }
+    let _ = write!(
+        h,
+        "<p>Pairwise (\"i outperforms j\" on the metric, scoring window): log-loss {}, accuracy {}, \
+         {} pairs.</p></body></html>",
+        decimals(r.pairwise.log_loss, 4),
+        decimals(r.pairwise.accuracy, 4),
+        r.pairwise.n
+    );
+    h
+}
