@@ -20,7 +20,7 @@ use mm_matcher::Outcome;
 use mm_matcher::queue::Member;
 use polars::prelude::*;
 
-use crate::EvalError;
+use crate::error::{EvalError, fmt_ms};
 
 /// One player's search: the player's row of one historical match in the evaluation window.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,8 +284,8 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
             "{}: no match of mode {} starts in the evaluation window [{}, {})",
             path.display(),
             spec.mode.as_deref().unwrap_or("(any)"),
-            crate::fmt_ms(spec.from_ms),
-            crate::fmt_ms(spec.to_ms)
+            fmt_ms(spec.from_ms),
+            fmt_ms(spec.to_ms)
         )));
     }
     Ok(h)
@@ -300,7 +300,6 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
 pub fn members(h: &EvalHistory, art: &Artifact) -> Vec<Member> {
     let as_of = art.manifest.snapshot_as_of_ms;
     let history = art.churn.model.spec.history;
-    let new_pct = art.percentiles.percentile(0.0);
     let mut states: HashMap<u32, PlayerState> = HashMap::new();
     let mut out: Vec<Option<Member>> = vec![None; h.searchers.len()];
     let mut k = 0;
@@ -313,12 +312,9 @@ pub fn members(h: &EvalHistory, art: &Artifact) -> Vec<Member> {
         }
         if start > as_of {
             for rec in &h.rows[k..end] {
-                let st = states.entry(rec.player).or_insert_with(|| {
-                    let id = &h.ids[rec.player as usize];
-                    art.snapshot
-                        .get(id)
-                        .unwrap_or_else(|| PlayerState::new_player(id, as_of, new_pct, 0.0))
-                });
+                let st = states
+                    .entry(rec.player)
+                    .or_insert_with(|| art.player_or_new(&h.ids[rec.player as usize]));
                 if let Some(s) = rec.searcher {
                     out[s as usize] = Some(Member::from_state(art, st, start, rec.in_party));
                 }

@@ -30,69 +30,15 @@ use mm_matcher::cod::{CodConfig, CodRules};
 use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
 use mm_matcher::queue::{Input, Lobby, LobbyModels, Mode, Policy, Queue, Search};
 use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
-use serde::Serialize;
 
+use crate::error::EvalError;
 use crate::history::EvalHistory;
+use crate::measures::{Scored, balance, decile, decile_stats, mix};
+use crate::results::{PairTest, TeamPolicyStats, TeamQueueResult};
 use crate::stats::{Moments, welch, wilson};
-use crate::{DecileStats, EvalError, PairTest, Scored, balance, decile, decile_stats, mix};
 
 /// The team-queue policies, in report order.
 pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
-
-/// One team-queue policy's figures under one artifact.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeamPolicyStats {
-    pub policy: String,
-    pub artifact: String,
-    /// The name in tables and tests: the policy, or `artifact/policy` when two are compared.
-    pub label: String,
-    /// Searches offered (after superseded ones are dropped), placed, and never placed.
-    pub searches: u64,
-    pub superseded: u64,
-    pub placed_searches: u64,
-    pub placed_players: u64,
-    pub unplaced_searches: u64,
-    pub lobbies: u64,
-    /// Lobbies formed by the maximum-wait rule.
-    pub rescued: u64,
-    pub wait_s_mean: f64,
-    pub wait_s_ci95: (f64, f64),
-    pub wait_s_p50: f64,
-    pub wait_s_p90: f64,
-    pub wait_s_max: f64,
-    /// Predicted churn per placed player (before the outcome is drawn), with its 95% interval.
-    pub expected_churn: f64,
-    pub expected_churn_ci95: (f64, f64),
-    /// Share of placed players retained under the shared draws, with its Wilson interval.
-    pub retained_share: f64,
-    pub retained_ci95: (f64, f64),
-    pub blowout_rate: f64,
-    pub mean_abs_pwin_minus_half: f64,
-    /// |mean percentile of team A - mean percentile of team B|.
-    pub mean_skill_disparity: f64,
-    /// Mean party-parity criterion of the lobbies (1: same party sizes on both teams).
-    pub party_parity: f64,
-    /// Share of lobbies whose teams have identical sorted party sizes.
-    pub party_parity_exact: f64,
-    pub mean_quality: f64,
-    pub by_decile: Vec<DecileStats>,
-    pub tick_ms_mean: f64,
-    pub tick_ms_max: f64,
-}
-
-/// The replay's results.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeamQueueResult {
-    pub team_size: usize,
-    pub tick_s: f64,
-    pub drain_s: f64,
-    /// Parties larger than a team, queued as solo players.
-    pub split_parties: u64,
-    pub policies: Vec<TeamPolicyStats>,
-    /// Welch tests of predicted retention per placed player between every pair of policies.
-    pub tests: Vec<PairTest>,
-    pub seconds: f64,
-}
 
 /// A search of the replay with the searchers (indices into the history) of its seats.
 struct Arrival {

@@ -4,9 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use mm_fit::report::{esc, f, line_chart, page_head};
+use mm_fit::html::{decimals, escape, line_chart, page_head};
 
-use crate::{EvalError, EvalReport, PAPER_TABLE2, SizeResult};
+use crate::error::EvalError;
+use crate::results::{
+    DecileStats, EvalReport, PAPER_TABLE2, PairTest, SizeResult, TeamQueueResult,
+};
 
 /// Writes both files, each atomically (temporary file, then rename).
 ///
@@ -24,7 +27,11 @@ pub fn write(out: &Path, r: &EvalReport) -> Result<(), EvalError> {
     Ok(())
 }
 
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
+/// [`mm_artifact::fsio::write_atomic`] with the error naming the file.
+///
+/// # Errors
+/// The write failed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
     mm_artifact::fsio::write_atomic(path, bytes).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
@@ -60,27 +67,27 @@ pub fn html(r: &EvalReport) -> String {
          <code>{}</code> ({}){}. Evaluation window: {} (after the artifact's data). {} searches \
          by {} players in {} real matches; churn horizon {}. {} rounds per pool size, seed {}, \
          pools from windows of {}. Run time {:.1} s.</p>",
-        esc(&r.lake),
-        esc(r.mode.as_deref().unwrap_or("(all)")),
-        esc(&r.artifact),
-        esc(&r.artifact_version),
+        escape(&r.lake),
+        escape(r.mode.as_deref().unwrap_or("(all)")),
+        escape(&r.artifact),
+        escape(&r.artifact_version),
         r.compare.as_ref().map_or(String::new(), |c| format!(
             ", compared with <code>{}</code> ({})",
-            esc(c),
-            esc(r.compare_version.as_deref().unwrap_or(""))
+            escape(c),
+            escape(r.compare_version.as_deref().unwrap_or(""))
         )),
-        esc(&r.window),
+        escape(&r.window),
         r.searches,
         r.players,
         r.real_matches,
-        esc(&r.horizon),
+        escape(&r.horizon),
         r.rounds,
         r.seed,
-        esc(&r.pool_window),
+        escape(&r.pool_window),
         r.seconds
     );
     for n in &r.notes {
-        let _ = write!(h, "<p><b>Note.</b> {}</p>", esc(n));
+        let _ = write!(h, "<p><b>Note.</b> {}</p>", escape(n));
     }
 
     h.push_str(
@@ -96,18 +103,18 @@ pub fn html(r: &EvalReport) -> String {
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&x.artifact),
-            esc(&x.version),
+            escape(&x.artifact),
+            escape(&x.version),
             x.churn_rows,
-            f(x.churn_log_loss, 4),
-            f(x.churn_brier, 4),
-            f(x.churn_ece, 4),
-            f(x.churn_auc, 4),
-            f(x.churn_mean_predicted, 4),
-            f(x.churn_observed, 4),
+            decimals(x.churn_log_loss, 4),
+            decimals(x.churn_brier, 4),
+            decimals(x.churn_ece, 4),
+            decimals(x.churn_auc, 4),
+            decimals(x.churn_mean_predicted, 4),
+            decimals(x.churn_observed, 4),
             x.win_matches,
-            f(x.win_log_loss, 4),
-            f(x.win_accuracy, 4),
+            decimals(x.win_log_loss, 4),
+            decimals(x.win_accuracy, 4),
             x.new_players
         );
     }
@@ -124,17 +131,17 @@ pub fn html(r: &EvalReport) -> String {
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({} – {})</td><td>{} (n = {})</td>\
              <td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&x.artifact),
+            escape(&x.artifact),
             x.matches,
             x.players,
-            f(x.expected_churn, 4),
-            f(x.expected_churn_ci95.0, 4),
-            f(x.expected_churn_ci95.1, 4),
-            f(x.observed_churn, 4),
+            decimals(x.expected_churn, 4),
+            decimals(x.expected_churn_ci95.0, 4),
+            decimals(x.expected_churn_ci95.1, 4),
+            decimals(x.observed_churn, 4),
             x.observed_labelled,
-            f(x.blowout_rate, 4),
-            f(x.mean_abs_pwin_minus_half, 4),
-            f(x.mean_skill_disparity, 4)
+            decimals(x.blowout_rate, 4),
+            decimals(x.mean_abs_pwin_minus_half, 4),
+            decimals(x.mean_skill_disparity, 4)
         );
     }
     h.push_str("</table>");
@@ -162,34 +169,39 @@ fn table2(h: &mut String, r: &EvalReport) {
          shape only.</p><table><tr><th>policy</th>",
     );
     for s in &r.sizes {
-        let _ = write!(h, "<th>P = {} ({})</th>", s.pool_size, esc(&s.pool_source));
+        let _ = write!(
+            h,
+            "<th>P = {} ({})</th>",
+            s.pool_size,
+            escape(&s.pool_source)
+        );
     }
     h.push_str("</tr>");
     if let Some(first) = r.sizes.first() {
         for (k, pol) in first.policies.iter().enumerate() {
-            let _ = write!(h, "<tr><td>{}</td>", esc(&pol.policy));
+            let _ = write!(h, "<tr><td>{}</td>", escape(&pol.policy));
             for s in &r.sizes {
                 let x = &s.policies[k];
                 let _ = write!(
                     h,
                     "<td>{} <small>({} – {})</small></td>",
-                    f(x.retained_mean, 2),
-                    f(x.retained_ci95.0, 2),
-                    f(x.retained_ci95.1, 2)
+                    decimals(x.retained_mean, 2),
+                    decimals(x.retained_ci95.0, 2),
+                    decimals(x.retained_ci95.1, 2)
                 );
             }
             h.push_str("</tr>");
         }
     }
     for x in &r.historical {
-        let _ = write!(h, "<tr><td>real lobbies ({})</td>", esc(&x.artifact));
+        let _ = write!(h, "<tr><td>real lobbies ({})</td>", escape(&x.artifact));
         for s in &r.sizes {
             let v = x
                 .expected_retained_per_size
                 .iter()
                 .find(|e| e.0 == s.pool_size)
                 .map_or(f64::NAN, |e| e.1);
-            let _ = write!(h, "<td>{} <small>(expected)</small></td>", f(v, 2));
+            let _ = write!(h, "<td>{} <small>(expected)</small></td>", decimals(v, 2));
         }
         h.push_str("</tr>");
     }
@@ -208,7 +220,7 @@ fn table2(h: &mut String, r: &EvalReport) {
                 .iter()
                 .find(|e| e.0 == s.pool_size)
                 .map_or(f64::NAN, |e| e.1[k]);
-            let _ = write!(h, "<td><i>{}</i></td>", f(v, 2));
+            let _ = write!(h, "<td><i>{}</i></td>", decimals(v, 2));
         }
         h.push_str("</tr>");
     }
@@ -225,7 +237,7 @@ fn table2(h: &mut String, r: &EvalReport) {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td></tr>",
                 e.pool_size,
-                esc(&e.artifact),
+                escape(&e.artifact),
                 pct(e.relative_improvement),
                 pval(e.p_value),
                 pval(e.paired_p_value),
@@ -235,7 +247,7 @@ fn table2(h: &mut String, r: &EvalReport) {
         }
         h.push_str("</table><ul>");
         for line in table2_verdict(r) {
-            let _ = write!(h, "<li>{}</li>", esc(&line));
+            let _ = write!(h, "<li>{}</li>", escape(&line));
         }
         h.push_str("</ul>");
         let series: Vec<(String, Vec<(f64, f64)>)> = {
@@ -273,7 +285,7 @@ fn table2(h: &mut String, r: &EvalReport) {
             .iter()
             .fold((0.0f64, 0.0f64), |(a, b), &y| (a.min(y), b.max(y)));
         let pad = 0.1 * (hi - lo).max(0.5);
-        let refs: Vec<mm_fit::report::Series<'_>> = series
+        let refs: Vec<mm_fit::html::Series<'_>> = series
             .iter()
             .map(|(n, pts)| (n.as_str(), pts.clone(), true))
             .collect();
@@ -375,7 +387,7 @@ pub fn table2_verdict(r: &EvalReport) -> Vec<String> {
 /// One chart series per policy: `value` of each skill decile that has players.
 fn by_decile(
     s: &SizeResult,
-    value: impl Fn(&crate::DecileStats) -> f64,
+    value: impl Fn(&DecileStats) -> f64,
 ) -> Vec<(String, Vec<(f64, f64)>)> {
     s.policies
         .iter()
@@ -400,7 +412,7 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
          <th>predicted blowouts</th><th>mean |P(win) − ½|</th><th>skill disparity</th>\
          <th>solve ms</th></tr>",
         s.pool_size,
-        esc(&s.pool_source),
+        escape(&s.pool_source),
         s.windows_eligible,
         s.seconds
     );
@@ -409,15 +421,15 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
             h,
             "<tr><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
-            esc(&x.policy),
-            f(x.matched_players, 1),
-            f(x.retained_mean, 3),
-            f(x.retained_sd, 3),
-            f(x.expected_retained_mean, 3),
-            f(x.blowout_rate, 4),
-            f(x.mean_abs_pwin_minus_half, 4),
-            f(x.mean_skill_disparity, 4),
-            f(x.solve_ms_mean, 2)
+            escape(&x.policy),
+            decimals(x.matched_players, 1),
+            decimals(x.retained_mean, 3),
+            decimals(x.retained_sd, 3),
+            decimals(x.expected_retained_mean, 3),
+            decimals(x.blowout_rate, 4),
+            decimals(x.mean_abs_pwin_minus_half, 4),
+            decimals(x.mean_skill_disparity, 4),
+            decimals(x.solve_ms_mean, 2)
         );
     }
     h.push_str(
@@ -436,7 +448,7 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
         let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let pad = 0.1 * (hi - lo).max(1.0);
-        let refs: Vec<mm_fit::report::Series<'_>> = series
+        let refs: Vec<mm_fit::html::Series<'_>> = series
             .iter()
             .map(|(n, pts)| (n.as_str(), pts.clone(), true))
             .collect();
@@ -454,7 +466,7 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
             .iter()
             .flat_map(|s| s.1.iter().map(|p| p.1))
             .fold(0.0f64, f64::max);
-        let brefs: Vec<mm_fit::report::Series<'_>> = bal
+        let brefs: Vec<mm_fit::html::Series<'_>> = bal
             .iter()
             .map(|(n, pts)| (n.as_str(), pts.clone(), true))
             .collect();
@@ -474,14 +486,14 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
     }
     h.push_str("</tr>");
     for x in &s.policies {
-        let _ = write!(h, "<tr><td>{}</td>", esc(&x.policy));
+        let _ = write!(h, "<tr><td>{}</td>", escape(&x.policy));
         for d in &x.by_decile {
             let _ = write!(
                 h,
                 "<td>{}%<br><small>({}–{}, n = {})</small></td>",
-                f(100.0 * d.retained_share, 2),
-                f(100.0 * d.retained_ci95.0, 1),
-                f(100.0 * d.retained_ci95.1, 1),
+                decimals(100.0 * d.retained_share, 2),
+                decimals(100.0 * d.retained_ci95.0, 1),
+                decimals(100.0 * d.retained_ci95.1, 1),
                 d.players
             );
         }
@@ -491,14 +503,14 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
 }
 
 /// A matrix of Welch tests: row minus column, difference (`digits` decimals) and p-value.
-fn welch_matrix(h: &mut String, names: &[String], tests: &[crate::PairTest], digits: usize) {
+fn welch_matrix(h: &mut String, names: &[String], tests: &[PairTest], digits: usize) {
     h.push_str("<table><tr><th></th>");
     for n in names {
-        let _ = write!(h, "<th>{}</th>", esc(n));
+        let _ = write!(h, "<th>{}</th>", escape(n));
     }
     h.push_str("</tr>");
     for a in names {
-        let _ = write!(h, "<tr><td>{}</td>", esc(a));
+        let _ = write!(h, "<tr><td>{}</td>", escape(a));
         for b in names {
             match tests.iter().find(|t| &t.a == a && &t.b == b) {
                 Some(t) => {
@@ -528,7 +540,7 @@ fn welch_matrix(h: &mut String, names: &[String], tests: &[crate::PairTest], dig
 }
 
 /// The team-queue replay: one row per policy, the Welch matrix, and the decile tables.
-fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
+fn team_section(h: &mut String, t: &TeamQueueResult) {
     let _ = write!(
         h,
         "<h2>Team-queue policies replayed on the window ({n}v{n})</h2><p>The real searches \
@@ -553,33 +565,33 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
             "<tr><td>{}</td><td>{} ({})</td><td>{} / {}</td><td>{} ({})</td>\
              <td>{} ({} – {}), {}, {}, {}</td><td>{} ({} – {})</td><td>{} ({} – {})</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} / {}</td></tr>",
-            esc(&x.label),
+            escape(&x.label),
             x.searches,
             x.superseded,
             x.placed_searches,
             x.unplaced_searches,
             x.lobbies,
             x.rescued,
-            f(x.wait_s_mean, 1),
-            f(x.wait_s_ci95.0, 1),
-            f(x.wait_s_ci95.1, 1),
-            f(x.wait_s_p50, 0),
-            f(x.wait_s_p90, 0),
-            f(x.wait_s_max, 0),
-            f(x.expected_churn, 4),
-            f(x.expected_churn_ci95.0, 4),
-            f(x.expected_churn_ci95.1, 4),
-            f(x.retained_share, 4),
-            f(x.retained_ci95.0, 4),
-            f(x.retained_ci95.1, 4),
-            f(x.blowout_rate, 4),
-            f(x.mean_abs_pwin_minus_half, 4),
-            f(x.mean_skill_disparity, 4),
-            f(x.party_parity, 3),
-            f(x.party_parity_exact, 3),
-            f(x.mean_quality, 3),
-            f(x.tick_ms_mean, 2),
-            f(x.tick_ms_max, 1)
+            decimals(x.wait_s_mean, 1),
+            decimals(x.wait_s_ci95.0, 1),
+            decimals(x.wait_s_ci95.1, 1),
+            decimals(x.wait_s_p50, 0),
+            decimals(x.wait_s_p90, 0),
+            decimals(x.wait_s_max, 0),
+            decimals(x.expected_churn, 4),
+            decimals(x.expected_churn_ci95.0, 4),
+            decimals(x.expected_churn_ci95.1, 4),
+            decimals(x.retained_share, 4),
+            decimals(x.retained_ci95.0, 4),
+            decimals(x.retained_ci95.1, 4),
+            decimals(x.blowout_rate, 4),
+            decimals(x.mean_abs_pwin_minus_half, 4),
+            decimals(x.mean_skill_disparity, 4),
+            decimals(x.party_parity, 3),
+            decimals(x.party_parity_exact, 3),
+            decimals(x.mean_quality, 3),
+            decimals(x.tick_ms_mean, 2),
+            decimals(x.tick_ms_max, 1)
         );
     }
     h.push_str(
@@ -594,13 +606,13 @@ fn team_section(h: &mut String, t: &crate::replay::TeamQueueResult) {
     }
     h.push_str("</tr>");
     for x in &t.policies {
-        let _ = write!(h, "<tr><td>{}</td>", esc(&x.label));
+        let _ = write!(h, "<tr><td>{}</td>", escape(&x.label));
         for d in &x.by_decile {
             let _ = write!(
                 h,
                 "<td>{}%<br><small>{} (n = {})</small></td>",
-                f(100.0 * d.retained_share, 2),
-                f(d.mean_abs_pwin_minus_half, 3),
+                decimals(100.0 * d.retained_share, 2),
+                decimals(d.mean_abs_pwin_minus_half, 3),
                 d.players
             );
         }

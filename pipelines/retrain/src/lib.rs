@@ -27,7 +27,7 @@ use std::time::Instant;
 use mm_artifact::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::{EvalConfig, EvalError, Holdout};
+use mm_eval::{EvalConfig, EvalError, Holdout};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -98,6 +98,22 @@ pub struct RunState {
     pub notes: Vec<String>,
 }
 
+impl RetrainConfig {
+    /// Checks what needs no data: at least one day held out.
+    ///
+    /// # Errors
+    /// The first setting out of range, named as its flag.
+    pub fn check(&self) -> Result<(), RetrainError> {
+        if self.holdout_ms < 86_400_000 {
+            return Err(RetrainError::Input(format!(
+                "--holdout-days is {}: at least one day is held out",
+                self.holdout_ms / 86_400_000
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Why a retrain did not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RetrainError {
@@ -123,6 +139,20 @@ pub enum RetrainError {
     },
     #[error("{0}")]
     Input(String),
+}
+
+impl RetrainError {
+    /// Bad input (exit code 2): an invalid setting, or an evaluation or lake that cannot use
+    /// what it was given.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        match self {
+            RetrainError::Input(_) => true,
+            RetrainError::Eval(x) => x.is_input(),
+            RetrainError::Lake(x) => x.is_input(),
+            _ => false,
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RetrainError + '_ {
@@ -190,7 +220,7 @@ pub fn acquire(work: &Path, log: &mut Vec<String>) -> Result<Lock, RetrainError>
 fn save(work: &Path, st: &RunState) -> Result<(), RetrainError> {
     let path = work.join("state.json");
     let bytes = serde_json::to_vec_pretty(st).map_err(|e| RetrainError::Input(e.to_string()))?;
-    crate::report::write_atomic(&path, &bytes)?;
+    mm_eval::report::write_atomic(&path, &bytes)?;
     Ok(())
 }
 
@@ -212,6 +242,7 @@ pub struct RetrainReport {
 /// Another run holds the lock, or a stage failed (the state keeps what finished; the next run
 /// resumes from there).
 pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
+    cfg.check()?;
     std::fs::create_dir_all(&cfg.work).map_err(io(&cfg.work))?;
     let mut log = Vec::new();
     let _lock = acquire(&cfg.work, &mut log)?;
@@ -322,12 +353,12 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
                 e.rounds = cfg.rounds;
                 e.pool_sizes.clone_from(&cfg.pool_sizes);
                 e.compare = st.baseline.as_ref().map(|b| store.dir(b));
-                let r = match crate::evaluate(&e) {
+                let r = match mm_eval::evaluate(&e) {
                     Err(EvalError::Input(msg)) if msg.contains("holds only") => {
                         // Too few players for the pools: score the holdout only.
                         st.notes.push(format!("pools skipped: {msg}"));
                         e.pool_sizes.clear();
-                        crate::evaluate(&e)?
+                        mm_eval::evaluate(&e)?
                     }
                     r => r?,
                 };

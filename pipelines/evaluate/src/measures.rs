@@ -1,0 +1,289 @@
+//! Measures shared by the 1v1 pools and the team-queue replay: the artifact bound to the
+//! window's searchers, balance and deciles, the real lobbies' row and the holdout scores.
+
+use mm_artifact::Artifact;
+use mm_artifact::team::{TeamSample, TeamWinModel};
+use mm_matcher::Outcome;
+use mm_matcher::queue::Member;
+use mm_matcher::scoring::OutcomeProbs;
+
+use crate::error::{EvalError, fmt_ms};
+use crate::history::{self, EvalHistory};
+use crate::results::{DecileStats, HistoricalRow, Holdout};
+use crate::stats::{Moments, wilson};
+
+/// The models of one artifact bound to the window's searchers.
+pub(crate) struct Scored {
+    pub label: String,
+    pub version: String,
+    pub win: TeamWinModel,
+    pub members: Vec<Member>,
+    pub new_players: u64,
+}
+
+/// The decile (0..=9) of a percentile or probability.
+pub(crate) fn decile(p: f64) -> usize {
+    ((p * 10.0).floor().max(0.0) as usize).min(9)
+}
+
+/// |P(win | decisive) - 1/2| of a pairing, and whether it is a predicted blowout.
+pub(crate) fn balance(p: &OutcomeProbs, blowout_p: f64) -> (f64, bool) {
+    let dec = p.win + p.loss;
+    let pw = if dec > 0.0 { p.win / dec } else { 0.5 };
+    ((pw - 0.5).abs(), pw.max(1.0 - pw) >= blowout_p)
+}
+
+/// Per-decile figures from per-decile sums: players, retained players (expected or drawn) and
+/// |P(win) - 1/2| summed over the players.
+pub(crate) fn decile_stats(
+    players: &[f64; 10],
+    retained: &[f64; 10],
+    balance: &[f64; 10],
+) -> Vec<DecileStats> {
+    (0..10)
+        .map(|d| {
+            let n = players[d];
+            DecileStats {
+                decile: d + 1,
+                players: n as u64,
+                retained_share: retained[d] / n,
+                retained_ci95: wilson(retained[d], n),
+                mean_abs_pwin_minus_half: balance[d] / n,
+            }
+        })
+        .collect()
+}
+
+/// A seed for one round of one pool size, mixed from the run's seed.
+pub(crate) fn mix(seed: u64, a: u64, b: u64) -> u64 {
+    let mut x =
+        seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x
+}
+
+/// Binds an artifact to the window's searchers; refuses a window that does not start after the
+/// artifact's data end.
+pub(crate) fn scored(h: &EvalHistory, art: &Artifact, label: &str) -> Result<Scored, EvalError> {
+    let win = art.team_win.ok_or_else(|| {
+        EvalError::Input(format!(
+            "{}: the artifact has no team win model (too few matches when it was fitted)",
+            art.dir.display()
+        ))
+    })?;
+    if h.from_ms <= art.manifest.snapshot_as_of_ms {
+        return Err(EvalError::Input(format!(
+            "{}: the evaluation window starts at {}, not after the artifact's data end {}: \
+             models are only evaluated on later data (use --from)",
+            art.dir.display(),
+            fmt_ms(h.from_ms),
+            fmt_ms(art.manifest.snapshot_as_of_ms)
+        )));
+    }
+    let members = history::members(h, art);
+    let new_players = h
+        .searchers
+        .iter()
+        .filter(|s| art.snapshot.get(&h.ids[s.player as usize]).is_none())
+        .count() as u64;
+    Ok(Scored {
+        label: label.to_string(),
+        version: art.manifest.model_version.clone(),
+        win,
+        members,
+        new_players,
+    })
+}
+
+/// Team A's sample of a real match under an artifact (skill sums, party terms).
+pub(crate) fn team_sample(
+    h: &EvalHistory,
+    sc: &Scored,
+    m: &history::HistMatch,
+    party_adj: bool,
+) -> TeamSample {
+    let side = |lo: u32, hi: u32| -> (f64, f64, f64) {
+        let r: Vec<usize> = (lo as usize..hi as usize).collect();
+        let skill: f64 = r.iter().map(|&k| sc.members[k].raw_skill).sum();
+        let mut members = 0.0;
+        let mut spread = 0.0;
+        if party_adj {
+            let mut keys: Vec<u32> = r.iter().map(|&k| h.party[k]).filter(|&p| p > 0).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for key in keys {
+                let xs: Vec<f64> = r
+                    .iter()
+                    .filter(|&&k| h.party[k] == key)
+                    .map(|&k| sc.members[k].raw_skill)
+                    .collect();
+                if xs.len() < 2 {
+                    continue;
+                }
+                let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+                let sd =
+                    (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
+                members += xs.len() as f64;
+                spread += xs.len() as f64 * sd;
+            }
+        }
+        (skill, members, spread)
+    };
+    let a = side(m.lo, m.split);
+    let b = side(m.split, m.hi);
+    TeamSample {
+        skill_diff: a.0 - b.0,
+        party_members_diff: a.1 - b.1,
+        party_spread_diff: a.2 - b.2,
+        outcome: 0.5,
+    }
+}
+
+/// The window's real lobbies scored under an artifact's models.
+pub(crate) fn historical(
+    h: &EvalHistory,
+    sc: &Scored,
+    sizes: &[usize],
+    blowout_p: f64,
+) -> HistoricalRow {
+    let mut churn = Moments::default();
+    let (mut obs, mut labelled) = (0.0, 0u64);
+    let (mut blow, mut bal, mut disp, mut n_m) = (0.0, 0.0, 0.0, 0.0);
+    for m in &h.matches {
+        if m.split == m.hi || m.split == m.lo {
+            continue;
+        }
+        let s = team_sample(h, sc, m, true);
+        let (w, d, l) = sc.win.probs(&s);
+        let p = OutcomeProbs {
+            win: w,
+            draw: d,
+            loss: l,
+        };
+        let (b, is_blow) = balance(&p, blowout_p);
+        n_m += 1.0;
+        bal += b;
+        blow += f64::from(u8::from(is_blow));
+        let pct = |lo: u32, hi: u32| {
+            (lo..hi)
+                .map(|k| sc.members[k as usize].percentile)
+                .sum::<f64>()
+                / f64::from(hi - lo)
+        };
+        disp += (pct(m.lo, m.split) - pct(m.split, m.hi)).abs();
+        for k in m.lo..m.hi {
+            let k = k as usize;
+            let mine = if (k as u32) < m.split {
+                p
+            } else {
+                OutcomeProbs {
+                    win: l,
+                    draw: d,
+                    loss: w,
+                }
+            };
+            let c = &sc.members[k].churn;
+            churn.push(mine.win * c[0] + mine.draw * c[1] + mine.loss * c[2]);
+            if let Some(x) = h.searchers[k].churned {
+                labelled += 1;
+                obs += f64::from(u8::from(x));
+            }
+        }
+    }
+    HistoricalRow {
+        artifact: sc.label.clone(),
+        matches: n_m as u64,
+        players: churn.n,
+        expected_churn: churn.mean,
+        expected_churn_ci95: churn.ci(0.95),
+        expected_retained_per_size: sizes
+            .iter()
+            .map(|&p| (p, p as f64 * (1.0 - churn.mean)))
+            .collect(),
+        observed_churn: obs / labelled as f64,
+        observed_labelled: labelled,
+        blowout_rate: blow / n_m,
+        mean_abs_pwin_minus_half: bal / n_m,
+        mean_skill_disparity: disp / n_m,
+    }
+}
+
+/// The churn and win models scored against what happened in the window.
+pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
+    let mut preds: Vec<(f64, bool)> = Vec::new();
+    for (k, s) in h.searchers.iter().enumerate() {
+        if let Some(y) = s.churned {
+            preds.push((sc.members[k].churn[s.outcome.index()], y));
+        }
+    }
+    let n = preds.len() as f64;
+    let clamp = |p: f64| p.clamp(1e-12, 1.0 - 1e-12);
+    let ll = preds
+        .iter()
+        .map(|&(p, y)| {
+            if y {
+                -clamp(p).ln()
+            } else {
+                -(1.0 - clamp(p)).ln()
+            }
+        })
+        .sum::<f64>()
+        / n;
+    let brier = preds
+        .iter()
+        .map(|&(p, y)| (p - f64::from(u8::from(y))).powi(2))
+        .sum::<f64>()
+        / n;
+    let mut bins = [(0.0, 0.0, 0.0); 10];
+    for &(p, y) in &preds {
+        let b = decile(p);
+        bins[b].0 += 1.0;
+        bins[b].1 += p;
+        bins[b].2 += f64::from(u8::from(y));
+    }
+    let ece = bins
+        .iter()
+        .filter(|b| b.0 > 0.0)
+        .map(|b| (b.1 - b.2).abs())
+        .sum::<f64>()
+        / n;
+    let (p, y): (Vec<f64>, Vec<bool>) = preds.iter().copied().unzip();
+    let auc = mm_trainer::stats::auc(&p, &y);
+    let mean_p = preds.iter().map(|p| p.0).sum::<f64>() / n;
+    let obs = preds.iter().filter(|p| p.1).count() as f64 / n;
+    let (mut wll, mut wacc, mut wn) = (0.0, 0.0, 0.0);
+    for m in &h.matches {
+        if m.split == m.hi || m.split == m.lo {
+            continue;
+        }
+        let s = team_sample(h, sc, m, true);
+        let (w, d, l) = sc.win.probs(&s);
+        let o = h.searchers[m.lo as usize].outcome;
+        let p = match o {
+            Outcome::Win => w,
+            Outcome::Draw => d,
+            Outcome::Loss => l,
+        };
+        wll -= clamp(p).ln();
+        let best = if w >= l { Outcome::Win } else { Outcome::Loss };
+        wacc += f64::from(u8::from(best == o));
+        wn += 1.0;
+    }
+    Holdout {
+        artifact: sc.label.clone(),
+        version: sc.version.clone(),
+        churn_rows: preds.len() as u64,
+        churn_log_loss: ll,
+        churn_brier: brier,
+        churn_ece: ece,
+        churn_auc: auc,
+        churn_mean_predicted: mean_p,
+        churn_observed: obs,
+        win_matches: wn as u64,
+        win_log_loss: wll / wn,
+        win_accuracy: wacc / wn,
+        new_players: sc.new_players,
+    }
+}

@@ -1,0 +1,332 @@
+//! The 1v1 protocol: pools drawn from history, every pairing policy on the same pools and
+//! draws, per-round figures and the tests between policies.
+
+use std::time::Instant;
+
+use mm_matcher::Outcome;
+use mm_matcher::blossom::DenseBlossom;
+use mm_matcher::from_artifact::ArtifactPool;
+use mm_matcher::pairing::{PairPolicy, pair_f64};
+use mm_matcher::queue::Member;
+use mm_matcher::scoring::{ChurnModel, WinModel, eomm_matrix};
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use crate::config::EvalConfig;
+use crate::error::EvalError;
+use crate::history::EvalHistory;
+use crate::measures::{Scored, balance, decile, decile_stats, mix};
+use crate::results::{EommVsSkill, PAPER_TABLE2, PairTest, PolicyStats, SizeResult};
+use crate::stats::{Moments, paired, welch};
+
+/// Per-round accumulators of one policy under one artifact.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    retained: Moments,
+    expected: Moments,
+    matched: Moments,
+    blowouts: f64,
+    balance: f64,
+    disparity: f64,
+    pairs: f64,
+    dec_players: [f64; 10],
+    dec_retained: [f64; 10],
+    dec_balance: [f64; 10],
+    solve_ms: Moments,
+}
+
+/// One round's result for one policy.
+#[derive(Debug, Clone, Default)]
+struct RoundOut {
+    retained: f64,
+    expected: f64,
+    matched: f64,
+    blowouts: f64,
+    balance: f64,
+    disparity: f64,
+    pairs: f64,
+    dec_players: [f64; 10],
+    dec_retained: [f64; 10],
+    dec_balance: [f64; 10],
+    solve_ms: f64,
+}
+
+impl Acc {
+    fn add(&mut self, r: &RoundOut) {
+        self.retained.push(r.retained);
+        self.expected.push(r.expected);
+        self.matched.push(r.matched);
+        self.blowouts += r.blowouts;
+        self.balance += r.balance;
+        self.disparity += r.disparity;
+        self.pairs += r.pairs;
+        for d in 0..10 {
+            self.dec_players[d] += r.dec_players[d];
+            self.dec_retained[d] += r.dec_retained[d];
+            self.dec_balance[d] += r.dec_balance[d];
+        }
+        self.solve_ms.push(r.solve_ms);
+    }
+
+    fn stats(&self, policy: &str, artifact: &str) -> PolicyStats {
+        let by_decile = decile_stats(&self.dec_players, &self.dec_retained, &self.dec_balance);
+        PolicyStats {
+            policy: policy.to_string(),
+            artifact: artifact.to_string(),
+            rounds: self.retained.n,
+            matched_players: self.matched.mean,
+            retained_mean: self.retained.mean,
+            retained_sd: self.retained.sd(),
+            retained_ci95: self.retained.ci(0.95),
+            expected_retained_mean: self.expected.mean,
+            expected_retained_ci95: self.expected.ci(0.95),
+            blowout_rate: self.blowouts / self.pairs,
+            mean_abs_pwin_minus_half: self.balance / self.pairs,
+            mean_skill_disparity: self.disparity / self.pairs,
+            by_decile,
+            solve_ms_mean: self.solve_ms.mean,
+        }
+    }
+}
+
+/// Runs one policy on one pool under one artifact with the round's draws: `pool` scores the
+/// pool's `members` (skills, churn) and `w` is its EOMM weight matrix.
+#[allow(clippy::too_many_arguments)]
+fn run_policy(
+    policy: PairPolicy,
+    pool: &ArtifactPool,
+    members: &[&Member],
+    w: &[f64],
+    u_out: &[f64],
+    u_churn: &[f64],
+    blowout_p: f64,
+    solver: &mut DenseBlossom,
+) -> Result<RoundOut, EvalError> {
+    let n = members.len();
+    let t = Instant::now();
+    let pairing = pair_f64(policy, n, w, Some(&pool.skills), solver)?;
+    let solve_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut r = RoundOut {
+        solve_ms,
+        ..RoundOut::default()
+    };
+    for &(i, j) in &pairing.pairs {
+        let p = pool.outcome_probs(i, j);
+        let u = u_out[i.min(j)];
+        let oi = if u < p.win {
+            Outcome::Win
+        } else if u < p.win + p.draw {
+            Outcome::Draw
+        } else {
+            Outcome::Loss
+        };
+        let (bal, blow) = balance(&p, blowout_p);
+        r.pairs += 1.0;
+        r.balance += bal;
+        r.blowouts += f64::from(u8::from(blow));
+        r.disparity += (members[i].percentile - members[j].percentile).abs();
+        r.expected += 2.0 - w[i * n + j];
+        for (k, o) in [(i, oi), (j, oi.mirrored())] {
+            let kept = u_churn[k] >= pool.churn(k, o);
+            r.matched += 1.0;
+            r.retained += f64::from(u8::from(kept));
+            let d = decile(members[k].percentile);
+            r.dec_players[d] += 1.0;
+            r.dec_retained[d] += f64::from(u8::from(kept));
+            r.dec_balance[d] += bal;
+        }
+    }
+    Ok(r)
+}
+
+/// Pools: searches grouped by window, one search per player per window.
+pub(crate) struct Pools {
+    windows: Vec<Vec<u32>>,
+    all: Vec<u32>,
+}
+
+pub(crate) fn pools(h: &EvalHistory, window_ms: Option<i64>) -> Pools {
+    let mut seen = hashbrown::HashSet::new();
+    let all: Vec<u32> = (0..h.searchers.len() as u32)
+        .filter(|&s| seen.insert(h.searchers[s as usize].player))
+        .collect();
+    let mut windows: Vec<Vec<u32>> = Vec::new();
+    if let Some(w) = window_ms {
+        let mut cur: Option<i64> = None;
+        let mut set = hashbrown::HashSet::new();
+        for (s, x) in h.searchers.iter().enumerate() {
+            let b = (x.start_ms - h.from_ms).div_euclid(w);
+            if cur != Some(b) {
+                cur = Some(b);
+                set.clear();
+                windows.push(Vec::new());
+            }
+            if set.insert(x.player)
+                && let Some(last) = windows.last_mut()
+            {
+                last.push(s as u32);
+            }
+        }
+    }
+    Pools { windows, all }
+}
+
+fn prefix(name: &str) -> &str {
+    name.split_once('/').map_or("", |p| p.0)
+}
+
+/// Every policy under every artifact on `cfg.rounds` pools of `p` players.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_size(
+    cfg: &EvalConfig,
+    arts: &[Scored],
+    names: &[String],
+    policies: &[PairPolicy],
+    pools: &Pools,
+    p: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<SizeResult, EvalError> {
+    let t0 = Instant::now();
+    let eligible: Vec<&Vec<u32>> = pools.windows.iter().filter(|w| w.len() >= p).collect();
+    let source = if eligible.is_empty() {
+        if pools.all.len() < p {
+            return Err(EvalError::Input(format!(
+                "pool size {p}: the evaluation window holds only {} players",
+                pools.all.len()
+            )));
+        }
+        "collection"
+    } else {
+        "window"
+    };
+    let k = arts.len() * policies.len();
+    let chunk = 64usize;
+    let mut accs = vec![Acc::default(); k];
+    // Per ordered pair (a, b): per-round differences of retained and expected retained.
+    let mut diffs = vec![(Moments::default(), Moments::default()); k * k];
+    let mut r0 = 0usize;
+    while r0 < cfg.rounds {
+        let r1 = (r0 + chunk * rayon::current_num_threads()).min(cfg.rounds);
+        let outs: Vec<Result<Vec<RoundOut>, EvalError>> = (r0..r1)
+            .into_par_iter()
+            .map_init(DenseBlossom::new, |solver, round| {
+                let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, p as u64, round as u64));
+                let from: &[u32] = if eligible.is_empty() {
+                    &pools.all
+                } else {
+                    eligible[rng.random_range(0..eligible.len())]
+                };
+                let idx: Vec<usize> = sample(&mut rng, from.len(), p).into_vec();
+                let u_out: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
+                let u_churn: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
+                let policy_seed = rng.random::<u64>();
+                let mut out = Vec::with_capacity(k);
+                for sc in arts {
+                    let members: Vec<&Member> =
+                        idx.iter().map(|&i| &sc.members[from[i] as usize]).collect();
+                    let pool = ArtifactPool::from_members(sc.win, members.iter().copied());
+                    let w = eomm_matrix(p, &pool, &pool);
+                    for pol in policies {
+                        let pol = match pol {
+                            PairPolicy::Random { .. } => PairPolicy::Random { seed: policy_seed },
+                            x => *x,
+                        };
+                        out.push(run_policy(
+                            pol,
+                            &pool,
+                            &members,
+                            &w,
+                            &u_out,
+                            &u_churn,
+                            cfg.blowout_p,
+                            solver,
+                        )?);
+                    }
+                }
+                Ok(out)
+            })
+            .collect();
+        for o in outs {
+            let o = o?;
+            for (a, r) in accs.iter_mut().zip(&o) {
+                a.add(r);
+            }
+            for (a, ra) in o.iter().enumerate() {
+                for (b, rb) in o.iter().enumerate() {
+                    let d = &mut diffs[a * k + b];
+                    d.0.push(ra.retained - rb.retained);
+                    d.1.push(ra.expected - rb.expected);
+                }
+            }
+        }
+        progress((r1 - r0) as u64);
+        r0 = r1;
+    }
+    let label = |ai: usize, pi: usize| {
+        if arts.len() > 1 {
+            format!("{}/{}", arts[ai].label, names[pi])
+        } else {
+            names[pi].clone()
+        }
+    };
+    let mut stats = Vec::new();
+    for (ai, sc) in arts.iter().enumerate() {
+        for (pi, name) in names.iter().enumerate() {
+            let _ = name;
+            stats.push(accs[ai * policies.len() + pi].stats(&label(ai, pi), &sc.label));
+        }
+    }
+    let mut tests = Vec::new();
+    for a in 0..k {
+        for b in 0..k {
+            if a == b || (arts.len() > 1 && a / policies.len() != b / policies.len()) {
+                continue;
+            }
+            let (ai, pa) = (a / policies.len(), a % policies.len());
+            let (bi, pb) = (b / policies.len(), b % policies.len());
+            let w = welch(&accs[a].retained, &accs[b].retained);
+            tests.push(PairTest {
+                a: label(ai, pa),
+                b: label(bi, pb),
+                welch: w,
+                relative: w.diff / accs[b].retained.mean,
+                paired: Some(paired(&diffs[a * k + b].0)),
+                paired_expected: Some(paired(&diffs[a * k + b].1)),
+            });
+        }
+    }
+    Ok(SizeResult {
+        pool_size: p,
+        pool_source: source.to_string(),
+        windows_eligible: eligible.len(),
+        policies: stats,
+        tests,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// EOMM against SkillMM at each pool size, per artifact, beside the paper's Table 2.
+pub(crate) fn eomm_vs_skill(sizes: &[SizeResult]) -> Vec<EommVsSkill> {
+    let mut out = Vec::new();
+    for s in sizes {
+        for t in &s.tests {
+            if t.a.ends_with("eomm") && t.b.ends_with("skill") && prefix(&t.a) == prefix(&t.b) {
+                out.push(EommVsSkill {
+                    pool_size: s.pool_size,
+                    artifact: prefix(&t.a).to_string(),
+                    relative_improvement: t.relative,
+                    p_value: t.welch.p,
+                    paired_p_value: t.paired.map_or(f64::NAN, |x| x.p),
+                    paired_expected_p_value: t.paired_expected.map_or(f64::NAN, |x| x.p),
+                    paper_relative_improvement: PAPER_TABLE2
+                        .iter()
+                        .find(|r| r.0 == s.pool_size)
+                        .map(|r| r.1[3] / r.1[1] - 1.0),
+                });
+            }
+        }
+    }
+    out
+}

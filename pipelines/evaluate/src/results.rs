@@ -1,0 +1,222 @@
+//! The evaluation's results, as `evaluation.json` holds them and the report shows them.
+
+use serde::Serialize;
+
+use crate::stats::{Paired, Welch};
+
+/// One policy's figures at one pool size.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyStats {
+    pub policy: String,
+    /// Which artifact made the decisions and scored them (`candidate`, `baseline`).
+    pub artifact: String,
+    pub rounds: u64,
+    pub matched_players: f64,
+    pub retained_mean: f64,
+    pub retained_sd: f64,
+    pub retained_ci95: (f64, f64),
+    pub expected_retained_mean: f64,
+    pub expected_retained_ci95: (f64, f64),
+    pub blowout_rate: f64,
+    pub mean_abs_pwin_minus_half: f64,
+    pub mean_skill_disparity: f64,
+    /// Per skill decile of the players (percentile 0-10%, ..., 90-100%): players, retained
+    /// share and its 95% Wilson interval, mean |P(win) - 1/2| of their matches.
+    pub by_decile: Vec<DecileStats>,
+    pub solve_ms_mean: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecileStats {
+    pub decile: usize,
+    pub players: u64,
+    pub retained_share: f64,
+    pub retained_ci95: (f64, f64),
+    pub mean_abs_pwin_minus_half: f64,
+}
+
+/// A Welch t-test between two policies' retained players per round.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairTest {
+    pub a: String,
+    pub b: String,
+    #[serde(flatten)]
+    pub welch: Welch,
+    /// `(mean a - mean b) / mean b`.
+    pub relative: f64,
+    /// 1v1 pools: the paired t-test of the per-round differences of retained players. Both
+    /// policies ran on the same pool with the same draws, so the difference is free of the
+    /// pool-to-pool spread that Welch's test has to carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+    /// 1v1 pools: the paired t-test of the per-round differences of expected retained players
+    /// (the churn model's probabilities summed, the draws' noise averaged out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_expected: Option<Paired>,
+}
+
+/// Everything at one pool size.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    pub pool_size: usize,
+    /// `window` (pools from one window of history) or `collection` (no window had enough
+    /// players: pools from the whole evaluation window).
+    pub pool_source: String,
+    pub windows_eligible: usize,
+    pub policies: Vec<PolicyStats>,
+    pub tests: Vec<PairTest>,
+    pub seconds: f64,
+}
+
+/// The real lobbies of the window scored under an artifact's models.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoricalRow {
+    pub artifact: String,
+    pub matches: u64,
+    pub players: u64,
+    /// Mean predicted churn of the players of the real lobbies, and its 95% interval.
+    pub expected_churn: f64,
+    pub expected_churn_ci95: (f64, f64),
+    /// Retained per `P` players at the same rate: `P x (1 - expected churn)` for each size.
+    pub expected_retained_per_size: Vec<(usize, f64)>,
+    /// What happened: the share of labelled searches followed by no match within the horizon.
+    pub observed_churn: f64,
+    pub observed_labelled: u64,
+    pub blowout_rate: f64,
+    pub mean_abs_pwin_minus_half: f64,
+    pub mean_skill_disparity: f64,
+}
+
+/// The models scored against what happened in the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct Holdout {
+    pub artifact: String,
+    pub version: String,
+    /// Churn after the real outcome, against the observed label.
+    pub churn_rows: u64,
+    pub churn_log_loss: f64,
+    pub churn_brier: f64,
+    pub churn_ece: f64,
+    pub churn_auc: f64,
+    pub churn_mean_predicted: f64,
+    pub churn_observed: f64,
+    /// The team win model on the real two-team matches (win/draw/loss log-loss).
+    pub win_matches: u64,
+    pub win_log_loss: f64,
+    pub win_accuracy: f64,
+    /// Searches by players the snapshot did not hold.
+    pub new_players: u64,
+}
+
+/// The evaluation: what `evaluation.json` holds and the HTML report shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    pub lake: String,
+    /// The version of the lake's matches table the evaluation read.
+    pub lake_version: Option<i64>,
+    pub mode: Option<String>,
+    pub artifact: String,
+    pub artifact_version: String,
+    pub compare: Option<String>,
+    pub compare_version: Option<String>,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub window: String,
+    pub searches: u64,
+    pub players: u64,
+    pub real_matches: u64,
+    pub horizon: String,
+    pub rounds: usize,
+    pub seed: u64,
+    pub pool_window: String,
+    pub blowout_p: f64,
+    pub one_v_one: bool,
+    pub holdout: Vec<Holdout>,
+    pub historical: Vec<HistoricalRow>,
+    pub sizes: Vec<SizeResult>,
+    /// EOMM's retained players over SkillMM's, per size, beside the paper's Table 2.
+    pub eomm_vs_skill: Vec<EommVsSkill>,
+    /// Team modes: the team-queue policies replayed over the window's arrivals.
+    pub team_queue: Option<TeamQueueResult>,
+    pub notes: Vec<String>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EommVsSkill {
+    pub pool_size: usize,
+    pub artifact: String,
+    pub relative_improvement: f64,
+    /// Welch's test of retained players per round (the paper's test).
+    pub p_value: f64,
+    /// The paired test of the same per-round retained players.
+    pub paired_p_value: f64,
+    /// The paired test of expected retained players per round.
+    pub paired_expected_p_value: f64,
+    /// The EOMM paper's Table 2 at this size (`None` where it has no column).
+    pub paper_relative_improvement: Option<f64>,
+}
+
+/// EOMM Table 2 (retained players per round): WorstMM, SkillMM, RandomMM, EOMM per size.
+pub const PAPER_TABLE2: [(usize, [f64; 4]); 5] = [
+    (100, [51.50, 52.52, 51.81, 51.90]),
+    (200, [103.39, 103.96, 103.97, 104.24]),
+    (300, [154.57, 156.05, 156.09, 157.50]),
+    (400, [206.65, 207.43, 207.09, 209.37]),
+    (500, [258.21, 259.24, 259.65, 261.19]),
+];
+
+/// One team-queue policy's figures under one artifact.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamPolicyStats {
+    pub policy: String,
+    pub artifact: String,
+    /// The name in tables and tests: the policy, or `artifact/policy` when two are compared.
+    pub label: String,
+    /// Searches offered (after superseded ones are dropped), placed, and never placed.
+    pub searches: u64,
+    pub superseded: u64,
+    pub placed_searches: u64,
+    pub placed_players: u64,
+    pub unplaced_searches: u64,
+    pub lobbies: u64,
+    /// Lobbies formed by the maximum-wait rule.
+    pub rescued: u64,
+    pub wait_s_mean: f64,
+    pub wait_s_ci95: (f64, f64),
+    pub wait_s_p50: f64,
+    pub wait_s_p90: f64,
+    pub wait_s_max: f64,
+    /// Predicted churn per placed player (before the outcome is drawn), with its 95% interval.
+    pub expected_churn: f64,
+    pub expected_churn_ci95: (f64, f64),
+    /// Share of placed players retained under the shared draws, with its Wilson interval.
+    pub retained_share: f64,
+    pub retained_ci95: (f64, f64),
+    pub blowout_rate: f64,
+    pub mean_abs_pwin_minus_half: f64,
+    /// |mean percentile of team A - mean percentile of team B|.
+    pub mean_skill_disparity: f64,
+    /// Mean party-parity criterion of the lobbies (1: same party sizes on both teams).
+    pub party_parity: f64,
+    /// Share of lobbies whose teams have identical sorted party sizes.
+    pub party_parity_exact: f64,
+    pub mean_quality: f64,
+    pub by_decile: Vec<DecileStats>,
+    pub tick_ms_mean: f64,
+    pub tick_ms_max: f64,
+}
+
+/// The replay's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamQueueResult {
+    pub team_size: usize,
+    pub tick_s: f64,
+    pub drain_s: f64,
+    /// Parties larger than a team, queued as solo players.
+    pub split_parties: u64,
+    pub policies: Vec<TeamPolicyStats>,
+    /// Welch tests of predicted retention per placed player between every pair of policies.
+    pub tests: Vec<PairTest>,
+    pub seconds: f64,
+}
