@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use mm_lake::store::CrashPoint;
+use mm_lake::txn::CrashPoint;
 use mm_lake::{AsOf, Lake, LakeError, RowsBuilder, to_lake_batch};
 
 use crate::util;
@@ -217,7 +217,7 @@ fn every_version_stays_readable_and_compaction_changes_no_rows() {
         l.matches_files()
             .unwrap()
             .iter()
-            .flat_map(|f| mm_lake::store::read_parquet_columns(f, None).unwrap())
+            .flat_map(|f| mm_lake::parquet_io::read_parquet_columns(f, None).unwrap())
             .map(|b| b.num_rows())
             .sum()
     };
@@ -243,8 +243,11 @@ fn a_lake_of_the_old_layout_is_refused_until_converted_in_place() {
     let root = dir.path();
     let day = root.join(Lake::partition_rel(19_000));
     std::fs::create_dir_all(&day).unwrap();
-    mm_lake::store::write_parquet_file(&day.join("part-old.parquet"), &[two_rows("old-1", 19_000)])
-        .unwrap();
+    mm_lake::parquet_io::write_parquet_file(
+        &day.join("part-old.parquet"),
+        &[two_rows("old-1", 19_000)],
+    )
+    .unwrap();
     std::fs::create_dir_all(root.join("_runs")).unwrap();
     std::fs::write(root.join("_runs/old.json"), r#"{"run_id":"old"}"#).unwrap();
     let err = Lake::open(root).unwrap_err();

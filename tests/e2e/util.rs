@@ -70,7 +70,7 @@ pub fn assert_balanced(report: &serde_json::Value) {
 pub fn read_tree(dir: &Path) -> Vec<RecordBatch> {
     let mut files = Vec::new();
     if mm_lake::store::is_delta_table(dir) {
-        files = mm_lake::store::table_files(dir).expect("table files");
+        files = mm_lake::convert::table_files(dir).expect("table files");
     } else {
         collect(dir, &mut files);
     }

@@ -1,32 +1,19 @@
 //! `mm bench ingest`: canonical CSV to the lake at several sizes, in child processes (so that
 //! each size's peak memory is its own), beside Python polars on the same file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::args::{BenchIngestArgs, Output};
+use crate::args::BenchIngestArgs;
+use crate::{median, peer_python};
 
 /// The peer, as in `../shared/peers/bench_polars.py`: eager read_csv + write_parquet(zstd 3),
 /// and lazy scan_csv + sink_parquet; each timed alone, peak memory of the process reported.
-const PEER_SCRIPT: &str = r#"
-import json, os, resource, sys, time
-os.environ.setdefault("POLARS_MAX_THREADS", str(os.cpu_count()))
-import polars as pl
-csv, out, variant = sys.argv[1], sys.argv[2], sys.argv[3]
-t = time.perf_counter()
-if variant == "eager":
-    pl.read_csv(csv).write_parquet(out, compression="zstd", compression_level=3)
-else:
-    pl.scan_csv(csv).sink_parquet(out, compression="zstd", compression_level=3)
-s = time.perf_counter() - t
-n = pl.scan_parquet(out).select(pl.len()).collect().item()
-print(json.dumps({"seconds": s, "rows": n, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "polars": pl.__version__}))
-"#;
+const PEER_SCRIPT: &str = include_str!("../peers/ingest_polars.py");
 
 #[derive(Debug, Serialize)]
 struct Run {
@@ -46,27 +33,6 @@ struct SizeResult {
     polars_lazy: Option<Run>,
     /// mm rows/s divided by the faster polars variant's rows/s, measured in this run.
     ratio_to_polars: Option<f64>,
-}
-
-pub(crate) fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// The peers' Python (explicit, `$PEERS_VENV`, or `~/.venvs/peers`) if it can import `module`.
-pub(crate) fn peer_python(explicit: Option<&Path>, module: &str) -> Option<PathBuf> {
-    let candidates = explicit
-        .map(Path::to_path_buf)
-        .into_iter()
-        .chain(std::env::var_os("PEERS_VENV").map(|v| PathBuf::from(v).join("bin/python")))
-        .chain(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peers/bin/python")));
-    candidates.into_iter().find(|p| {
-        p.exists()
-            && Command::new(p)
-                .args(["-c", &format!("import {module}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-    })
 }
 
 /// The median time and the largest peak memory of single runs; `None` for no runs.
@@ -109,7 +75,7 @@ fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) ->
     })
 }
 
-pub fn ingest(a: &BenchIngestArgs, out: &Output) -> Result<()> {
+pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
     if a.reps == 0 || a.rows.is_empty() {
         bail!("--reps and --rows must be positive");
     }
@@ -195,7 +161,7 @@ pub fn ingest(a: &BenchIngestArgs, out: &Output) -> Result<()> {
             polars_lazy: lazy,
         });
     }
-    if out.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(());
     }

@@ -14,27 +14,11 @@ use mm_trainer::logit::{LogitFit, fit_logistic};
 use mm_trainer::stats::{auc, sigmoid};
 use serde::Serialize;
 
-use crate::args::{BenchLogisticArgs, Output};
-use crate::bench::{median, peer_python};
+use crate::args::BenchLogisticArgs;
+use crate::{median, peer_python};
 
 /// Times scikit-learn's fit the way `bench_lr.py` does, on the files we read.
-const PEER_SCRIPT: &str = r#"
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-from bench_lr import load_xy
-import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score, log_loss
-Xtr, ytr, _ = load_xy(sys.argv[2]); Xte, yte, _ = load_xy(sys.argv[3])
-fits = []
-for _ in range(int(sys.argv[4])):
-    m = LogisticRegression(C=1.0, solver="lbfgs", max_iter=200)
-    t = time.perf_counter(); m.fit(Xtr, ytr); fits.append(time.perf_counter() - t)
-w, b = m.coef_[0], float(m.intercept_[0])
-obj = float(log_loss(ytr, m.predict_proba(Xtr)[:, 1], normalize=False) + 0.5 * np.dot(w, w))
-print(json.dumps({"fit_s": fits, "n_iter": int(m.n_iter_[0]), "objective": obj,
-                  "test_auc": float(roc_auc_score(yte, m.predict_proba(Xte)[:, 1]))}))
-"#;
+const PEER_SCRIPT: &str = include_str!("../peers/logistic_sklearn.py");
 
 #[derive(Debug, Serialize)]
 struct Fit {
@@ -86,7 +70,7 @@ fn test_auc(x: &ndarray::Array2<f64>, y: &[bool], w: &[f64], b: f64) -> f64 {
     auc(&p, y)
 }
 
-pub fn logistic(a: &BenchLogisticArgs, out: &Output) -> Result<()> {
+pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
     let (train, test) = files(a);
     let python = if a.no_peer {
         None
@@ -224,7 +208,7 @@ pub fn logistic(a: &BenchLogisticArgs, out: &Output) -> Result<()> {
         linfa,
         sklearn_200,
     };
-    if out.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

@@ -10,8 +10,8 @@ use mm_matcher::blossom::DenseBlossom;
 use mm_matcher::pairing::{PairPolicy, costs_from_le_i32, pair_i64};
 use serde::Serialize;
 
-use crate::args::{BenchPairArgs, Output};
-use crate::bench::{median, peer_python};
+use crate::args::BenchPairArgs;
+use crate::{median, peer_python};
 
 #[derive(Debug, Serialize)]
 struct SizeResult {
@@ -72,7 +72,7 @@ fn networkx(python: &Path, a: &BenchPairArgs, p: usize) -> Result<f64> {
         .context("peer output has no timings_s.nx_solve_median")
 }
 
-pub fn run(a: &BenchPairArgs, out: &Output) -> Result<()> {
+pub fn run(a: &BenchPairArgs, json: bool) -> Result<()> {
     let python = peer_python(a.peer_python.as_deref(), "networkx");
     if python.is_none() {
         eprintln!("networkx peer not installed (see ../shared/peers/README.md): ours only");
@@ -106,7 +106,7 @@ pub fn run(a: &BenchPairArgs, out: &Output) -> Result<()> {
             networkx_seconds,
             speedup_vs_networkx: networkx_seconds.map(|nx| nx / mm_seconds),
         };
-        if !out.json {
+        if !json {
             println!(
                 "P={:<5} optimum {:>10} (= reference)  mm {:>9.3} ms  networkx {:>9}  speed-up {}",
                 p,
@@ -120,7 +120,7 @@ pub fn run(a: &BenchPairArgs, out: &Output) -> Result<()> {
         }
         rows.push(row);
     }
-    if out.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::args::{BenchScaleArgs, Output};
+use crate::args::BenchScaleArgs;
 
 /// Player-match rows per player and day of the default simulated world (250,000 players over
 /// 28 days gave 10.0M rows).
@@ -40,24 +40,6 @@ struct Report {
     players: usize,
     runs: Vec<StageRun>,
     scaling: Vec<StageScaling>,
-}
-
-/// Parses `10M`, `300k`, `1.5G` or a plain number of rows.
-pub fn parse_rows(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G' | 'b' | 'B') => (&t[..t.len() - 1], 1e9),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a row count (e.g. 10M, 300k, 2500000)"))?;
-    if v.is_nan() || v <= 0.0 {
-        return Err(format!("{s:?}: a row count must be positive"));
-    }
-    Ok((v * mult).round() as u64)
 }
 
 /// Set on each stage's child: the file where `mm` writes its peak resident memory (bytes, the
@@ -283,7 +265,7 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
         .collect()
 }
 
-pub fn run(a: &BenchScaleArgs, out: &Output) -> Result<()> {
+pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
     const STAGES: [&str; 5] = ["ingest", "fit-skill", "fit-churn", "export", "evaluate"];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(
@@ -300,7 +282,7 @@ pub fn run(a: &BenchScaleArgs, out: &Output) -> Result<()> {
         scaling: scaling(&runs),
         runs,
     };
-    if out.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -334,17 +316,6 @@ pub fn run(a: &BenchScaleArgs, out: &Output) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn row_counts_take_suffixes_and_refuse_nonsense() {
-        assert_eq!(parse_rows("10M"), Ok(10_000_000));
-        assert_eq!(parse_rows("300k"), Ok(300_000));
-        assert_eq!(parse_rows("1.5G"), Ok(1_500_000_000));
-        assert_eq!(parse_rows("2500000"), Ok(2_500_000));
-        assert!(parse_rows("ten").is_err());
-        assert!(parse_rows("0").is_err());
-        assert!(parse_rows("-3M").is_err());
-    }
 
     #[test]
     fn scaling_is_largest_over_smallest_per_stage() {

@@ -15,8 +15,8 @@ use mm_trainer::skill::baselines::BaselineKind;
 use mm_trainer::skill::raw::RawSkillParams;
 use serde::Serialize;
 
-use crate::args::{BenchSkillArgs, Output};
-use crate::bench::{median, peer_python};
+use crate::args::BenchSkillArgs;
+use crate::{median, peer_python};
 
 /// No tuning or scoring window: a replay that only fits.
 const FIT_ONLY: Windows = Windows {
@@ -264,12 +264,12 @@ fn print_rates(rows: &[SystemRate]) {
     }
 }
 
-pub fn run(a: &BenchSkillArgs, out: &Output) -> Result<()> {
+pub fn run(a: &BenchSkillArgs, json: bool) -> Result<()> {
     std::fs::create_dir_all(&a.work)?;
     let lob = lobbies(a)?;
     let atp = if a.no_atp { None } else { atp(a)? };
     let report = Report { lobbies: lob, atp };
-    if out.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

@@ -36,7 +36,7 @@ pub fn retrain(
 ) -> Result<()> {
     let mut cfg = a.to_config()?;
     cfg.run_id = Some(run_id.to_string());
-    let report = mm_eval::retrain::retrain(&cfg)?;
+    let report = mm_retrain::retrain(&cfg)?;
     if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -8,11 +8,6 @@
 //! that carries the run id and the stage on every log line.
 
 mod args;
-mod bench;
-mod bench_logistic;
-mod bench_pair;
-mod bench_scale;
-mod bench_skill;
 mod config;
 mod evaluate;
 mod logging;
@@ -27,23 +22,32 @@ use std::time::Instant;
 use anyhow::Result;
 use mm_ingest::IngestError;
 
-use args::{BenchCmd, Cli, Cmd, ConfigCmd, FitCmd, LakeCmd, LogFormat, Output};
+use args::{Cli, Cmd, ConfigCmd, FitCmd, LakeCmd, LogFormat, Output};
 
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let resolved = match config::resolve(&argv, false) {
-        Ok(r) => r,
+    let (resolved, cli) = match config::resolve(&argv, false) {
+        // A strict parse always yields the command line (or a clap failure).
+        Ok(mut r) => match r.cli.take() {
+            Some(cli) => (r, cli),
+            None => return ExitCode::from(2),
+        },
         Err(config::Failure::Clap(e)) => e.exit(),
         Err(config::Failure::Config(e)) => {
             eprintln!("mm: error: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let cli = resolved.cli;
     logging::init(&cli.out);
     let run_id = mm_lake::new_run_id();
     let stage = resolved.command.join("-");
-    let span = tracing::info_span!("run", run_id = %run_id, stage = %stage);
+    // `model_version` is recorded by the commands that load or publish one artifact.
+    let span = tracing::info_span!(
+        "run",
+        run_id = %run_id,
+        stage = %stage,
+        model_version = tracing::field::Empty
+    );
     let _entered = span.enter();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
     let json_logs = cli.out.log_format == LogFormat::Json;
     let result = run(cli, &run_id);
     // For `mm bench scale`, which runs each stage as a child: the child's own peak memory.
-    if let Some(path) = std::env::var_os(bench_scale::PEAK_RSS_ENV)
+    if let Some(path) = std::env::var_os(mm_bench::scale::PEAK_RSS_ENV)
         && let Some(bytes) = mm_lake::peak_rss_bytes()
     {
         let _ = std::fs::write(path, bytes.to_string());
@@ -82,54 +86,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// 3 when another retrain holds the lock, 2 for bad input (every library error says whether it
+/// is), 1 for anything else.
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<pair::InputError>().is_some() {
-        return 2;
+    if let Some(mm_retrain::RetrainError::Locked { .. }) = e.downcast_ref() {
+        return 3;
     }
-    // A lake error anywhere in the chain (a bad URL, an unreachable bucket, a newer protocol).
-    let lake_input = |x: &mm_lake::LakeError| x.is_input();
-    if e.downcast_ref::<mm_lake::LakeError>()
-        .is_some_and(lake_input)
-        || matches!(e.downcast_ref(), Some(IngestError::Lake(x)) if x.is_input())
-        || matches!(e.downcast_ref(), Some(mm_sim::SimError::Lake(x)) if x.is_input())
-        || matches!(e.downcast_ref(), Some(mm_fit::FitError::Lake(x)) if x.is_input())
-    {
-        return 2;
-    }
-    if let Some(mm_sim::SimError::Config { .. } | mm_sim::SimError::LakeNotEmpty(_)) =
-        e.downcast_ref()
-    {
-        return 2;
-    }
-    if let Some(
-        mm_fit::FitError::Config { .. }
-        | mm_fit::FitError::Empty(_)
-        | mm_fit::FitError::Input { .. }
-        | mm_fit::FitError::Artifact(_),
-    ) = e.downcast_ref()
-    {
-        return 2;
-    }
-    if let Some(x) = e.downcast_ref::<mm_eval::EvalError>()
-        && x.is_input()
-    {
-        return 2;
-    }
-    match e.downcast_ref::<mm_eval::retrain::RetrainError>() {
-        Some(mm_eval::retrain::RetrainError::Locked { .. }) => return 3,
-        Some(mm_eval::retrain::RetrainError::Input(_)) => return 2,
-        Some(mm_eval::retrain::RetrainError::Eval(x)) if x.is_input() => return 2,
-        Some(mm_eval::retrain::RetrainError::Lake(x)) if x.is_input() => return 2,
-        _ => {}
-    }
-    // A refused artifact (verify, promote, rollback, diff) is bad input.
-    if e.downcast_ref::<mm_artifact::ArtifactError>().is_some() {
-        return 2;
-    }
-    match e.downcast_ref::<IngestError>() {
-        Some(IngestError::Input { .. } | IngestError::Config { .. }) => 2,
-        _ => 1,
-    }
+    let input = e
+        .downcast_ref::<mm_matcher::pool::PoolFileError>()
+        .is_some()
+        || e.downcast_ref::<mm_artifact::ArtifactError>().is_some()
+        || e.downcast_ref().is_some_and(mm_lake::LakeError::is_input)
+        || e.downcast_ref().is_some_and(IngestError::is_input)
+        || e.downcast_ref().is_some_and(mm_sim::SimError::is_input)
+        || e.downcast_ref().is_some_and(mm_fit::FitError::is_input)
+        || e.downcast_ref().is_some_and(mm_eval::EvalError::is_input)
+        || e.downcast_ref()
+            .is_some_and(mm_retrain::RetrainError::is_input);
+    if input { 2 } else { 1 }
 }
 
 fn run(cli: Cli, run_id: &str) -> Result<()> {
@@ -282,12 +256,7 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
         Cmd::Export(a) => models::export(&a, out),
         Cmd::Models(c) => models::run(&c, out),
         Cmd::Pair(a) => pair::run(&a, out),
-        Cmd::Bench(BenchCmd::Ingest(a)) => bench::ingest(&a, out),
-        Cmd::Bench(BenchCmd::Pair(a)) => bench_pair::run(&a, out),
-        Cmd::Bench(BenchCmd::Artifact(a)) => models::bench(&a, out),
-        Cmd::Bench(BenchCmd::Skill(a)) => bench_skill::run(&a, out),
-        Cmd::Bench(BenchCmd::Scale(a)) => bench_scale::run(&a, out),
-        Cmd::Bench(BenchCmd::Logistic(a)) => bench_logistic::logistic(&a, out),
+        Cmd::Bench(cmd) => mm_bench::run(&cmd, out.json),
         Cmd::Evaluate(a) => evaluate::run(&a, out),
         Cmd::Retrain(a) => evaluate::retrain(&a, out, run_id),
     }

@@ -120,6 +120,19 @@ pub enum SimError {
     Internal(String),
 }
 
+impl SimError {
+    /// Bad input (exit code 2) rather than a failure of the run: an invalid setting, a lake
+    /// that already holds matches, or a lake that cannot be used as given.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        match self {
+            SimError::Config { .. } | SimError::LakeNotEmpty(_) => true,
+            SimError::Lake(x) => x.is_input(),
+            SimError::Internal(_) => false,
+        }
+    }
+}
+
 impl SimConfig {
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |field, reason: &str| {
@@ -280,7 +293,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
     });
     let rel = PathBuf::from("truth/params.json");
     let path = txn.staged_path(&rel)?;
-    mm_lake::store::write_atomic(
+    mm_lake::parquet_io::write_atomic(
         &path,
         &serde_json::to_vec_pretty(&params).unwrap_or_default(),
     )?;

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
-use mm_lake::store::read_parquet_columns;
+use mm_lake::parquet_io::read_parquet_columns;
 use mm_sim::{RAW_PER_SKILL, SimConfig, simulate};
 
 /// One player-match, joined from the lake and the truth (same order, file by file).

@@ -82,7 +82,7 @@ fn writes_a_lake_that_the_lake_reads_with_truth_for_every_row() {
         .keys()
         .map(|k| {
             let p = cfg.lake.join("truth/player_matches").join(k);
-            mm_lake::store::read_parquet_columns(&p, Some(&["p_stop"]))
+            mm_lake::parquet_io::read_parquet_columns(&p, Some(&["p_stop"]))
                 .unwrap()
                 .iter()
                 .map(|b| b.num_rows())
