@@ -127,3 +127,69 @@ pub(crate) fn policy_of(name: &str, seed: u64) -> Result<PairPolicy, EvalError> 
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> EvalConfig {
+        EvalConfig::new("lake", "models", "out")
+    }
+
+    #[test]
+    fn the_defaults_pass_and_each_bad_setting_is_named() {
+        assert!(cfg().check().is_ok());
+        let bad = |c: EvalConfig, flag: &str| {
+            let e = c.check().expect_err(flag).to_string();
+            assert!(e.contains(flag), "{e}");
+            assert!(c.check().expect_err(flag).is_input());
+        };
+        bad(EvalConfig { rounds: 1, ..cfg() }, "--rounds");
+        bad(
+            EvalConfig {
+                blowout_p: 0.5,
+                ..cfg()
+            },
+            "--blowout-p",
+        );
+        bad(
+            EvalConfig {
+                blowout_p: 1.0,
+                ..cfg()
+            },
+            "--blowout-p",
+        );
+        bad(
+            EvalConfig {
+                policies: vec!["eomm".into(), "best".into()],
+                ..cfg()
+            },
+            "unknown policy \"best\"",
+        );
+        bad(
+            EvalConfig {
+                tick_s: 0.0,
+                ..cfg()
+            },
+            "--tick-s",
+        );
+        bad(
+            EvalConfig {
+                drain_s: -1.0,
+                ..cfg()
+            },
+            "--drain-s",
+        );
+    }
+
+    #[test]
+    fn every_policy_name_maps_to_its_policy() {
+        for name in POLICIES {
+            assert_eq!(policy_of(name, 3).expect(name).name(), name);
+        }
+        assert_eq!(
+            policy_of("random", 9).ok(),
+            Some(PairPolicy::Random { seed: 9 })
+        );
+    }
+}

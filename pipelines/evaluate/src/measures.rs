@@ -287,3 +287,75 @@ pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
         new_players: sc.new_players,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deciles_cover_zero_to_one_and_clamp() {
+        assert_eq!(decile(0.0), 0);
+        assert_eq!(decile(0.099), 0);
+        assert_eq!(decile(0.1), 1);
+        assert_eq!(decile(0.95), 9);
+        assert_eq!(decile(1.0), 9);
+        assert_eq!(decile(-0.2), 0);
+    }
+
+    #[test]
+    fn balance_is_the_decisive_win_probability_off_one_half() {
+        // 0.375 win, 0.5 draw, 0.125 loss: P(win | decisive) = 0.75, a blowout at 0.75.
+        let p = OutcomeProbs {
+            win: 0.375,
+            draw: 0.5,
+            loss: 0.125,
+        };
+        let (b, blow) = balance(&p, 0.75);
+        assert!((b - 0.25).abs() < 1e-12);
+        assert!(blow);
+        assert!(!balance(&p, 0.8).1);
+        // Only draws: even.
+        let d = OutcomeProbs {
+            win: 0.0,
+            draw: 1.0,
+            loss: 0.0,
+        };
+        assert_eq!(balance(&d, 0.75), (0.0, false));
+    }
+
+    #[test]
+    fn decile_stats_divide_by_each_deciles_players() {
+        let mut players = [0.0; 10];
+        let mut retained = [0.0; 10];
+        let mut bal = [0.0; 10];
+        players[3] = 4.0;
+        retained[3] = 3.0;
+        bal[3] = 0.4;
+        let s = decile_stats(&players, &retained, &bal);
+        assert_eq!(s.len(), 10);
+        assert_eq!(s[3].decile, 4);
+        assert_eq!(s[3].players, 4);
+        assert!((s[3].retained_share - 0.75).abs() < 1e-12);
+        assert!((s[3].mean_abs_pwin_minus_half - 0.1).abs() < 1e-12);
+        let (lo, hi) = s[3].retained_ci95;
+        assert!(lo < 0.75 && 0.75 < hi);
+        // An empty decile has no share.
+        assert!(s[0].retained_share.is_nan());
+    }
+
+    #[test]
+    fn round_seeds_differ_by_seed_size_and_round_and_repeat() {
+        assert_eq!(mix(1, 300, 7), mix(1, 300, 7));
+        let seeds = [
+            mix(1, 300, 7),
+            mix(2, 300, 7),
+            mix(1, 200, 7),
+            mix(1, 300, 8),
+        ];
+        for (i, a) in seeds.iter().enumerate() {
+            for b in &seeds[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+}

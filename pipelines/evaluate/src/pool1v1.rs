@@ -330,3 +330,93 @@ pub(crate) fn eomm_vs_skill(sizes: &[SizeResult]) -> Vec<EommVsSkill> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{EvalHistory, Searcher};
+    use crate::stats::{Paired, Welch};
+
+    fn history(searches: &[(u32, i64)]) -> EvalHistory {
+        EvalHistory {
+            lake_version: None,
+            ids: (0..10).map(|i| format!("p{i}")).collect(),
+            searchers: searches
+                .iter()
+                .map(|&(player, start_ms)| Searcher {
+                    player,
+                    start_ms,
+                    match_ix: 0,
+                    in_party: false,
+                    outcome: Outcome::Win,
+                    churned: None,
+                })
+                .collect(),
+            party: vec![0; searches.len()],
+            matches: Vec::new(),
+            from_ms: 0,
+            to_ms: 10_000,
+            data_end_ms: 10_000,
+            horizon_ms: 1,
+            lake_rows: 0,
+            rows: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn pools_hold_one_search_per_player_per_window() {
+        // Player 1 searches twice in the first window; player 2 in both windows.
+        let h = history(&[(1, 0), (2, 10), (1, 20), (3, 1_500), (2, 1_600), (2, 1_700)]);
+        let p = pools(&h, Some(1_000));
+        assert_eq!(p.windows, vec![vec![0, 1], vec![3, 4]]);
+        // The collection: every player's first search.
+        assert_eq!(p.all, vec![0, 1, 3]);
+        assert!(pools(&h, None).windows.is_empty());
+    }
+
+    #[test]
+    fn eomm_vs_skill_pairs_the_tests_of_one_artifact_with_the_papers_figure() {
+        let t = |a: &str, b: &str| PairTest {
+            a: a.into(),
+            b: b.into(),
+            welch: Welch {
+                diff: 1.0,
+                t: 2.0,
+                df: 10.0,
+                p: 0.07,
+            },
+            relative: 0.01,
+            paired: Some(Paired {
+                diff: 1.0,
+                sd: 1.0,
+                t: 3.0,
+                df: 9.0,
+                p: 0.01,
+            }),
+            paired_expected: None,
+        };
+        let sizes = vec![SizeResult {
+            pool_size: 300,
+            pool_source: "window".into(),
+            windows_eligible: 1,
+            policies: Vec::new(),
+            tests: vec![
+                t("candidate/eomm", "candidate/skill"),
+                t("candidate/eomm", "baseline/skill"),
+                t("candidate/skill", "candidate/eomm"),
+            ],
+            seconds: 0.0,
+        }];
+        let e = eomm_vs_skill(&sizes);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].artifact, "candidate");
+        assert!((e[0].p_value - 0.07).abs() < 1e-12);
+        assert!((e[0].paired_p_value - 0.01).abs() < 1e-12);
+        assert!(e[0].paired_expected_p_value.is_nan());
+        // EOMM Table 2 at P = 300: 157.50 / 156.05 - 1.
+        let paper = e[0]
+            .paper_relative_improvement
+            .expect("the paper has P = 300");
+        assert!((paper - (157.50 / 156.05 - 1.0)).abs() < 1e-12);
+    }
+}
