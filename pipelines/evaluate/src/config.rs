@@ -103,7 +103,6 @@ impl EvalConfig {
 }
 
 /// Opens an artifact from a version directory, or a model directory's `LATEST`.
-
 ///
 /// # Errors
 /// The artifact is refused (the error names the file and the problem).

@@ -158,7 +158,7 @@ pub(super) fn score(
     for f in files {
         let mut df = read_part(f, None)?;
         meter.add(df.height() as u64);
-        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, &names)?);
+        let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
         let truth_col = df.column("truth_p_churn").ok().and_then(|c| c.f64().ok());
         let ids = df
             .column("player_id")
