@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_schema::Schema as ArrowSchema;
 use deltalake_core::DeltaTable;
-use deltalake_core::kernel::{Action, Add, DataType, Remove};
+use deltalake_core::kernel::{Action, DataType, Remove};
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use object_store::ObjectStoreExt as _;
 
@@ -220,7 +220,7 @@ impl DerivedTable {
             let mut actions = Vec::new();
             for (i, f) in files.iter().enumerate() {
                 let rel = format!("{dir}/part-{run_id}-{i:05}.parquet");
-                let add = add_action(f, &rel, &pv)?;
+                let add = delta::add_action(f, &rel, pv.clone())?;
                 self.publish(f, &rel)?;
                 published.push(rel);
                 actions.push(Action::Add(add));
@@ -327,25 +327,4 @@ impl DerivedTable {
             }
         }
     }
-}
-
-/// The add action of a file, with its row count (from its footer) as statistics.
-fn add_action(staged: &Path, rel: &str, pv: &HashMap<String, Option<String>>) -> Result<Add> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    let file = File::open(staged).map_err(io_err(staged))?;
-    let size = file.metadata().map_err(io_err(staged))?.len();
-    let reader = SerializedFileReader::new(file).map_err(|source| LakeError::Parquet {
-        path: staged.to_path_buf(),
-        source,
-    })?;
-    let rows = reader.metadata().file_metadata().num_rows();
-    Ok(Add {
-        path: rel.to_string(),
-        partition_values: pv.clone(),
-        size: i64::try_from(size).unwrap_or(i64::MAX),
-        modification_time: chrono::Utc::now().timestamp_millis(),
-        data_change: true,
-        stats: Some(serde_json::json!({ "numRecords": rows }).to_string()),
-        ..Default::default()
-    })
 }

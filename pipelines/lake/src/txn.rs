@@ -502,59 +502,14 @@ fn recheck_keys(
     Ok(())
 }
 
-/// The add action of a published file, with its row count and start-time range as statistics
-/// (read from the staged file's footer), so engines can skip files by time.
+/// The add action of a file published into the matches or quarantine table: its day partition
+/// from its path (see [`delta::add_action`]).
 pub(crate) fn add_action(staged: &Path, rel: &str) -> Result<deltalake_core::kernel::Add> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    use parquet::file::statistics::Statistics;
-    let file = File::open(staged).map_err(io_err(staged))?;
-    let size = file.metadata().map_err(io_err(staged))?.len();
-    let reader = SerializedFileReader::new(file).map_err(|source| LakeError::Parquet {
-        path: staged.to_path_buf(),
-        source,
-    })?;
-    let meta = reader.metadata();
-    let rows = meta.file_metadata().num_rows();
-    let mut stats = serde_json::json!({ "numRecords": rows });
-    let schema = meta.file_metadata().schema_descr();
-    if let Some(k) = (0..schema.num_columns()).find(|&k| schema.column(k).name() == "start_time") {
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        let mut complete = meta.num_row_groups() > 0;
-        for rg in meta.row_groups() {
-            match rg.column(k).statistics() {
-                Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
-                    (Some(a), Some(b)) => {
-                        lo = lo.min(*a);
-                        hi = hi.max(*b);
-                    }
-                    _ => complete = false,
-                },
-                _ => complete = false,
-            }
-        }
-        let iso = |ms: i64| {
-            chrono::DateTime::from_timestamp_millis(ms)
-                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        };
-        if complete && let (Some(a), Some(b)) = (iso(lo), iso(hi)) {
-            stats["minValues"] = serde_json::json!({ "start_time": a });
-            stats["maxValues"] = serde_json::json!({ "start_time": b });
-            stats["nullCount"] = serde_json::json!({ "start_time": 0 });
-        }
-    }
     let mut partition_values = HashMap::new();
     if let Some(d) = partition_of(rel) {
         partition_values.insert(DAY.to_string(), Some(d));
     }
-    Ok(deltalake_core::kernel::Add {
-        path: rel.to_string(),
-        partition_values,
-        size: i64::try_from(size).unwrap_or(i64::MAX),
-        modification_time: chrono::Utc::now().timestamp_millis(),
-        data_change: true,
-        stats: Some(stats.to_string()),
-        ..Default::default()
-    })
+    delta::add_action(staged, rel, partition_values)
 }
 
 impl Txn {
