@@ -13,5 +13,6 @@ mod lake_crash;
 mod pair;
 mod retrain;
 mod scheduler;
+mod serve;
 mod simulate;
 mod skill_real;

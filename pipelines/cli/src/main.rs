@@ -255,6 +255,7 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
         }
         Cmd::Export(a) => models::export(&a, out),
         Cmd::Models(c) => models::run(&c, out),
+        Cmd::Serve(a) => models::serve(&a),
         Cmd::Pair(a) => pair::run(&a, out),
         Cmd::Bench(cmd) => mm_bench::run(&cmd, out.json),
         Cmd::Evaluate(a) => evaluate::run(&a, out),

@@ -7,7 +7,7 @@ use mm_artifact::Manifest;
 use mm_artifact::store::Store;
 use serde::Serialize;
 
-use crate::args::{ExportArgs, ModelSel, ModelsCmd, Output};
+use crate::args::{ExportArgs, ModelSel, ModelsCmd, Output, ServeArgs};
 
 pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
     // A remote models root: export into its mirror, then upload what was added.
@@ -306,4 +306,31 @@ fn print_diff(a: &str, b: &str, d: &mm_artifact::diff::Diff) {
     if d.metrics.len() > 40 {
         println!("  ... {} more (--json lists all)", d.metrics.len() - 40);
     }
+}
+
+/// `mm serve`: the model's directory (`--models` itself when it holds a LATEST, else the one
+/// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
+/// address as its first line on stdout.
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    let dir = if a.sel.name.is_none() && a.sel.models.join(mm_artifact::store::LATEST).exists() {
+        a.sel.models.clone()
+    } else {
+        store(&a.sel)?.root().to_path_buf()
+    };
+    let cfg = mm_serve::ServeConfig {
+        model_dir: dir,
+        listen: a.listen,
+        reload_ms: a.reload_ms,
+        max_seconds: a.max_seconds,
+    };
+    cfg.check()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(mm_serve::serve(&cfg, |addr| {
+        use std::io::Write as _;
+        println!("listening on {addr}");
+        let _ = std::io::stdout().flush();
+    }))?;
+    Ok(())
 }

@@ -12,7 +12,7 @@ mod models;
 pub use data::{IngestArgs, LakeCmd, SimulateArgs};
 pub use eval::{EvaluateArgs, PairArgs, PolicyArg, RetrainArgs};
 pub use fit::{FitCmd, MetricArg};
-pub use models::{ExportArgs, ModelSel, ModelsCmd};
+pub use models::{ExportArgs, ModelSel, ModelsCmd, ServeArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +45,10 @@ pub enum Cmd {
     /// List, show, verify, promote, roll back and diff exported artifacts.
     #[command(subcommand)]
     Models(ModelsCmd),
+    /// The matcher as a gRPC service: Score and Pair over the model's LATEST artifact, reloaded
+    /// when LATEST moves (a version that fails verification is refused), with the standard
+    /// health service.
+    Serve(ServeArgs),
     /// Pair a 1v1 pool (EOMM or a baseline policy) and print the pairs, objective and solve time.
     Pair(PairArgs),
     /// Benchmarks that print figures (and ratios to the Python peers when they are installed).

@@ -1,5 +1,6 @@
 //! `mm export` and `mm models`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -73,4 +74,19 @@ pub enum ModelsCmd {
         #[command(flatten)]
         sel: ModelSel,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub sel: ModelSel,
+    /// The address to listen on (port 0: any free port, printed when bound).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+    /// How often LATEST is checked for a new version, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub reload_ms: u64,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
 }

@@ -1,0 +1,221 @@
+//! # mm-serve: the matcher as a gRPC service (`mm serve`)
+//!
+//! Game backends in any language call the matcher over gRPC (tonic and prost; the protos are
+//! `proto/mm/v1/matcher.proto` at the repository root). The service loads one model's
+//! `LATEST` artifact and answers:
+//!
+//! - `Score`: each player's raw skill, percentile and churn after a win, a draw and a loss (a
+//!   player the snapshot does not hold is a new player), and, given two teams, team A's
+//!   P(win/draw/loss) from the team win model;
+//! - `Pair`: a 1v1 pool paired by EOMM or a baseline policy, with its objective (the expected
+//!   number of players who churn after these games).
+//!
+//! Every response carries the `model_version` that produced it. **Hot reload:** a background
+//! task checks `LATEST` every `reload_ms` through [`mm_artifact::store::Reloader`], which swaps in
+//! a new version only after it verifies; a request takes the current artifact (a reference
+//! count) when it starts and finishes on it, so a swap drops no request and never mixes two
+//! versions in one response. A version that fails verification is refused and logged, and the
+//! current one keeps serving. The standard gRPC health service reports `SERVING`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mm_serve::ServeError> {
+//! let cfg = mm_serve::ServeConfig {
+//!     model_dir: "out/models/tdm-6v6".into(),
+//!     listen: "127.0.0.1:50051".parse().expect("an address"),
+//!     reload_ms: 1000,
+//!     max_seconds: None,
+//! };
+//! mm_serve::serve(cfg.check()?, |addr| println!("listening on {addr}")).await
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mm_artifact::store::{Reload, Reloader, Store};
+use tonic::transport::Server;
+
+mod service;
+
+pub use service::MatcherService;
+
+/// The generated protocol: messages, the server trait and a client.
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    clippy::all,
+    clippy::pedantic,
+    unreachable_pub
+)]
+pub mod proto {
+    tonic::include_proto!("mm.v1");
+}
+
+/// The largest pool `Pair` accepts: its weight matrix grows with the square of the pool.
+pub const MAX_PAIR_POOL: usize = 4096;
+/// The largest number of players `Score` accepts in one request.
+pub const MAX_SCORE_PLAYERS: usize = 10_000;
+
+/// What to serve.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// One model's directory (its `LATEST` names the version served).
+    pub model_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// How often `LATEST` is checked, ms.
+    pub reload_ms: u64,
+    /// Stop after this many seconds (tests and bounded runs); `None`: until Ctrl-C.
+    pub max_seconds: Option<f64>,
+}
+
+/// Why the service could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("invalid --{field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    #[error(transparent)]
+    Artifact(#[from] mm_artifact::ArtifactError),
+    #[error("{addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+impl ServeError {
+    /// Bad input (exit code 2): an invalid setting, or an artifact that cannot be served.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        matches!(self, ServeError::Config { .. } | ServeError::Artifact(_))
+    }
+}
+
+impl ServeConfig {
+    /// Checks the settings: a reload interval of at least 10 ms, a positive time limit.
+    ///
+    /// # Errors
+    /// The first setting out of range, named as its flag.
+    pub fn check(&self) -> Result<&ServeConfig, ServeError> {
+        if self.reload_ms < 10 {
+            return Err(ServeError::Config {
+                field: "reload-ms",
+                reason: format!("{} is below 10 ms", self.reload_ms),
+            });
+        }
+        if let Some(s) = self.max_seconds
+            && !(s.is_finite() && s > 0.0)
+        {
+            return Err(ServeError::Config {
+                field: "max-seconds",
+                reason: format!("{s} is not a positive number of seconds"),
+            });
+        }
+        Ok(self)
+    }
+}
+
+/// Loads the model's `LATEST`, binds `cfg.listen`, calls `ready` with the bound address (the
+/// port when `cfg.listen` asks for port 0), and serves until Ctrl-C or `cfg.max_seconds`.
+///
+/// # Errors
+/// `LATEST` is missing or refused, the address cannot be bound, or the server fails.
+pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+    let store = Store::new(&cfg.model_dir);
+    let reloader = Arc::new(
+        tokio::task::spawn_blocking(move || Reloader::start(store))
+            .await
+            .map_err(|e| ServeError::Config {
+                field: "models",
+                reason: format!("loading the artifact stopped: {e}"),
+            })??,
+    );
+    tracing::info!(
+        model_version = %reloader.current().manifest.model_version,
+        "serving {}",
+        cfg.model_dir.display()
+    );
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<proto::matcher_server::MatcherServer<MatcherService>>()
+        .await;
+    let reload_task = tokio::spawn(reload_loop(
+        Arc::clone(&reloader),
+        Duration::from_millis(cfg.reload_ms),
+    ));
+    let service = MatcherService::new(Arc::clone(&reloader));
+    let limit = cfg.max_seconds;
+    let shutdown = async move {
+        match limit {
+            Some(s) => {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs_f64(s)) => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        tracing::info!("stopping");
+    };
+    ready(addr);
+    let served = Server::builder()
+        .add_service(health)
+        .add_service(proto::matcher_server::MatcherServer::new(service))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown,
+        )
+        .await;
+    reload_task.abort();
+    served?;
+    Ok(())
+}
+
+/// Checks `LATEST` every `every`; a refused version is logged and the current one kept.
+async fn reload_loop(reloader: Arc<Reloader>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A refused version is logged once, not at every check while LATEST still names it.
+    let mut refused: Option<String> = None;
+    loop {
+        tick.tick().await;
+        let r = Arc::clone(&reloader);
+        let Ok(outcome) = tokio::task::spawn_blocking(move || r.check()).await else {
+            continue;
+        };
+        match outcome {
+            Reload::Unchanged => refused = None,
+            Reload::Swapped { from, to } => {
+                refused = None;
+                tracing::info!(model_version = %to, from = %from, "reloaded: now serving {to}");
+            }
+            Reload::Kept { current, error } => {
+                let text = error.to_string();
+                if refused.as_deref() == Some(text.as_str()) {
+                    continue;
+                }
+                refused = Some(text);
+                tracing::warn!(
+                    model_version = %current,
+                    error = %error,
+                    "refused the version LATEST names; still serving {current}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The `Matcher` service: each request scores with the artifact that was current when it
+//! started, and says which version that was.
+
+use std::sync::Arc;
+
+use mm_artifact::Artifact;
+use mm_artifact::store::Reloader;
+use mm_artifact::team::TeamSample;
+use mm_matcher::from_artifact::{PairPoolError, pair_pool};
+use mm_matcher::pairing::PairPolicy;
+use mm_matcher::queue::Member;
+use tonic::{Request, Response, Status};
+
+use crate::proto;
+use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
+
+/// The service over one model's hot-reloaded artifact.
+#[derive(Debug, Clone)]
+pub struct MatcherService {
+    reloader: Arc<Reloader>,
+}
+
+impl MatcherService {
+    #[must_use]
+    pub fn new(reloader: Arc<Reloader>) -> MatcherService {
+        MatcherService { reloader }
+    }
+}
+
+/// The request's search time, or the snapshot's when it gives none.
+fn now_of(art: &Artifact, now_ms: i64) -> i64 {
+    if now_ms > 0 {
+        now_ms
+    } else {
+        art.manifest.snapshot_as_of_ms
+    }
+}
+
+fn check_id(k: usize, id: &str) -> Result<(), Status> {
+    if id.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "player {k}: the id is empty"
+        )));
+    }
+    Ok(())
+}
+
+/// Scores a request with one artifact (no I/O; run off the async threads).
+fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreResponse, Status> {
+    let n = req.players.len();
+    if n == 0 {
+        return Err(Status::invalid_argument("no players to score"));
+    }
+    if n > MAX_SCORE_PLAYERS {
+        return Err(Status::invalid_argument(format!(
+            "{n} players: at most {MAX_SCORE_PLAYERS} in one request"
+        )));
+    }
+    if !req.teams.is_empty() && req.teams.len() != n {
+        return Err(Status::invalid_argument(format!(
+            "{} teams for {n} players: give one team (0 or 1) per player, or none",
+            req.teams.len()
+        )));
+    }
+    let now = now_of(art, req.now_ms);
+    let mut players = Vec::with_capacity(n);
+    let mut sums = [0.0f64; 2];
+    for (k, p) in req.players.iter().enumerate() {
+        check_id(k, &p.id)?;
+        let m = Member::lookup(art, &p.id, now, false);
+        if let Some(&t) = req.teams.get(k) {
+            let t = usize::try_from(t).ok().filter(|&t| t < 2).ok_or_else(|| {
+                Status::invalid_argument(format!("player {k}: team {t} is not 0 or 1"))
+            })?;
+            sums[t] += m.raw_skill;
+        }
+        players.push(proto::PlayerScore {
+            id: p.id.clone(),
+            known: art.snapshot.position(&p.id).is_some(),
+            raw_skill: m.raw_skill,
+            percentile: m.percentile,
+            games: m.games,
+            churn_after_win: m.churn[0],
+            churn_after_draw: m.churn[1],
+            churn_after_loss: m.churn[2],
+        });
+    }
+    let lobby = if req.teams.is_empty() {
+        None
+    } else {
+        let win = art.team_win.ok_or_else(|| {
+            Status::failed_precondition(
+                "the artifact has no team win model (too few matches when it was fitted)",
+            )
+        })?;
+        let (w, d, l) = win.probs(&TeamSample {
+            skill_diff: sums[0] - sums[1],
+            ..TeamSample::default()
+        });
+        Some(proto::OutcomeProbs {
+            win: w,
+            draw: d,
+            loss: l,
+        })
+    };
+    Ok(proto::ScoreResponse {
+        model_version: art.manifest.model_version.clone(),
+        players,
+        lobby,
+    })
+}
+
+fn policy_of(p: proto::PairPolicy, seed: u64) -> PairPolicy {
+    match p {
+        proto::PairPolicy::Eomm => PairPolicy::Eomm,
+        proto::PairPolicy::Skill => PairPolicy::Skill,
+        proto::PairPolicy::Random => PairPolicy::Random { seed },
+        proto::PairPolicy::Worst => PairPolicy::Worst,
+        proto::PairPolicy::Greedy => PairPolicy::Greedy,
+    }
+}
+
+/// Pairs a request's pool with one artifact (no I/O; run off the async threads).
+fn pair(art: &Artifact, req: &proto::PairRequest) -> Result<proto::PairResponse, Status> {
+    let n = req.ids.len();
+    if n < 2 {
+        return Err(Status::invalid_argument(format!(
+            "a pool of {n}: pairing needs at least 2 players"
+        )));
+    }
+    if n > MAX_PAIR_POOL {
+        return Err(Status::invalid_argument(format!(
+            "a pool of {n}: at most {MAX_PAIR_POOL} players in one request"
+        )));
+    }
+    for (k, id) in req.ids.iter().enumerate() {
+        check_id(k, id)?;
+    }
+    let policy = proto::PairPolicy::try_from(req.policy)
+        .map_err(|_| Status::invalid_argument(format!("unknown policy {}", req.policy)))?;
+    let now = now_of(art, req.now_ms);
+    let paired =
+        pair_pool(art, &req.ids, now, policy_of(policy, req.seed)).map_err(|e| match e {
+            PairPoolError::Scoring(e) => Status::failed_precondition(e.to_string()),
+            PairPoolError::Pairing(e) => Status::internal(e.to_string()),
+        })?;
+    let id = |i: usize| req.ids[i].clone();
+    Ok(proto::PairResponse {
+        model_version: art.manifest.model_version.clone(),
+        pairs: paired
+            .pairing
+            .pairs
+            .iter()
+            .map(|&(a, b)| proto::Pair { a: id(a), b: id(b) })
+            .collect(),
+        waiting: paired.pairing.waiting.map(id).unwrap_or_default(),
+        objective: paired.pairing.objective,
+        unknown: paired.unknown.iter().map(|&i| id(i)).collect(),
+    })
+}
+
+/// Runs `f` on the blocking pool with the artifact current now: the whole request uses it.
+async fn with_current<Q, R>(
+    reloader: &Reloader,
+    req: Q,
+    f: fn(&Artifact, &Q) -> Result<R, Status>,
+) -> Result<Response<R>, Status>
+where
+    Q: Send + 'static,
+    R: Send + 'static,
+{
+    let art = reloader.current();
+    let out = tokio::task::spawn_blocking(move || f(&art, &req))
+        .await
+        .map_err(|e| Status::internal(format!("the request stopped: {e}")))??;
+    Ok(Response::new(out))
+}
+
+#[tonic::async_trait]
+impl proto::matcher_server::Matcher for MatcherService {
+    async fn score(
+        &self,
+        request: Request<proto::ScoreRequest>,
+    ) -> Result<Response<proto::ScoreResponse>, Status> {
+        with_current(&self.reloader, request.into_inner(), score).await
+    }
+
+    async fn pair(
+        &self,
+        request: Request<proto::PairRequest>,
+    ) -> Result<Response<proto::PairResponse>, Status> {
+        with_current(&self.reloader, request.into_inner(), pair).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn artifact(test: &str) -> (Artifact, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("mm-serve-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (m, files) = mm_artifact::synthetic::artifact(60, 4);
+        mm_artifact::Store::new(&dir)
+            .publish("v1", m, &files, true, None)
+            .unwrap();
+        (mm_artifact::Store::new(&dir).open_latest().unwrap(), dir)
+    }
+
+    #[test]
+    fn score_matches_the_library_and_refuses_bad_requests() {
+        let (art, dir) = artifact("score");
+        let ids = [art.snapshot.id(0).to_string(), "newcomer".to_string()];
+        let req = proto::ScoreRequest {
+            players: ids
+                .iter()
+                .map(|id| proto::Player { id: id.clone() })
+                .collect(),
+            teams: vec![0, 1],
+            now_ms: 0,
+        };
+        let r = score(&art, &req).unwrap();
+        assert_eq!(r.model_version, art.manifest.model_version);
+        let now = art.manifest.snapshot_as_of_ms;
+        for (p, id) in r.players.iter().zip(&ids) {
+            let m = Member::lookup(&art, id, now, false);
+            assert_eq!(
+                (p.raw_skill, p.percentile, p.games),
+                (m.raw_skill, m.percentile, m.games)
+            );
+            assert_eq!(
+                [p.churn_after_win, p.churn_after_draw, p.churn_after_loss],
+                m.churn
+            );
+        }
+        assert!(r.players[0].known && !r.players[1].known);
+        let lobby = r.lobby.unwrap();
+        assert!((lobby.win + lobby.draw + lobby.loss - 1.0).abs() < 1e-12);
+        let code = |q: proto::ScoreRequest| score(&art, &q).unwrap_err().code();
+        let bad_team = proto::ScoreRequest {
+            teams: vec![0, 2],
+            ..req.clone()
+        };
+        assert_eq!(code(bad_team), tonic::Code::InvalidArgument);
+        let short = proto::ScoreRequest {
+            teams: vec![0],
+            ..req.clone()
+        };
+        assert_eq!(code(short), tonic::Code::InvalidArgument);
+        let empty_id = proto::ScoreRequest {
+            players: vec![proto::Player { id: String::new() }],
+            teams: vec![],
+            now_ms: 0,
+        };
+        assert_eq!(code(empty_id), tonic::Code::InvalidArgument);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn pair_matches_the_facade_and_refuses_a_pool_of_one() {
+        let (art, dir) = artifact("pair");
+        let ids: Vec<String> = (0..7).map(|i| art.snapshot.id(i).to_string()).collect();
+        let req = proto::PairRequest {
+            ids: ids.clone(),
+            policy: proto::PairPolicy::Eomm as i32,
+            now_ms: 0,
+            seed: 0,
+        };
+        let r = pair(&art, &req).unwrap();
+        let direct =
+            pair_pool(&art, &ids, art.manifest.snapshot_as_of_ms, PairPolicy::Eomm).unwrap();
+        assert_eq!(r.pairs.len(), 3);
+        assert!((r.objective - direct.pairing.objective).abs() < 1e-12);
+        assert_eq!(r.waiting, ids[direct.pairing.waiting.unwrap()]);
+        let one = proto::PairRequest {
+            ids: vec![ids[0].clone()],
+            ..req.clone()
+        };
+        assert_eq!(
+            pair(&art, &one).unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        let unknown_policy = proto::PairRequest { policy: 99, ..req };
+        assert_eq!(
+            pair(&art, &unknown_policy).unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
