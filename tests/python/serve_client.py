@@ -1,0 +1,100 @@
+"""`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
+repository's proto with grpcio-tools, then every method and the health service, a bad request,
+and one reload (a version promoted by `mm models promote` while the server runs).
+
+Usage: serve_client.py MODELS_ROOT NAME, with MM_BIN naming the `mm` binary. The model must hold
+two versions, v0001 as LATEST and v0002 beside it. The server is started with --max-seconds and
+stopped at the end.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+import polars as pl
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_tools import protoc
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+MM = os.environ["MM_BIN"]
+ROOT = pathlib.Path(sys.argv[1])
+NAME = sys.argv[2]
+
+
+def stubs():
+    out = tempfile.mkdtemp(prefix="mm-proto-")
+    proto = REPO / "proto"
+    code = protoc.main([
+        "protoc", f"-I{proto}", f"--python_out={out}", f"--grpc_python_out={out}",
+        str(proto / "mm" / "v1" / "matcher.proto"),
+    ])
+    assert code == 0, f"protoc exited {code}"
+    sys.path.insert(0, out)
+    from mm.v1 import matcher_pb2, matcher_pb2_grpc  # noqa: E402
+    return matcher_pb2, matcher_pb2_grpc
+
+
+def main():
+    pb, rpc = stubs()
+    model = ROOT / NAME
+    assert (model / "LATEST").read_text().strip() == "v0001"
+    ids = pl.read_parquet(model / "v0001" / "players.parquet")["player_id"].head(20).to_list()
+    server = subprocess.Popen(
+        [MM, "serve", "--models", str(model), "--listen", "127.0.0.1:0",
+         "--reload-ms", "100", "--max-seconds", "90"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = server.stdout.readline().strip()
+        assert line.startswith("listening on "), line
+        channel = grpc.insecure_channel(line.removeprefix("listening on "))
+        grpc.channel_ready_future(channel).result(timeout=20)
+        matcher = rpc.MatcherStub(channel)
+
+        health = health_pb2_grpc.HealthStub(channel)
+        h = health.Check(health_pb2.HealthCheckRequest(service="mm.v1.Matcher"), timeout=10)
+        assert h.status == health_pb2.HealthCheckResponse.SERVING, h
+
+        players = [pb.Player(id=i) for i in ids[:4]] + [pb.Player(id="newcomer")]
+        s = matcher.Score(pb.ScoreRequest(players=players), timeout=10)
+        assert s.model_version == "v0001", s.model_version
+        assert [p.known for p in s.players] == [True] * 4 + [False]
+        for p in s.players:
+            assert -1.0 <= p.raw_skill <= 1.0 and 0.0 <= p.percentile <= 1.0
+            for c in (p.churn_after_win, p.churn_after_draw, p.churn_after_loss):
+                assert 0.0 < c < 1.0, p
+        lobby = matcher.Score(pb.ScoreRequest(players=players[:4], teams=[0, 1, 0, 1]),
+                              timeout=10).lobby
+        assert abs(lobby.win + lobby.draw + lobby.loss - 1.0) < 1e-9, lobby
+
+        eomm = matcher.Pair(pb.PairRequest(ids=ids, policy=pb.PAIR_POLICY_EOMM), timeout=10)
+        skill = matcher.Pair(pb.PairRequest(ids=ids, policy=pb.PAIR_POLICY_SKILL), timeout=10)
+        assert len(eomm.pairs) == 10 and len(skill.pairs) == 10
+        paired = sorted(x for p in eomm.pairs for x in (p.a, p.b))
+        assert paired == sorted(ids), "each player once"
+        assert eomm.objective <= skill.objective + 1e-9, (eomm.objective, skill.objective)
+
+        try:
+            matcher.Pair(pb.PairRequest(ids=ids[:1]), timeout=10)
+            raise AssertionError("a pool of one was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+
+        subprocess.run([MM, "models", "promote", "v0002", "--models", str(ROOT), "--name", NAME,
+                        "-q"], check=True, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while matcher.Score(pb.ScoreRequest(players=players), timeout=10).model_version != "v0002":
+            assert time.monotonic() < deadline, "v0002 was not picked up in 20 s"
+            time.sleep(0.1)
+        print("serve client (Python, grpcio): Score, Pair, Health, a refused pool of one, and a "
+              "reload to v0002 all answered as expected")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()
