@@ -38,26 +38,51 @@ fn publish(root: &Path, version: &str, seed: u64, promote: bool) {
         .unwrap();
 }
 
-/// Starts `mm serve` on a free port; returns it and its address.
-fn start(models: &Path) -> (Server, String) {
+/// Starts `mm serve` on free ports; returns it, its gRPC address and its metrics URL.
+fn start(models: &Path) -> (Server, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mm"))
         .args(["serve", "--listen", "127.0.0.1:0", "--reload-ms", "50"])
-        .args(["--max-seconds", "120", "--models"])
+        .args([
+            "--metrics",
+            "127.0.0.1:0",
+            "--max-seconds",
+            "120",
+            "--models",
+        ])
         .arg(models)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("no address line: {line:?}"))
-        .to_string();
-    (Server(child), addr)
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = |prefix: &str| {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        l.trim()
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {l:?}"))
+            .to_string()
+    };
+    let addr = line("listening on ");
+    let metrics = line("metrics on ");
+    (Server(child), addr, metrics)
+}
+
+/// The text at a `http://host:port/path` URL, by a plain HTTP/1.0 GET.
+fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "{text}"
+    );
+    text
 }
 
 fn score_request(ids: &[String]) -> proto::ScoreRequest {
@@ -77,7 +102,7 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
     let root = dir.path().join("duel");
     publish(&root, "v0001", 1, true);
     let art = Store::new(&root).open_latest().unwrap();
-    let (_server, addr) = start(&root);
+    let (_server, addr, metrics_url) = start(&root);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let channel = Channel::from_shared(format!("http://{addr}"))
@@ -256,6 +281,29 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
             .unwrap();
         wait_for_version(&mut client, &ids, "v0008").await;
     });
+
+    // The metrics endpoint: requests by method and status, the version served, reloads.
+    let m = http_get(&metrics_url);
+    let value = |series: &str| -> f64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no {series} in\n{m}"))
+    };
+    assert!(value("mm_serve_requests_total{method=\"Score\",code=\"Ok\"}") > 20.0);
+    // The pool of one; the 10 MB message was refused by tonic before the handler.
+    assert_eq!(
+        value("mm_serve_requests_total{method=\"Pair\",code=\"InvalidArgument\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("mm_serve_requests_total{method=\"Score\",code=\"InvalidArgument\"}"),
+        1.0
+    );
+    assert_eq!(value("mm_serve_request_seconds_count{method=\"Pair\"}"), 2.0);
+    assert_eq!(value("mm_serve_model{version=\"v0008\"}"), 1.0);
+    assert_eq!(value("mm_serve_model{version=\"v0006\"}"), 0.0);
+    assert_eq!(value("mm_serve_reloads_total{outcome=\"refused\"}"), 1.0);
+    assert!(value("mm_serve_reloads_total{outcome=\"swapped\"}") >= 6.0);
 }
 
 async fn wait_for_version(client: &mut MatcherClient<Channel>, ids: &[String], want: &str) {

@@ -310,7 +310,7 @@ fn print_diff(a: &str, b: &str, d: &mm_artifact::diff::Diff) {
 
 /// `mm serve`: the model's directory (`--models` itself when it holds a LATEST, else the one
 /// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
-/// address as its first line on stdout.
+/// address as its first line on stdout, and the metrics address as the second when served.
 pub fn serve(a: &ServeArgs) -> Result<()> {
     let dir = if a.sel.name.is_none() && a.sel.models.join(mm_artifact::store::LATEST).exists() {
         a.sel.models.clone()
@@ -322,14 +322,18 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         listen: a.listen,
         reload_ms: a.reload_ms,
         max_seconds: a.max_seconds,
+        metrics: a.metrics,
     };
     cfg.check()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(mm_serve::serve(&cfg, |addr| {
+    runtime.block_on(mm_serve::serve(&cfg, |b| {
         use std::io::Write as _;
-        println!("listening on {addr}");
+        println!("listening on {}", b.grpc);
+        if let Some(m) = b.metrics {
+            println!("metrics on http://{m}/metrics");
+        }
         let _ = std::io::stdout().flush();
     }))?;
     Ok(())

@@ -24,8 +24,9 @@
 //!     listen: "127.0.0.1:50051".parse().expect("an address"),
 //!     reload_ms: 1000,
 //!     max_seconds: None,
+//!     metrics: Some("127.0.0.1:9100".parse().expect("an address")),
 //! };
-//! mm_serve::serve(cfg.check()?, |addr| println!("listening on {addr}")).await
+//! mm_serve::serve(cfg.check()?, |b| println!("listening on {}", b.grpc)).await
 //! # }
 //! ```
 
@@ -37,8 +38,10 @@ use std::time::Duration;
 use mm_artifact::store::{Reload, Reloader, Store};
 use tonic::transport::Server;
 
+mod metrics;
 mod service;
 
+pub use metrics::Metrics;
 pub use service::MatcherService;
 
 /// The generated protocol: messages, the server trait and a client.
@@ -68,6 +71,15 @@ pub struct ServeConfig {
     pub reload_ms: u64,
     /// Stop after this many seconds (tests and bounded runs); `None`: until Ctrl-C.
     pub max_seconds: Option<f64>,
+    /// Where to serve the Prometheus text at `/metrics` (HTTP/1.1); `None`: not served.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// The addresses bound, given to `serve`'s `ready` callback (port 0 resolved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    pub grpc: SocketAddr,
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Why the service could not start or stopped.
@@ -118,12 +130,12 @@ impl ServeConfig {
     }
 }
 
-/// Loads the model's `LATEST`, binds `cfg.listen`, calls `ready` with the bound address (the
-/// port when `cfg.listen` asks for port 0), and serves until Ctrl-C or `cfg.max_seconds`.
+/// Loads the model's `LATEST`, binds `cfg.listen` (and `cfg.metrics`), calls `ready` with the
+/// bound addresses (port 0 resolved), and serves until Ctrl-C or `cfg.max_seconds`.
 ///
 /// # Errors
 /// `LATEST` is missing or refused, the address cannot be bound, or the server fails.
-pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), ServeError> {
     let store = Store::new(&cfg.model_dir);
     let reloader = Arc::new(
         tokio::task::spawn_blocking(move || Reloader::start(store))
@@ -148,6 +160,27 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<
         addr: cfg.listen,
         source,
     })?;
+    let metrics = Metrics::new();
+    metrics.serving(&reloader.current().manifest.model_version);
+    let mut metrics_addr = None;
+    let metrics_task = match cfg.metrics {
+        Some(want) => {
+            let l = tokio::net::TcpListener::bind(want)
+                .await
+                .map_err(|source| ServeError::Bind { addr: want, source })?;
+            let at = l
+                .local_addr()
+                .map_err(|source| ServeError::Bind { addr: want, source })?;
+            metrics_addr = Some(at);
+            tracing::info!("metrics at {}", metrics::describe(at));
+            Some(tokio::spawn(metrics::serve_http(
+                l,
+                metrics.clone(),
+                std::future::pending(),
+            )))
+        }
+        None => None,
+    };
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<proto::matcher_server::MatcherServer<MatcherService>>()
@@ -155,8 +188,9 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<
     let reload_task = tokio::spawn(reload_loop(
         Arc::clone(&reloader),
         Duration::from_millis(cfg.reload_ms),
+        metrics.clone(),
     ));
-    let service = MatcherService::new(Arc::clone(&reloader));
+    let service = MatcherService::new(Arc::clone(&reloader), metrics);
     let limit = cfg.max_seconds;
     let shutdown = async move {
         match limit {
@@ -172,7 +206,10 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<
         }
         tracing::info!("stopping");
     };
-    ready(addr);
+    ready(Bound {
+        grpc: addr,
+        metrics: metrics_addr,
+    });
     let served = Server::builder()
         .add_service(health)
         .add_service(proto::matcher_server::MatcherServer::new(service))
@@ -182,12 +219,15 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(SocketAddr)) -> Result<
         )
         .await;
     reload_task.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     served?;
     Ok(())
 }
 
 /// Checks `LATEST` every `every`; a refused version is logged and the current one kept.
-async fn reload_loop(reloader: Arc<Reloader>, every: Duration) {
+async fn reload_loop(reloader: Arc<Reloader>, every: Duration, metrics: Metrics) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A refused version is logged once, not at every check while LATEST still names it.
@@ -202,6 +242,8 @@ async fn reload_loop(reloader: Arc<Reloader>, every: Duration) {
             Reload::Unchanged => refused = None,
             Reload::Swapped { from, to } => {
                 refused = None;
+                metrics.serving(&to);
+                metrics.reload("swapped");
                 tracing::info!(model_version = %to, from = %from, "reloaded: now serving {to}");
             }
             Reload::Kept { current, error } => {
@@ -210,6 +252,7 @@ async fn reload_loop(reloader: Arc<Reloader>, every: Duration) {
                     continue;
                 }
                 refused = Some(text);
+                metrics.reload("refused");
                 tracing::warn!(
                     model_version = %current,
                     error = %error,

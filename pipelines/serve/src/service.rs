@@ -11,6 +11,7 @@ use mm_matcher::pairing::PairPolicy;
 use mm_matcher::queue::Member;
 use tonic::{Request, Response, Status};
 
+use crate::metrics::Metrics;
 use crate::proto;
 use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 
@@ -18,12 +19,13 @@ use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 #[derive(Debug, Clone)]
 pub struct MatcherService {
     reloader: Arc<Reloader>,
+    metrics: Metrics,
 }
 
 impl MatcherService {
     #[must_use]
-    pub fn new(reloader: Arc<Reloader>) -> MatcherService {
-        MatcherService { reloader }
+    pub fn new(reloader: Arc<Reloader>, metrics: Metrics) -> MatcherService {
+        MatcherService { reloader, metrics }
     }
 }
 
@@ -159,9 +161,11 @@ fn pair(art: &Artifact, req: &proto::PairRequest) -> Result<proto::PairResponse,
     })
 }
 
-/// Runs `f` on the blocking pool with the artifact current now: the whole request uses it.
+/// Runs `f` on the blocking pool with the artifact current now (the whole request uses it),
+/// and records the request's status and latency as `method`.
 async fn with_current<Q, R>(
-    reloader: &Reloader,
+    service: &MatcherService,
+    method: &str,
     req: Q,
     f: fn(&Artifact, &Q) -> Result<R, Status>,
 ) -> Result<Response<R>, Status>
@@ -169,11 +173,15 @@ where
     Q: Send + 'static,
     R: Send + 'static,
 {
-    let art = reloader.current();
+    let t0 = std::time::Instant::now();
+    let art = service.reloader.current();
     let out = tokio::task::spawn_blocking(move || f(&art, &req))
         .await
-        .map_err(|e| Status::internal(format!("the request stopped: {e}")))??;
-    Ok(Response::new(out))
+        .map_err(|e| Status::internal(format!("the request stopped: {e}")))
+        .and_then(|r| r);
+    let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
+    service.metrics.request(method, code, t0.elapsed());
+    out.map(Response::new)
 }
 
 #[tonic::async_trait]
@@ -182,14 +190,14 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::ScoreRequest>,
     ) -> Result<Response<proto::ScoreResponse>, Status> {
-        with_current(&self.reloader, request.into_inner(), score).await
+        with_current(self, "Score", request.into_inner(), score).await
     }
 
     async fn pair(
         &self,
         request: Request<proto::PairRequest>,
     ) -> Result<Response<proto::PairResponse>, Status> {
-        with_current(&self.reloader, request.into_inner(), pair).await
+        with_current(self, "Pair", request.into_inner(), pair).await
     }
 }
 

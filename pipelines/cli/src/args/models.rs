@@ -89,4 +89,7 @@ pub struct ServeArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub max_seconds: Option<f64>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (port 0: any free port, printed).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
 }
