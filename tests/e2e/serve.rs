@@ -299,7 +299,10 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
         value("mm_serve_requests_total{method=\"Score\",code=\"InvalidArgument\"}"),
         1.0
     );
-    assert_eq!(value("mm_serve_request_seconds_count{method=\"Pair\"}"), 2.0);
+    assert_eq!(
+        value("mm_serve_request_seconds_count{method=\"Pair\"}"),
+        2.0
+    );
     assert_eq!(value("mm_serve_model{version=\"v0008\"}"), 1.0);
     assert_eq!(value("mm_serve_model{version=\"v0006\"}"), 0.0);
     assert_eq!(value("mm_serve_reloads_total{outcome=\"refused\"}"), 1.0);
