@@ -1,6 +1,7 @@
 """`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
-repository's proto with grpcio-tools, then every method and the health service, a bad request,
-and one reload (a version promoted by `mm models promote` while the server runs).
+repository's proto with grpcio-tools, then every method (Score, Pair, and a team queue's
+Enqueue, Cancel, Explain and Tick) and the health service, refused requests, and one reload (a
+version promoted by `mm models promote` while the server runs).
 
 Usage: serve_client.py MODELS_ROOT NAME, with MM_BIN naming the `mm` binary. The model must hold
 two versions, v0001 as LATEST and v0002 beside it. The server is started with --max-seconds and
@@ -83,14 +84,37 @@ def main():
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
 
+        # A 1v1 queue under team EOMM: two searches, a refused duplicate, Explain, Tick, Cancel.
+        spec = pb.QueueSpec(name="duel", team_size=1, policy=pb.QUEUE_POLICY_EOMM)
+        for k in range(3):
+            r = matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
+                search_id=k, player_ids=[ids[k]], start_ms=1_000, lat=48.8, lon=2.3,
+                crossplay=True)), timeout=10)
+        assert r.queued_searches == 3, r
+        try:
+            matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
+                search_id=0, player_ids=[ids[5]], start_ms=1_000)), timeout=10)
+            raise AssertionError("a duplicate search was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.ALREADY_EXISTS, e
+        why = matcher.Explain(pb.ExplainRequest(queue="duel", search_id=2, now_ms=1_000),
+                              timeout=10)
+        assert why.players_needed == 2 and why.max_wait_at_ms > 1_000, why
+        assert matcher.Cancel(pb.CancelRequest(queue="duel", search_id=2), timeout=10).removed
+        tick = matcher.Tick(pb.TickRequest(queue="duel", now_ms=600_000), timeout=10)
+        assert len(tick.lobbies) == 1 and tick.queued_searches == 0, tick
+        lobby = tick.lobbies[0]
+        assert sorted(list(lobby.team_a) + list(lobby.team_b)) == [0, 1], lobby
+        assert 0.0 <= lobby.quality <= 1.0 and lobby.expected_churn > 0.0, lobby
+
         subprocess.run([MM, "models", "promote", "v0002", "--models", str(ROOT), "--name", NAME,
                         "-q"], check=True, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while matcher.Score(pb.ScoreRequest(players=players), timeout=10).model_version != "v0002":
             assert time.monotonic() < deadline, "v0002 was not picked up in 20 s"
             time.sleep(0.1)
-        print("serve client (Python, grpcio): Score, Pair, Health, a refused pool of one, and a "
-              "reload to v0002 all answered as expected")
+        print("serve client (Python, grpcio): Score, Pair, Enqueue, Cancel, Explain, Tick, Health, "
+              "refused requests and a reload to v0002 all answered as expected")
     finally:
         server.terminate()
         server.wait(timeout=20)

@@ -8,7 +8,11 @@
 //!   player the snapshot does not hold is a new player), and, given two teams, team A's
 //!   P(win/draw/loss) from the team win model;
 //! - `Pair`: a 1v1 pool paired by EOMM or a baseline policy, with its objective (the expected
-//!   number of players who churn after these games).
+//!   number of players who churn after these games);
+//! - a team queue per name, with its team size and policy (Call of Duty rules, quality
+//!   threshold or team EOMM): `Enqueue` and `Cancel` party searches, `Tick` forms lobbies (each
+//!   with its outcome probabilities, expected churn, quality criteria and whether the
+//!   maximum-wait rule formed it), `Explain` says why a search still waits.
 //!
 //! Every response carries the `model_version` that produced it. **Hot reload:** a background
 //! task checks `LATEST` every `reload_ms` through [`mm_artifact::store::Reloader`], which swaps in
@@ -39,6 +43,7 @@ use mm_artifact::store::{Reload, Reloader, Store};
 use tonic::transport::Server;
 
 mod metrics;
+mod queues;
 mod service;
 
 pub use metrics::Metrics;

@@ -1,6 +1,7 @@
 //! The service's metrics in Prometheus' text format (prometheus-client), served over HTTP/1.1
-//! at `/metrics` by axum: requests by method and status, latency histograms by method, the
-//! model version served, and reloads by outcome.
+//! at `/metrics` by axum: requests by method and status, latency histograms by method (`Tick`'s
+//! is the tick time), searches waiting by queue, the model version served, and reloads by
+//! outcome.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,11 @@ struct Version {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueName {
+    queue: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadOutcome {
     outcome: String,
 }
@@ -42,6 +48,7 @@ pub struct Metrics {
     latency: Family<Method, Histogram>,
     model: Family<Version, Gauge>,
     reloads: Family<ReloadOutcome, Counter>,
+    queued: Family<QueueName, Gauge>,
     served: Arc<Mutex<String>>,
 }
 
@@ -56,6 +63,12 @@ impl Metrics {
         });
         let model = Family::<Version, Gauge>::default();
         let reloads = Family::<ReloadOutcome, Counter>::default();
+        let queued = Family::<QueueName, Gauge>::default();
+        registry.register(
+            "queued_searches",
+            "Searches waiting, by queue",
+            queued.clone(),
+        );
         registry.register(
             "requests",
             "Requests by method and gRPC status",
@@ -78,6 +91,7 @@ impl Metrics {
             latency,
             model,
             reloads,
+            queued,
             served: Arc::new(Mutex::new(String::new())),
         }
     }
@@ -116,6 +130,15 @@ impl Metrics {
             })
             .set(1);
         *served = version.to_string();
+    }
+
+    /// Sets the number of searches waiting in `queue`.
+    pub fn queue_size(&self, queue: &str, searches: usize) {
+        self.queued
+            .get_or_create(&QueueName {
+                queue: queue.to_string(),
+            })
+            .set(i64::try_from(searches).unwrap_or(i64::MAX));
     }
 
     /// Counts a reload check's outcome: `swapped` or `refused`.

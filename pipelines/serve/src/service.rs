@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::metrics::Metrics;
 use crate::proto;
+use crate::queues::Queues;
 use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 
 /// The service over one model's hot-reloaded artifact.
@@ -20,12 +21,17 @@ use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 pub struct MatcherService {
     reloader: Arc<Reloader>,
     metrics: Metrics,
+    queues: Arc<Queues>,
 }
 
 impl MatcherService {
     #[must_use]
     pub fn new(reloader: Arc<Reloader>, metrics: Metrics) -> MatcherService {
-        MatcherService { reloader, metrics }
+        MatcherService {
+            reloader,
+            metrics,
+            queues: Arc::new(Queues::default()),
+        }
     }
 }
 
@@ -161,27 +167,29 @@ fn pair(art: &Artifact, req: &proto::PairRequest) -> Result<proto::PairResponse,
     })
 }
 
-/// Runs `f` on the blocking pool with the artifact current now (the whole request uses it),
-/// and records the request's status and latency as `method`.
-async fn with_current<Q, R>(
-    service: &MatcherService,
-    method: &str,
-    req: Q,
-    f: fn(&Artifact, &Q) -> Result<R, Status>,
-) -> Result<Response<R>, Status>
-where
-    Q: Send + 'static,
-    R: Send + 'static,
-{
-    let t0 = std::time::Instant::now();
-    let art = service.reloader.current();
-    let out = tokio::task::spawn_blocking(move || f(&art, &req))
-        .await
-        .map_err(|e| Status::internal(format!("the request stopped: {e}")))
-        .and_then(|r| r);
-    let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
-    service.metrics.request(method, code, t0.elapsed());
-    out.map(Response::new)
+impl MatcherService {
+    /// Runs `f` on the blocking pool (the matcher's work is CPU-bound) and records the
+    /// request's status and latency as `method`.
+    async fn timed<R: Send + 'static>(
+        &self,
+        method: &str,
+        f: impl FnOnce() -> Result<R, Status> + Send + 'static,
+    ) -> Result<Response<R>, Status> {
+        let t0 = std::time::Instant::now();
+        let out = tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| Status::internal(format!("the request stopped: {e}")))
+            .and_then(|r| r);
+        let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
+        self.metrics.request(method, code, t0.elapsed());
+        out.map(Response::new)
+    }
+
+    fn queue_sizes(&self) {
+        for (name, n) in self.queues.sizes() {
+            self.metrics.queue_size(&name, n);
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -190,14 +198,61 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::ScoreRequest>,
     ) -> Result<Response<proto::ScoreResponse>, Status> {
-        with_current(self, "Score", request.into_inner(), score).await
+        // The artifact current now: the whole request uses it.
+        let (art, req) = (self.reloader.current(), request.into_inner());
+        self.timed("Score", move || score(&art, &req)).await
     }
 
     async fn pair(
         &self,
         request: Request<proto::PairRequest>,
     ) -> Result<Response<proto::PairResponse>, Status> {
-        with_current(self, "Pair", request.into_inner(), pair).await
+        let (art, req) = (self.reloader.current(), request.into_inner());
+        self.timed("Pair", move || pair(&art, &req)).await
+    }
+
+    async fn enqueue(
+        &self,
+        request: Request<proto::EnqueueRequest>,
+    ) -> Result<Response<proto::EnqueueResponse>, Status> {
+        let (art, req) = (self.reloader.current(), request.into_inner());
+        let queues = Arc::clone(&self.queues);
+        let r = self
+            .timed("Enqueue", move || queues.enqueue(&art, &req))
+            .await;
+        self.queue_sizes();
+        r
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<proto::CancelRequest>,
+    ) -> Result<Response<proto::CancelResponse>, Status> {
+        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        let r = self.timed("Cancel", move || queues.cancel(&req)).await;
+        self.queue_sizes();
+        r
+    }
+
+    async fn tick(
+        &self,
+        request: Request<proto::TickRequest>,
+    ) -> Result<Response<proto::TickResponse>, Status> {
+        let version = self.reloader.current().manifest.model_version.clone();
+        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        let r = self
+            .timed("Tick", move || queues.tick(&version, &req))
+            .await;
+        self.queue_sizes();
+        r
+    }
+
+    async fn explain(
+        &self,
+        request: Request<proto::ExplainRequest>,
+    ) -> Result<Response<proto::ExplainResponse>, Status> {
+        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        self.timed("Explain", move || queues.explain(&req)).await
     }
 }
 
