@@ -351,4 +351,89 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(dir);
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use prost::Message;
+
+        use super::*;
+        use crate::queues::Queues;
+
+        fn art() -> &'static Artifact {
+            static ART: std::sync::OnceLock<(Artifact, std::path::PathBuf)> =
+                std::sync::OnceLock::new();
+            &ART.get_or_init(|| artifact("fuzz")).0
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+
+            /// Any bytes: either not a request, or a request answered with a status; never a
+            /// panic.
+            #[test]
+            fn any_bytes_decode_to_an_answer_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+                let a = art();
+                if let Ok(r) = proto::ScoreRequest::decode(bytes.as_slice()) {
+                    let _ = score(a, &r);
+                }
+                if let Ok(r) = proto::PairRequest::decode(bytes.as_slice()) {
+                    let _ = pair(a, &r);
+                }
+                let qs = Queues::default();
+                if let Ok(r) = proto::EnqueueRequest::decode(bytes.as_slice()) {
+                    let _ = qs.enqueue(a, &r);
+                }
+                if let Ok(r) = proto::TickRequest::decode(bytes.as_slice()) {
+                    let _ = qs.tick("v", &r);
+                }
+            }
+
+            /// Well-formed requests with any values: ids known, unknown or empty, any team,
+            /// any time, any policy code.
+            #[test]
+            fn any_values_are_answered_or_refused(
+                picks in proptest::collection::vec((0usize..80, any::<bool>()), 0..30),
+                teams in proptest::collection::vec(0u32..4, 0..30),
+                now_ms in any::<i64>(),
+                policy in -2i32..8,
+                seed in any::<u64>(),
+            ) {
+                let a = art();
+                let ids: Vec<String> = picks
+                    .iter()
+                    .map(|&(i, known)| if known { a.snapshot.id(i % a.snapshot.len()).to_string() } else { format!("new{i}") })
+                    .collect();
+                let s = proto::ScoreRequest {
+                    players: ids.iter().map(|id| proto::Player { id: id.clone() }).collect(),
+                    teams,
+                    now_ms,
+                };
+                if let Ok(r) = score(a, &s) {
+                    for p in &r.players {
+                        prop_assert!(p.churn_after_win.is_finite() && p.percentile.is_finite());
+                    }
+                }
+                let q = proto::PairRequest { ids, policy, now_ms, seed };
+                if let Ok(r) = pair(a, &q) {
+                    prop_assert!(r.objective.is_finite());
+                    prop_assert_eq!(r.pairs.len(), q.ids.len() / 2);
+                }
+                let qs = Queues::default();
+                let e = proto::EnqueueRequest {
+                    queue: Some(proto::QueueSpec { name: "q".into(), team_size: (seed % 14) as u32, policy }),
+                    party: Some(proto::Party {
+                        search_id: seed,
+                        player_ids: q.ids.iter().take((seed % 5) as usize).cloned().collect(),
+                        start_ms: now_ms,
+                        lat: (seed % 400) as f64 - 200.0,
+                        lon: 0.0,
+                        ..Default::default()
+                    }),
+                };
+                if qs.enqueue(a, &e).is_ok() {
+                    let _ = qs.tick("v", &proto::TickRequest { queue: "q".into(), now_ms });
+                }
+            }
+        }
+    }
 }
