@@ -23,6 +23,37 @@ pub enum BenchCmd {
     Logistic(BenchLogisticArgs),
     /// Loading (verify + parse) of an artifact with a synthetic population: time and memory.
     Artifact(BenchArtifactArgs),
+    /// `mm serve` under load on loopback: Score and Pair latency and throughput, a ticking team
+    /// queue, hot reloads and a corrupt version during load, and a soak's resident memory.
+    Serve(BenchServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// Players in the synthetic artifact served.
+    #[arg(long, default_value_t = 100_000)]
+    pub players: usize,
+    /// Seconds of each load phase (and ticks of the queue phase).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Clients calling back to back (the offered load of a closed loop).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// 6v6 searches queued before the queue phase ticks.
+    #[arg(long, default_value_t = 10_000)]
+    pub queue_searches: usize,
+    /// New searches a second during the queue phase.
+    #[arg(long, default_value_t = 500)]
+    pub arrivals: usize,
+    /// Versions published during load.
+    #[arg(long, default_value_t = 20)]
+    pub reloads: usize,
+    /// Seconds of the soak at the Score load (0: none; the soak is 600).
+    #[arg(long, default_value_t = 0.0)]
+    pub soak_seconds: f64,
+    /// Work directory (the artifacts served).
+    #[arg(long, default_value = "/tmp/mm-bench-serve")]
+    pub work: PathBuf,
 }
 
 #[derive(Debug, Args)]

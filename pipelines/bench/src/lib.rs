@@ -17,6 +17,7 @@ mod ingest;
 mod logistic;
 mod pair;
 pub mod scale;
+mod serve;
 mod skill;
 
 pub use args::BenchCmd;
@@ -33,6 +34,7 @@ pub fn run(cmd: &BenchCmd, json: bool) -> anyhow::Result<()> {
         BenchCmd::Skill(a) => skill::run(a, json),
         BenchCmd::Scale(a) => scale::run(a, json),
         BenchCmd::Logistic(a) => logistic::logistic(a, json),
+        BenchCmd::Serve(a) => serve::run(a, json),
     }
 }
 

@@ -1,0 +1,535 @@
+//! `mm bench serve`: `mm serve` in a child process on loopback, driven by tonic clients in this
+//! process. Each phase is bounded in time and count, and the server stops by itself
+//! (`--max-seconds`) if this process dies.
+//!
+//! Phases: `Score` of 12 players and `Pair` of 200 and 1,000 players, each by `concurrency`
+//! clients calling back to back for `seconds` (closed loop: the offered load is the
+//! concurrency); a team queue of `queue_searches` 6v6 searches with `arrivals` new searches a
+//! second and one `Tick` a second; `reloads` new versions published (and promoted) during a
+//! Score load, then a corrupt version promoted by hand, counting failed requests and the
+//! versions seen; and a soak of `soak_seconds` at the Score load, with the server's resident
+//! memory at its start and end.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use mm_artifact::Store;
+use mm_serve::proto;
+use mm_serve::proto::matcher_client::MatcherClient;
+use serde::Serialize;
+use tonic::transport::Channel;
+
+use crate::args::BenchServeArgs;
+
+/// Kills the server when the benchmark ends, however it ends.
+struct Server {
+    child: Child,
+    grpc: String,
+    metrics: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// The server's resident memory, MiB (Linux).
+    fn rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
+    }
+}
+
+fn start(root: &Path, max_seconds: f64) -> Result<Server> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--reload-ms",
+            "100",
+            "--max-seconds",
+            &max_seconds.to_string(),
+        ])
+        .arg("--models")
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut out = BufReader::new(child.stdout.take().context("the server's stdout")?);
+    let mut line = |prefix: &str| -> Result<String> {
+        let mut l = String::new();
+        out.read_line(&mut l)?;
+        l.trim()
+            .strip_prefix(prefix)
+            .map(str::to_string)
+            .with_context(|| format!("the server printed {l:?}, not {prefix:?}"))
+    };
+    let grpc = line("listening on ")?;
+    let metrics = line("metrics on ")?;
+    Ok(Server {
+        child,
+        grpc,
+        metrics,
+    })
+}
+
+fn publish(root: &Path, version: &str, players: usize, seed: u64) -> Result<()> {
+    let (m, files) = mm_artifact::synthetic::artifact(players, seed);
+    Store::new(root).publish(version, m, &files, true, None)?;
+    Ok(())
+}
+
+/// Latency figures of one phase.
+#[derive(Debug, Serialize)]
+struct Phase {
+    name: String,
+    /// Closed loop: this many requests in flight at any time.
+    concurrency: usize,
+    requests: u64,
+    failed: u64,
+    seconds: f64,
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn phase(name: &str, concurrency: usize, mut ms: Vec<f64>, failed: u64, seconds: f64) -> Phase {
+    ms.sort_by(f64::total_cmp);
+    Phase {
+        name: name.to_string(),
+        concurrency,
+        requests: ms.len() as u64 + failed,
+        failed,
+        seconds,
+        per_second: ms.len() as f64 / seconds,
+        p50_ms: quantile(&ms, 0.5),
+        p99_ms: quantile(&ms, 0.99),
+        max_ms: ms.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+/// What one closed-loop client saw: latencies (ms), failures, versions.
+type ClientRun = (Vec<f64>, u64, BTreeSet<String>);
+
+/// `concurrency` clients call `call` back to back until `stop` is set.
+async fn closed_loop<F, Fut>(
+    client: &MatcherClient<Channel>,
+    concurrency: usize,
+    stop: Arc<AtomicBool>,
+    call: F,
+) -> Vec<tokio::task::JoinHandle<ClientRun>>
+where
+    F: Fn(MatcherClient<Channel>) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = std::result::Result<String, tonic::Status>> + Send,
+{
+    (0..concurrency)
+        .map(|_| {
+            let (c, stop, call) = (client.clone(), Arc::clone(&stop), call.clone());
+            tokio::spawn(async move {
+                let (mut ms, mut failed, mut versions) = (Vec::new(), 0u64, BTreeSet::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    match call(c.clone()).await {
+                        Ok(v) => {
+                            ms.push(t.elapsed().as_secs_f64() * 1e3);
+                            versions.insert(v);
+                        }
+                        Err(_) => failed += 1,
+                    }
+                }
+                (ms, failed, versions)
+            })
+        })
+        .collect()
+}
+
+async fn gather(tasks: Vec<tokio::task::JoinHandle<ClientRun>>) -> Result<ClientRun> {
+    let (mut ms, mut failed, mut versions) = (Vec::new(), 0, BTreeSet::new());
+    for t in tasks {
+        let (m, f, v) = t.await?;
+        ms.extend(m);
+        failed += f;
+        versions.extend(v);
+    }
+    Ok((ms, failed, versions))
+}
+
+fn score_call(ids: Arc<Vec<String>>) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
+    move |mut c| {
+        let req = proto::ScoreRequest {
+            players: ids
+                .iter()
+                .map(|id| proto::Player { id: id.clone() })
+                .collect(),
+            teams: (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect(),
+            now_ms: 0,
+        };
+        Box::pin(async move { Ok(c.score(req).await?.into_inner().model_version) })
+    }
+}
+
+type ScoreFut = std::pin::Pin<
+    Box<dyn std::future::Future<Output = std::result::Result<String, tonic::Status>> + Send>,
+>;
+
+/// Runs a closed-loop phase for `seconds`.
+async fn timed_phase<F>(
+    client: &MatcherClient<Channel>,
+    name: &str,
+    concurrency: usize,
+    seconds: f64,
+    call: F,
+) -> Result<(Phase, BTreeSet<String>)>
+where
+    F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let tasks = closed_loop(client, concurrency, Arc::clone(&stop), call).await;
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (ms, failed, versions) = gather(tasks).await?;
+    Ok((
+        phase(name, concurrency, ms, failed, t0.elapsed().as_secs_f64()),
+        versions,
+    ))
+}
+
+/// The team-queue phase: `searches` 6v6 solo searches queued, then each second `arrivals` new
+/// ones and one tick, for `seconds`.
+#[derive(Debug, Serialize)]
+struct QueuePhase {
+    searches_at_start: usize,
+    arrivals_per_second: usize,
+    ticks: usize,
+    tick_p50_ms: f64,
+    tick_p99_ms: f64,
+    lobbies_per_tick: f64,
+    queued_at_end: u64,
+    enqueue_p50_ms: f64,
+    enqueue_p99_ms: f64,
+}
+
+async fn queue_phase(
+    client: &mut MatcherClient<Channel>,
+    ids: &[String],
+    a: &BenchServeArgs,
+) -> Result<QueuePhase> {
+    let spec = proto::QueueSpec {
+        name: "tdm".into(),
+        team_size: 6,
+        policy: proto::QueuePolicy::Cod as i32,
+    };
+    let mut next = 0u64;
+    let t0 = 1_700_000_000_000i64;
+    let mut enqueue_ms = Vec::new();
+    let mut enqueue = |c: &mut MatcherClient<Channel>, now: i64| {
+        let k = next;
+        next += 1;
+        // Spread over a continent, skill from the snapshot's players.
+        let req = proto::EnqueueRequest {
+            queue: Some(spec.clone()),
+            party: Some(proto::Party {
+                search_id: k,
+                player_ids: vec![ids[(k as usize * 7919) % ids.len()].clone()],
+                start_ms: now,
+                lat: 35.0 + ((k * 37) % 30) as f64,
+                lon: -10.0 + ((k * 53) % 40) as f64,
+                crossplay: true,
+                ..Default::default()
+            }),
+        };
+        let mut c = c.clone();
+        async move {
+            let t = Instant::now();
+            c.enqueue(req)
+                .await
+                .map(|_| t.elapsed().as_secs_f64() * 1e3)
+        }
+    };
+    for _ in 0..a.queue_searches {
+        enqueue_ms.push(enqueue(client, t0).await?);
+    }
+    let mut tick_ms = Vec::new();
+    let mut lobbies = 0usize;
+    let mut queued = 0;
+    let seconds = a.seconds.ceil() as usize;
+    for s in 1..=seconds {
+        let now = t0 + s as i64 * 1000;
+        for _ in 0..a.arrivals {
+            enqueue_ms.push(enqueue(client, now).await?);
+        }
+        let t = Instant::now();
+        let r = client
+            .tick(proto::TickRequest {
+                queue: "tdm".into(),
+                now_ms: now,
+            })
+            .await?
+            .into_inner();
+        tick_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        lobbies += r.lobbies.len();
+        queued = r.queued_searches;
+    }
+    tick_ms.sort_by(f64::total_cmp);
+    enqueue_ms.sort_by(f64::total_cmp);
+    Ok(QueuePhase {
+        searches_at_start: a.queue_searches,
+        arrivals_per_second: a.arrivals,
+        ticks: tick_ms.len(),
+        tick_p50_ms: quantile(&tick_ms, 0.5),
+        tick_p99_ms: quantile(&tick_ms, 0.99),
+        lobbies_per_tick: lobbies as f64 / tick_ms.len().max(1) as f64,
+        queued_at_end: queued,
+        enqueue_p50_ms: quantile(&enqueue_ms, 0.5),
+        enqueue_p99_ms: quantile(&enqueue_ms, 0.99),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct ReloadPhase {
+    published: usize,
+    requests: u64,
+    failed: u64,
+    /// Versions that answered; every one was published.
+    versions_seen: Vec<String>,
+    /// Serving after the corrupt version was promoted by hand.
+    served_after_corrupt: String,
+    refusals_in_metrics: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    players: usize,
+    phases: Vec<Phase>,
+    queue: QueuePhase,
+    reload: ReloadPhase,
+    soak: Option<Phase>,
+    rss_mib_start: Option<f64>,
+    rss_mib_end: Option<f64>,
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn http_get(url: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").context("an http URL")?;
+    let (host, path) = rest.split_at(rest.find('/').context("a path")?);
+    let mut s = std::net::TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Runs `mm bench serve`.
+///
+/// # Errors
+/// The server did not start, or a phase could not run.
+pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
+    let work: PathBuf = a.work.clone();
+    let root = work.join("models").join("bench");
+    let _ = std::fs::remove_dir_all(&root);
+    publish(&root, "v0001", a.players, 1)?;
+    let budget = 60.0 + a.seconds * 6.0 + a.soak_seconds + a.reloads as f64 * 2.0;
+    let server = start(&root, budget)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let report = rt.block_on(async {
+        let channel = Channel::from_shared(format!("http://{}", server.grpc))?
+            .connect()
+            .await?;
+        let mut client = MatcherClient::new(channel);
+        let art = Store::new(&root).open_latest()?;
+        let ids: Vec<String> = (0..art.snapshot.len().min(20_000))
+            .map(|i| art.snapshot.id(i).to_string())
+            .collect();
+        let rss_start = server.rss_mib();
+        let mut phases = Vec::new();
+        let twelve = Arc::new(ids[..12].to_vec());
+        let (p, _) = timed_phase(
+            &client,
+            "Score 12",
+            a.concurrency,
+            a.seconds,
+            score_call(Arc::clone(&twelve)),
+        )
+        .await?;
+        phases.push(p);
+        for &n in &[200usize, 1000] {
+            let pool = Arc::new(ids[..n].to_vec());
+            let call = move |mut c: MatcherClient<Channel>| -> ScoreFut {
+                let req = proto::PairRequest {
+                    ids: pool.to_vec(),
+                    policy: proto::PairPolicy::Eomm as i32,
+                    now_ms: 0,
+                    seed: 0,
+                };
+                Box::pin(async move { Ok(c.pair(req).await?.into_inner().model_version) })
+            };
+            let conc = if n >= 1000 { 2 } else { a.concurrency };
+            let (p, _) = timed_phase(&client, &format!("Pair {n}"), conc, a.seconds, call).await?;
+            phases.push(p);
+        }
+        let queue = queue_phase(&mut client, &ids, a).await?;
+
+        // Reloads under load, then a corrupt version promoted by hand.
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = closed_loop(
+            &client,
+            a.concurrency,
+            Arc::clone(&stop),
+            score_call(Arc::clone(&twelve)),
+        )
+        .await;
+        let mut published = vec!["v0001".to_string()];
+        for k in 0..a.reloads {
+            let v = format!("v{:04}", k + 2);
+            let (root, v2, players) = (root.clone(), v.clone(), a.players);
+            tokio::task::spawn_blocking(move || publish(&root, &v2, players, 100 + k as u64))
+                .await??;
+            published.push(v);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let corrupt = format!("v{:04}", a.reloads + 2);
+        {
+            let (root, corrupt) = (root.clone(), corrupt.clone());
+            tokio::task::spawn_blocking(move || -> Result<()> {
+                let (m, files) = mm_artifact::synthetic::artifact(1000, 999);
+                Store::new(&root).publish(&corrupt, m, &files, false, None)?;
+                let f = root.join(&corrupt).join("percentiles.json");
+                let mut b = std::fs::read(&f)?;
+                b[0] ^= 0x20;
+                std::fs::write(&f, b)?;
+                std::fs::write(root.join("LATEST"), format!("{corrupt}\n"))?;
+                Ok(())
+            })
+            .await??;
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        stop.store(true, Ordering::Relaxed);
+        let (ms, failed, versions) = gather(tasks).await?;
+        let after = client
+            .score(proto::ScoreRequest {
+                players: vec![proto::Player { id: ids[0].clone() }],
+                teams: vec![],
+                now_ms: 0,
+            })
+            .await?
+            .into_inner()
+            .model_version;
+        let metrics = http_get(&server.metrics)?;
+        if let Some(v) = versions.iter().find(|v| !published.contains(v)) {
+            bail!("a response came from {v}, which was never published");
+        }
+        let reload = ReloadPhase {
+            published: a.reloads,
+            requests: ms.len() as u64 + failed,
+            failed,
+            versions_seen: versions.into_iter().collect(),
+            served_after_corrupt: after,
+            refusals_in_metrics: metric(&metrics, "mm_serve_reloads_total{outcome=\"refused\"}"),
+        };
+        let soak = if a.soak_seconds > 0.0 {
+            let (p, _) = timed_phase(
+                &client,
+                "soak: Score 12",
+                a.concurrency,
+                a.soak_seconds,
+                score_call(twelve),
+            )
+            .await?;
+            Some(p)
+        } else {
+            None
+        };
+        Ok::<Report, anyhow::Error>(Report {
+            players: a.players,
+            phases,
+            queue,
+            reload,
+            soak,
+            rss_mib_start: rss_start,
+            rss_mib_end: server.rss_mib(),
+        })
+    })?;
+    drop(server);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "mm serve on loopback, an artifact of {} players; closed loops (offered load = concurrency)",
+        report.players
+    );
+    println!(
+        "{:<16} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
+        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
+    );
+    for p in report.phases.iter().chain(&report.soak) {
+        println!(
+            "{:<16} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
+            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
+        );
+    }
+    let q = &report.queue;
+    println!(
+        "queue: {} 6v6 searches, {} arrivals/s, {} ticks: tick p50 {:.1} ms, p99 {:.1} ms, {:.1} lobbies/tick, {} queued at the end; enqueue p50 {:.3} ms, p99 {:.3} ms",
+        q.searches_at_start,
+        q.arrivals_per_second,
+        q.ticks,
+        q.tick_p50_ms,
+        q.tick_p99_ms,
+        q.lobbies_per_tick,
+        q.queued_at_end,
+        q.enqueue_p50_ms,
+        q.enqueue_p99_ms
+    );
+    let r = &report.reload;
+    println!(
+        "reloads: {} versions published under load: {} requests, {} failed, versions seen {:?}; after a corrupt version promoted by hand: serving {}, refusals in the metrics {}",
+        r.published,
+        r.requests,
+        r.failed,
+        r.versions_seen,
+        r.served_after_corrupt,
+        r.refusals_in_metrics
+    );
+    if let (Some(s), Some(e)) = (report.rss_mib_start, report.rss_mib_end) {
+        println!("server resident memory: {s:.0} MiB before the phases, {e:.0} MiB at the end");
+    }
+    Ok(())
+}
