@@ -89,7 +89,10 @@ fn score_request(ids: &[String]) -> proto::ScoreRequest {
     proto::ScoreRequest {
         players: ids
             .iter()
-            .map(|id| proto::Player { id: id.clone() })
+            .map(|id| proto::Player {
+                id: id.clone(),
+                state: None,
+            })
             .collect(),
         teams: (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect(),
         now_ms: 0,

@@ -67,6 +67,15 @@ def main():
             assert -1.0 <= p.raw_skill <= 1.0 and 0.0 <= p.percentile <= 1.0
             for c in (p.churn_after_win, p.churn_after_draw, p.churn_after_loss):
                 assert 0.0 < c < 1.0, p
+        # A player the snapshot does not know, with the state the service keeps for it.
+        state = pb.PlayerState(raw_skill=0.3, games=5, last_seen_ms=1_000, recent=[
+            pb.PlayedMatch(start_ms=500, outcome=pb.OUTCOME_LOSS, score_diff=-3.0,
+                           perf_rank=0.2),
+            pb.PlayedMatch(start_ms=1_000, outcome=pb.OUTCOME_WIN, score_diff=float("nan"),
+                           perf_rank=float("nan"))])
+        given = matcher.Score(pb.ScoreRequest(players=[pb.Player(id="from-state", state=state)],
+                                              now_ms=2_000), timeout=10).players[0]
+        assert not given.known and given.raw_skill == 0.3 and given.games == 5, given
         lobby = matcher.Score(pb.ScoreRequest(players=players[:4], teams=[0, 1, 0, 1]),
                               timeout=10).lobby
         assert abs(lobby.win + lobby.draw + lobby.loss - 1.0) < 1e-9, lobby

@@ -188,7 +188,10 @@ fn score_call(ids: Arc<Vec<String>>) -> impl Fn(MatcherClient<Channel>) -> Score
         let req = proto::ScoreRequest {
             players: ids
                 .iter()
-                .map(|id| proto::Player { id: id.clone() })
+                .map(|id| proto::Player {
+                    id: id.clone(),
+                    state: None,
+                })
                 .collect(),
             teams: (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect(),
             now_ms: 0,
@@ -444,7 +447,10 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
         let (ms, failed, versions) = gather(tasks).await?;
         let after = client
             .score(proto::ScoreRequest {
-                players: vec![proto::Player { id: ids[0].clone() }],
+                players: vec![proto::Player {
+                    id: ids[0].clone(),
+                    state: None,
+                }],
                 teams: vec![],
                 now_ms: 0,
             })

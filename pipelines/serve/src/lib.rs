@@ -177,7 +177,11 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
                 .local_addr()
                 .map_err(|source| ServeError::Bind { addr: want, source })?;
             metrics_addr = Some(at);
-            tracing::info!("metrics at {}", metrics::describe(at));
+            tracing::info!(
+                model_version = %reloader.current().manifest.model_version,
+                "metrics at {}",
+                metrics::describe(at)
+            );
             Some(tokio::spawn(metrics::serve_http(
                 l,
                 metrics.clone(),
@@ -197,6 +201,7 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
     ));
     let service = MatcherService::new(Arc::clone(&reloader), metrics);
     let limit = cfg.max_seconds;
+    let stopping = Arc::clone(&reloader);
     let shutdown = async move {
         match limit {
             Some(s) => {
@@ -209,7 +214,10 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
-        tracing::info!("stopping");
+        tracing::info!(
+            model_version = %stopping.current().manifest.model_version,
+            "stopping"
+        );
     };
     ready(Bound {
         grpc: addr,

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use mm_artifact::Artifact;
+use mm_artifact::features::Played;
+use mm_artifact::snapshot::PlayerState;
 use mm_artifact::store::Reloader;
 use mm_artifact::team::TeamSample;
+use mm_artifact::{Artifact, Outcome};
 use mm_matcher::from_artifact::{PairPoolError, pair_pool};
 use mm_matcher::pairing::PairPolicy;
 use mm_matcher::queue::Member;
@@ -44,6 +46,80 @@ fn now_of(art: &Artifact, now_ms: i64) -> i64 {
     }
 }
 
+/// The state a request gives for player `k`, checked: raw skill in [-1, 1], four window counts
+/// or none, at most the model's history of recent matches, in time order, with ranks in [0, 1].
+fn state_of(
+    art: &Artifact,
+    k: usize,
+    id: &str,
+    s: &proto::PlayerState,
+) -> Result<PlayerState, Status> {
+    let bad = |what: String| Status::invalid_argument(format!("player {k} ({id}): {what}"));
+    if !(s.raw_skill.is_finite() && (-1.0..=1.0).contains(&s.raw_skill)) {
+        return Err(bad(format!("raw_skill {} is not in [-1, 1]", s.raw_skill)));
+    }
+    let window_counts = match s.window_counts.as_slice() {
+        [] => [0; 4],
+        &[a, b, c, d] => [a, b, c, d],
+        other => {
+            return Err(bad(format!(
+                "{} window counts: give 4 or none",
+                other.len()
+            )));
+        }
+    };
+    let history = art.churn.model.spec.history;
+    if s.recent.len() > history {
+        return Err(bad(format!(
+            "{} recent matches: the model keeps {history}",
+            s.recent.len()
+        )));
+    }
+    let mut recent = Vec::with_capacity(s.recent.len());
+    for (j, m) in s.recent.iter().enumerate() {
+        if !(m.perf_rank.is_nan() || (0.0..=1.0).contains(&m.perf_rank)) {
+            return Err(bad(format!(
+                "recent[{j}].perf_rank {} is not in [0, 1]",
+                m.perf_rank
+            )));
+        }
+        if m.score_diff.is_infinite() {
+            return Err(bad(format!("recent[{j}].score_diff is infinite")));
+        }
+        if recent
+            .last()
+            .is_some_and(|p: &Played| p.start_ms > m.start_ms)
+        {
+            return Err(bad("recent matches are not oldest first".into()));
+        }
+        let outcome = match proto::Outcome::try_from(m.outcome) {
+            Ok(proto::Outcome::Win) => Outcome::Win,
+            Ok(proto::Outcome::Draw) => Outcome::Draw,
+            Ok(proto::Outcome::Loss) => Outcome::Loss,
+            Err(_) => return Err(bad(format!("recent[{j}].outcome {} is unknown", m.outcome))),
+        };
+        recent.push(Played {
+            start_ms: m.start_ms,
+            outcome,
+            score_diff: m.score_diff,
+            perf_rank: m.perf_rank,
+            blowout_loss: m.blowout_loss,
+        });
+    }
+    Ok(PlayerState {
+        player_id: id.to_string(),
+        raw_skill: s.raw_skill,
+        percentile: art.percentiles.percentile(s.raw_skill),
+        games: s.games,
+        last_seen_ms: s.last_seen_ms,
+        first_seen_ms: s.first_seen_ms,
+        counts_as_of_ms: s.counts_as_of_ms,
+        window_counts,
+        recent,
+        before_recent_ms: s.before_recent_ms,
+    })
+}
+
 fn check_id(k: usize, id: &str) -> Result<(), Status> {
     if id.is_empty() {
         return Err(Status::invalid_argument(format!(
@@ -75,7 +151,10 @@ fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreRespon
     let mut sums = [0.0f64; 2];
     for (k, p) in req.players.iter().enumerate() {
         check_id(k, &p.id)?;
-        let m = Member::lookup(art, &p.id, now, false);
+        let m = match &p.state {
+            Some(s) => Member::from_state(art, &state_of(art, k, &p.id, s)?, now, false),
+            None => Member::lookup(art, &p.id, now, false),
+        };
         if let Some(&t) = req.teams.get(k) {
             let t = usize::try_from(t).ok().filter(|&t| t < 2).ok_or_else(|| {
                 Status::invalid_argument(format!("player {k}: team {t} is not 0 or 1"))
@@ -278,7 +357,10 @@ mod tests {
         let req = proto::ScoreRequest {
             players: ids
                 .iter()
-                .map(|id| proto::Player { id: id.clone() })
+                .map(|id| proto::Player {
+                    id: id.clone(),
+                    state: None,
+                })
                 .collect(),
             teams: vec![0, 1],
             now_ms: 0,
@@ -298,6 +380,72 @@ mod tests {
             );
         }
         assert!(r.players[0].known && !r.players[1].known);
+        // The snapshot's own state of player 0, sent as a request's state: the same scores.
+        let st = art.snapshot.get(&ids[0]).unwrap();
+        let given = proto::PlayerState {
+            raw_skill: st.raw_skill,
+            games: st.games,
+            last_seen_ms: st.last_seen_ms,
+            first_seen_ms: st.first_seen_ms,
+            counts_as_of_ms: st.counts_as_of_ms,
+            window_counts: st.window_counts.to_vec(),
+            recent: st
+                .recent
+                .iter()
+                .map(|m| proto::PlayedMatch {
+                    start_ms: m.start_ms,
+                    outcome: match m.outcome {
+                        Outcome::Win => proto::Outcome::Win,
+                        Outcome::Draw => proto::Outcome::Draw,
+                        Outcome::Loss => proto::Outcome::Loss,
+                    } as i32,
+                    score_diff: m.score_diff,
+                    perf_rank: m.perf_rank,
+                    blowout_loss: m.blowout_loss,
+                })
+                .collect(),
+            before_recent_ms: st.before_recent_ms,
+        };
+        let with_state = proto::ScoreRequest {
+            players: vec![proto::Player {
+                id: "someone-else".into(),
+                state: Some(given.clone()),
+            }],
+            teams: vec![],
+            now_ms: 0,
+        };
+        let p = &score(&art, &with_state).unwrap().players[0];
+        // The state is used as given, its percentile from the artifact's table.
+        let expect = Member::from_state(
+            &art,
+            &PlayerState {
+                player_id: "someone-else".into(),
+                percentile: art.percentiles.percentile(st.raw_skill),
+                ..st.clone()
+            },
+            now,
+            false,
+        );
+        assert_eq!(
+            [p.churn_after_win, p.churn_after_draw, p.churn_after_loss],
+            expect.churn
+        );
+        assert_eq!((p.raw_skill, p.games), (st.raw_skill, st.games));
+        assert!(!p.known);
+        let mut wrong = given;
+        wrong.raw_skill = 1.5;
+        let refused = proto::ScoreRequest {
+            players: vec![proto::Player {
+                id: "x".into(),
+                state: Some(wrong),
+            }],
+            teams: vec![],
+            now_ms: 0,
+        };
+        assert_eq!(
+            score(&art, &refused).unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
         let lobby = r.lobby.unwrap();
         assert!((lobby.win + lobby.draw + lobby.loss - 1.0).abs() < 1e-12);
         let code = |q: proto::ScoreRequest| score(&art, &q).unwrap_err().code();
@@ -312,7 +460,10 @@ mod tests {
         };
         assert_eq!(code(short), tonic::Code::InvalidArgument);
         let empty_id = proto::ScoreRequest {
-            players: vec![proto::Player { id: String::new() }],
+            players: vec![proto::Player {
+                id: String::new(),
+                state: None,
+            }],
             teams: vec![],
             now_ms: 0,
         };
@@ -404,7 +555,7 @@ mod tests {
                     .map(|&(i, known)| if known { a.snapshot.id(i % a.snapshot.len()).to_string() } else { format!("new{i}") })
                     .collect();
                 let s = proto::ScoreRequest {
-                    players: ids.iter().map(|id| proto::Player { id: id.clone() }).collect(),
+                    players: ids.iter().map(|id| proto::Player { id: id.clone(), state: None }).collect(),
                     teams,
                     now_ms,
                 };
