@@ -86,17 +86,7 @@ fn http_get(url: &str) -> String {
 }
 
 fn score_request(ids: &[String]) -> proto::ScoreRequest {
-    proto::ScoreRequest {
-        players: ids
-            .iter()
-            .map(|id| proto::Player {
-                id: id.clone(),
-                state: None,
-            })
-            .collect(),
-        teams: (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect(),
-        now_ms: 0,
-    }
+    proto::ScoreRequest::of_ids(ids, true)
 }
 
 #[test]

@@ -185,17 +185,7 @@ async fn gather(tasks: Vec<tokio::task::JoinHandle<ClientRun>>) -> Result<Client
 
 fn score_call(ids: Arc<Vec<String>>) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
     move |mut c| {
-        let req = proto::ScoreRequest {
-            players: ids
-                .iter()
-                .map(|id| proto::Player {
-                    id: id.clone(),
-                    state: None,
-                })
-                .collect(),
-            teams: (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect(),
-            now_ms: 0,
-        };
+        let req = proto::ScoreRequest::of_ids(&ids, true);
         Box::pin(async move { Ok(c.score(req).await?.into_inner().model_version) })
     }
 }

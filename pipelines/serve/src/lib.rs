@@ -61,6 +61,29 @@ pub mod proto {
     tonic::include_proto!("mm.v1");
 }
 
+impl proto::ScoreRequest {
+    /// Scores the players `ids` by id (no states), at the snapshot's time; with `teams`, the
+    /// players alternate between team A and team B.
+    #[must_use]
+    pub fn of_ids(ids: &[String], teams: bool) -> proto::ScoreRequest {
+        proto::ScoreRequest {
+            players: ids
+                .iter()
+                .map(|id| proto::Player {
+                    id: id.clone(),
+                    state: None,
+                })
+                .collect(),
+            teams: if teams {
+                (0..ids.len()).map(|k| u32::from(k % 2 == 1)).collect()
+            } else {
+                Vec::new()
+            },
+            now_ms: 0,
+        }
+    }
+}
+
 /// The largest pool `Pair` accepts: its weight matrix grows with the square of the pool.
 pub const MAX_PAIR_POOL: usize = 4096;
 /// The largest number of players `Score` accepts in one request.

@@ -354,17 +354,7 @@ mod tests {
     fn score_matches_the_library_and_refuses_bad_requests() {
         let (art, dir) = artifact("score");
         let ids = [art.snapshot.id(0).to_string(), "newcomer".to_string()];
-        let req = proto::ScoreRequest {
-            players: ids
-                .iter()
-                .map(|id| proto::Player {
-                    id: id.clone(),
-                    state: None,
-                })
-                .collect(),
-            teams: vec![0, 1],
-            now_ms: 0,
-        };
+        let req = proto::ScoreRequest::of_ids(&ids, true);
         let r = score(&art, &req).unwrap();
         assert_eq!(r.model_version, art.manifest.model_version);
         let now = art.manifest.snapshot_as_of_ms;
