@@ -327,8 +327,11 @@ struct Report {
     queue: QueuePhase,
     reload: ReloadPhase,
     soak: Option<Phase>,
+    /// The server's resident memory before the phases, and at the end.
     rss_mib_start: Option<f64>,
     rss_mib_end: Option<f64>,
+    /// At the soak's start and after each tenth of it.
+    soak_rss_mib: Vec<f64>,
 }
 
 fn metric(text: &str, series: &str) -> f64 {
@@ -459,16 +462,33 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
             served_after_corrupt: after,
             refusals_in_metrics: metric(&metrics, "mm_serve_reloads_total{outcome=\"refused\"}"),
         };
+        // The soak: the Score load in ten slices, the server's resident memory after each.
+        let mut soak_rss = vec![server.rss_mib().unwrap_or(f64::NAN)];
         let soak = if a.soak_seconds > 0.0 {
-            let (p, _) = timed_phase(
-                &client,
+            let (mut ms, mut failed, t0) = (Vec::new(), 0u64, Instant::now());
+            for _ in 0..10 {
+                let stop = Arc::new(AtomicBool::new(false));
+                let tasks = closed_loop(
+                    &client,
+                    a.concurrency,
+                    Arc::clone(&stop),
+                    score_call(Arc::clone(&twelve)),
+                )
+                .await;
+                tokio::time::sleep(Duration::from_secs_f64(a.soak_seconds / 10.0)).await;
+                stop.store(true, Ordering::Relaxed);
+                let (m, f, _) = gather(tasks).await?;
+                ms.extend(m);
+                failed += f;
+                soak_rss.push(server.rss_mib().unwrap_or(f64::NAN));
+            }
+            Some(phase(
                 "soak: Score 12",
                 a.concurrency,
-                a.soak_seconds,
-                score_call(twelve),
-            )
-            .await?;
-            Some(p)
+                ms,
+                failed,
+                t0.elapsed().as_secs_f64(),
+            ))
         } else {
             None
         };
@@ -480,6 +500,7 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
             soak,
             rss_mib_start: rss_start,
             rss_mib_end: server.rss_mib(),
+            soak_rss_mib: soak_rss,
         })
     })?;
     drop(server);
@@ -526,6 +547,17 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
     );
     if let (Some(s), Some(e)) = (report.rss_mib_start, report.rss_mib_end) {
         println!("server resident memory: {s:.0} MiB before the phases, {e:.0} MiB at the end");
+    }
+    if report.soak.is_some() {
+        let series: Vec<String> = report
+            .soak_rss_mib
+            .iter()
+            .map(|m| format!("{m:.0}"))
+            .collect();
+        println!(
+            "soak: resident memory (MiB) at its start and after each tenth: {}",
+            series.join(", ")
+        );
     }
     Ok(())
 }
