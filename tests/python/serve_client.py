@@ -1,7 +1,7 @@
 """`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
 repository's proto with grpcio-tools, then every method (Score, Pair, and a team queue's
-Enqueue, Cancel, Explain and Tick) and the health service, refused requests, and one reload (a
-version promoted by `mm models promote` while the server runs).
+Enqueue, Cancel, Explain and Tick) and the health service, refused requests, one reload (a
+version promoted by `mm models promote` while the server runs) and a rollback.
 
 Usage: serve_client.py MODELS_ROOT NAME, with MM_BIN naming the `mm` binary. The model must hold
 two versions, v0001 as LATEST and v0002 beside it. The server is started with --max-seconds and
@@ -37,6 +37,13 @@ def stubs():
     sys.path.insert(0, out)
     from mm.v1 import matcher_pb2, matcher_pb2_grpc  # noqa: E402
     return matcher_pb2, matcher_pb2_grpc
+
+
+def wait_for(matcher, pb, players, version):
+    deadline = time.monotonic() + 20
+    while matcher.Score(pb.ScoreRequest(players=players), timeout=10).model_version != version:
+        assert time.monotonic() < deadline, f"{version} was not picked up in 20 s"
+        time.sleep(0.1)
 
 
 def main():
@@ -118,12 +125,13 @@ def main():
 
         subprocess.run([MM, "models", "promote", "v0002", "--models", str(ROOT), "--name", NAME,
                         "-q"], check=True, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while matcher.Score(pb.ScoreRequest(players=players), timeout=10).model_version != "v0002":
-            assert time.monotonic() < deadline, "v0002 was not picked up in 20 s"
-            time.sleep(0.1)
+        wait_for(matcher, pb, players, "v0002")
+        # A rollback is picked up the same way.
+        subprocess.run([MM, "models", "rollback", "--models", str(ROOT), "--name", NAME, "-q"],
+                       check=True, stdout=subprocess.DEVNULL)
+        wait_for(matcher, pb, players, "v0001")
         print("serve client (Python, grpcio): Score, Pair, Enqueue, Cancel, Explain, Tick, Health, "
-              "refused requests and a reload to v0002 all answered as expected")
+              "refused requests, a reload to v0002 and a rollback to v0001 all answered as expected")
     finally:
         server.terminate()
         server.wait(timeout=20)
