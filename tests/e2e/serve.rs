@@ -302,6 +302,68 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
     assert!(value("mm_serve_reloads_total{outcome=\"swapped\"}") >= 6.0);
 }
 
+/// `mm serve --models s3://...` on the S3-compatible test server: the store is served through
+/// its mirror, and a version uploaded later is picked up by the reload.
+#[test]
+fn serve_reloads_from_an_s3_bucket() {
+    let Some(py) = crate::util::moto_python() else {
+        return;
+    };
+    let s3 = crate::util::S3Server::start(&py);
+    s3.create_bucket("models");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("duel");
+    publish(&root, "v0001", 1, true);
+    s3.upload_dir("models", "duel", &root);
+    let art = Store::new(&root).open_latest().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mm"));
+    cmd.args(["serve", "--models", "s3://models", "--name", "duel"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--reload-ms",
+            "200",
+            "--max-seconds",
+            "120",
+        ])
+        .env("MM_CACHE", dir.path().join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in s3.env() {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Server(child);
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let ids: Vec<String> = (0..4).map(|i| art.snapshot.id(i).to_string()).collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = MatcherClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let r = client
+            .score(score_request(&ids))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.model_version, "v0001");
+        let root2 = root.clone();
+        tokio::task::spawn_blocking(move || publish(&root2, "v0002", 2, true))
+            .await
+            .unwrap();
+        s3.upload_dir("models", "duel", &root);
+        wait_for_version(&mut client, &ids, "v0002").await;
+    });
+}
+
 async fn wait_for_version(client: &mut MatcherClient<Channel>, ids: &[String], want: &str) {
     let t0 = Instant::now();
     loop {

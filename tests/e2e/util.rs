@@ -274,6 +274,18 @@ impl S3Server {
         .collect()
     }
 
+    /// Uploads every file under `dir` to `s3://bucket/prefix/...`, `LATEST` and `HISTORY` last
+    /// (as `mm export` pushes a version before its pointers).
+    pub fn upload_dir(&self, bucket: &str, prefix: &str, dir: &Path) {
+        self.boto3(&format!(
+            "import os\nroot = {dir:?}\nfiles = []\nfor d, _, fs in os.walk(root):\n    \
+             for f in fs:\n        files.append(os.path.join(d, f))\n\
+             files.sort(key=lambda p: os.path.basename(p) in ('LATEST', 'HISTORY'))\n\
+             for p in files:\n    c.upload_file(p, '{bucket}', '{prefix}/' + os.path.relpath(p, root))",
+            dir = dir.display().to_string()
+        ));
+    }
+
     pub fn create_bucket(&self, name: &str) {
         self.boto3(&format!("c.create_bucket(Bucket='{name}')"));
     }

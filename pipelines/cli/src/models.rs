@@ -312,10 +312,25 @@ fn print_diff(a: &str, b: &str, d: &mm_artifact::diff::Diff) {
 /// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
 /// address as its first line on stdout, and the metrics address as the second when served.
 pub fn serve(a: &ServeArgs) -> Result<()> {
-    let dir = if a.sel.name.is_none() && a.sel.models.join(mm_artifact::store::LATEST).exists() {
-        a.sel.models.clone()
+    // A remote store (s3://, gs://, az://) is served from its local mirror, refreshed before
+    // each check of LATEST (new versions are downloaded once, the pointers every time).
+    let remote = mm_lake::Location::from_path(&a.sel.models)?;
+    let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
+    let sync = remote.is_remote().then(|| {
+        mm_serve::SyncHook(std::sync::Arc::new(move || {
+            mm_lake::mirror::Mirror::pull(&remote)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }))
+    });
+    let sel = ModelSel {
+        models: mirror.local.clone(),
+        name: a.sel.name.clone(),
+    };
+    let dir = if sel.name.is_none() && sel.models.join(mm_artifact::store::LATEST).exists() {
+        sel.models.clone()
     } else {
-        store(&a.sel)?.root().to_path_buf()
+        store(&sel)?.root().to_path_buf()
     };
     let cfg = mm_serve::ServeConfig {
         model_dir: dir,
@@ -323,6 +338,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         reload_ms: a.reload_ms,
         max_seconds: a.max_seconds,
         metrics: a.metrics,
+        sync,
     };
     cfg.check()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -29,6 +29,7 @@
 //!     reload_ms: 1000,
 //!     max_seconds: None,
 //!     metrics: Some("127.0.0.1:9100".parse().expect("an address")),
+//!     sync: None,
 //! };
 //! mm_serve::serve(cfg.check()?, |b| println!("listening on {}", b.grpc)).await
 //! # }
@@ -101,6 +102,19 @@ pub struct ServeConfig {
     pub max_seconds: Option<f64>,
     /// Where to serve the Prometheus text at `/metrics` (HTTP/1.1); `None`: not served.
     pub metrics: Option<SocketAddr>,
+    /// Run before each check of `LATEST` (a remote store: refresh its local mirror).
+    pub sync: Option<SyncHook>,
+}
+
+/// A refresh of `model_dir` from where it really lives (an object store's prefix, through the
+/// lake's mirror): this crate stays free of storage code.
+#[derive(Clone)]
+pub struct SyncHook(pub Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for SyncHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SyncHook")
+    }
 }
 
 /// The addresses bound, given to `serve`'s `ready` callback (port 0 resolved).
@@ -221,6 +235,7 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         Arc::clone(&reloader),
         Duration::from_millis(cfg.reload_ms),
         metrics.clone(),
+        cfg.sync.clone(),
     ));
     let service = MatcherService::new(Arc::clone(&reloader), metrics);
     let limit = cfg.max_seconds;
@@ -265,7 +280,12 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
 }
 
 /// Checks `LATEST` every `every`; a refused version is logged and the current one kept.
-async fn reload_loop(reloader: Arc<Reloader>, every: Duration, metrics: Metrics) {
+async fn reload_loop(
+    reloader: Arc<Reloader>,
+    every: Duration,
+    metrics: Metrics,
+    sync: Option<SyncHook>,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A refused version is logged once, not at every check while LATEST still names it.
@@ -273,8 +293,31 @@ async fn reload_loop(reloader: Arc<Reloader>, every: Duration, metrics: Metrics)
     loop {
         tick.tick().await;
         let r = Arc::clone(&reloader);
-        let Ok(outcome) = tokio::task::spawn_blocking(move || r.check()).await else {
+        let hook = sync.clone();
+        let Ok(checked) = tokio::task::spawn_blocking(move || {
+            if let Some(SyncHook(f)) = hook {
+                f()?;
+            }
+            Ok::<Reload, String>(r.check())
+        })
+        .await
+        else {
             continue;
+        };
+        let outcome = match checked {
+            Ok(o) => o,
+            Err(e) => {
+                // The store could not be read: keep serving, say it once.
+                if refused.as_deref() != Some(e.as_str()) {
+                    tracing::warn!(
+                        model_version = %reloader.current().manifest.model_version,
+                        error = %e,
+                        "could not refresh the models; still serving the current version"
+                    );
+                    refused = Some(e);
+                }
+                continue;
+            }
         };
         match outcome {
             Reload::Unchanged => refused = None,
