@@ -209,16 +209,21 @@ pub fn skill_html(
     h.push_str("</div>");
 
     // Percentile table.
-    h.push_str("<h2>Percentile map (active population)</h2><table><tr><th>percentile</th>");
-    let ps: Vec<f64> = (0..=20).map(|k| f64::from(k) * 5.0).collect();
-    for p in &ps {
-        let _ = write!(h, "<th>{p:.0}</th>");
+    // Two rows of knots (0-50 and 55-100), so that the table fits the page.
+    h.push_str("<h2>Percentile map (active population)</h2><table>");
+    for half in [0..=10, 11..=20] {
+        let ps: Vec<f64> = half.map(|k| f64::from(k) * 5.0).collect();
+        h.push_str("<tr><th>percentile</th>");
+        for p in &ps {
+            let _ = write!(h, "<th>{p:.0}</th>");
+        }
+        h.push_str("</tr><tr><td>raw skill</td>");
+        for p in &ps {
+            let _ = write!(h, "<td>{}</td>", decimals(map.skill_at(p / 100.0), 3));
+        }
+        h.push_str("</tr>");
     }
-    h.push_str("</tr><tr><td>raw skill</td>");
-    for p in &ps {
-        let _ = write!(h, "<td>{}</td>", decimals(map.skill_at(p / 100.0), 3));
-    }
-    h.push_str("</tr></table>");
+    h.push_str("</table>");
 
     // The team model and the party adjustment.
     if let Some(t) = &r.team_model_final {
