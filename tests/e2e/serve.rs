@@ -203,6 +203,24 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
             "a 10 MB message: {huge:?}"
         );
 
+        // A queue's size reaches the metrics (checked at the end).
+        client
+            .enqueue(proto::EnqueueRequest {
+                queue: Some(proto::QueueSpec {
+                    name: "duos".into(),
+                    team_size: 2,
+                    policy: proto::QueuePolicy::Cod as i32,
+                }),
+                party: Some(proto::Party {
+                    search_id: 1,
+                    player_ids: vec![ids[0].clone()],
+                    start_ms: 1_000,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+
         // Clients call without pause while new versions are published and promoted.
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
@@ -297,6 +315,7 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
         2.0
     );
     assert_eq!(value("mm_serve_model{version=\"v0008\"}"), 1.0);
+    assert_eq!(value("mm_serve_queued_searches{queue=\"duos\"}"), 1.0);
     assert_eq!(value("mm_serve_model{version=\"v0006\"}"), 0.0);
     assert_eq!(value("mm_serve_reloads_total{outcome=\"refused\"}"), 1.0);
     assert!(value("mm_serve_reloads_total{outcome=\"swapped\"}") >= 6.0);

@@ -292,14 +292,6 @@ impl Queues {
             max_wait_at_ms: e.max_wait_at_ms,
         })
     }
-
-    /// Searches queued in every queue, by queue name.
-    pub fn sizes(&self) -> Vec<(String, usize)> {
-        self.lock()
-            .iter()
-            .map(|(k, q)| (k.clone(), q.queue.len()))
-            .collect()
-    }
 }
 
 #[cfg(test)]

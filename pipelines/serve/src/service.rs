@@ -264,9 +264,13 @@ impl MatcherService {
         out.map(Response::new)
     }
 
-    fn queue_sizes(&self) {
-        for (name, n) in self.queues.sizes() {
-            self.metrics.queue_size(&name, n);
+    /// Sets the queue's gauge from the size its response reports (no second look at the queues).
+    fn queue_size<R>(&self, queue: &str, r: &Result<Response<R>, Status>, size: fn(&R) -> u64) {
+        if let Ok(r) = r {
+            self.metrics.queue_size(
+                queue,
+                usize::try_from(size(r.get_ref())).unwrap_or(usize::MAX),
+            );
         }
     }
 }
@@ -295,11 +299,16 @@ impl proto::matcher_server::Matcher for MatcherService {
         request: Request<proto::EnqueueRequest>,
     ) -> Result<Response<proto::EnqueueResponse>, Status> {
         let (art, req) = (self.reloader.current(), request.into_inner());
+        let name = req
+            .queue
+            .as_ref()
+            .map(|q| q.name.clone())
+            .unwrap_or_default();
         let queues = Arc::clone(&self.queues);
         let r = self
             .timed("Enqueue", move || queues.enqueue(&art, &req))
             .await;
-        self.queue_sizes();
+        self.queue_size(&name, &r, |x| x.queued_searches);
         r
     }
 
@@ -308,8 +317,9 @@ impl proto::matcher_server::Matcher for MatcherService {
         request: Request<proto::CancelRequest>,
     ) -> Result<Response<proto::CancelResponse>, Status> {
         let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        let name = req.queue.clone();
         let r = self.timed("Cancel", move || queues.cancel(&req)).await;
-        self.queue_sizes();
+        self.queue_size(&name, &r, |x| x.queued_searches);
         r
     }
 
@@ -319,10 +329,11 @@ impl proto::matcher_server::Matcher for MatcherService {
     ) -> Result<Response<proto::TickResponse>, Status> {
         let version = self.reloader.current().manifest.model_version.clone();
         let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        let name = req.queue.clone();
         let r = self
             .timed("Tick", move || queues.tick(&version, &req))
             .await;
-        self.queue_sizes();
+        self.queue_size(&name, &r, |x| x.queued_searches);
         r
     }
 
