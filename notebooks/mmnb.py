@@ -2,14 +2,17 @@
 folder and the evaluation report are, and small readers for them.
 
 Paths come from environment variables, else from the README's main command's outputs
-(`mm retrain data/sample` writes out/lake, out/models and out/retrain):
+(`mm retrain data/sample --simulate data/world.toml` writes out/lake, out/models and
+out/retrain, with one model and one work folder per mode):
 
 - MM_LAKE      the lake (default out/lake)
 - MM_MODELS    the models root (default out/models)
 - MM_ARTIFACT  one artifact version folder (default: LATEST of the only model under MM_MODELS,
                or of MM_MODEL when several)
-- MM_WORK      the retrain work folder with the fits' outputs (default out/retrain)
-- MM_EVAL      an evaluation.json (default MM_WORK/evaluation/evaluation.json)
+- MM_MODEL     which model, when MM_MODELS holds several (default: the first by name)
+- MM_WORK      the retrain work folder (default out/retrain; the model's outputs are in
+               MM_WORK/<model>), or a folder holding `mm fit`'s skill/ and churn/
+- MM_EVAL      an evaluation.json (default <work>/evaluation/evaluation.json)
 - MM_BIN       the `mm` binary, for `mm lake show` (default: `mm` on the PATH)
 
 Relative paths are taken from the project root (the folder holding Cargo.toml).
@@ -43,8 +46,24 @@ def lake() -> Path:
     return _path("MM_LAKE", "out/lake")
 
 
+def model_name(models: Path) -> str:
+    """The model to open: MM_MODEL, else the first (by name) with a LATEST version."""
+    names = sorted(p.name for p in models.iterdir() if (p / "LATEST").exists()) if models.is_dir() else []
+    if not names:
+        raise FileNotFoundError(f"{models}: no model with a LATEST version; run `mm retrain` first")
+    name = os.environ.get("MM_MODEL", names[0])
+    if len(names) > 1 and "MM_MODEL" not in os.environ:
+        print(f"several models under {models} ({', '.join(names)}); opening {name} (set MM_MODEL)")
+    return name
+
+
 def work() -> Path:
-    return _path("MM_WORK", "out/retrain")
+    """The fits' and evaluation's folder: `mm retrain` keeps one per model (MM_WORK/<model>);
+    a folder of `mm fit` outputs is used as it is."""
+    base = _path("MM_WORK", "out/retrain")
+    if (base / "skill").is_dir() or (base / "evaluation").is_dir():
+        return base
+    return base / model_name(_path("MM_MODELS", "out/models"))
 
 
 def evaluation_path() -> Path:
@@ -58,12 +77,7 @@ def artifact() -> Path:
     if "MM_ARTIFACT" in os.environ:
         return _path("MM_ARTIFACT", "")
     models = _path("MM_MODELS", "out/models")
-    names = sorted(p.name for p in models.iterdir() if (p / "LATEST").exists())
-    if not names:
-        raise FileNotFoundError(f"{models}: no model with a LATEST version; run `mm retrain` first")
-    name = os.environ.get("MM_MODEL", names[0])
-    if len(names) > 1 and "MM_MODEL" not in os.environ:
-        print(f"several models under {models} ({', '.join(names)}); opening {name} (set MM_MODEL)")
+    name = model_name(models)
     version = (models / name / "LATEST").read_text().strip()
     return models / name / version
 

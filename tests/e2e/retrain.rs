@@ -1,18 +1,23 @@
-//! `mm retrain` on the bundled sample: a run that crashes midway and is restarted finishes
-//! and never publishes a half artifact; a second run refuses while the first holds the lock.
+//! `mm retrain` on a small random 5v5 history (`tests/data/random_5v5.csv.gz`, one mode named
+//! `default`): a run that crashes midway and is restarted finishes and never publishes a half
+//! artifact; a second run refuses while the first holds the lock. The bundled simulated world,
+//! with two modes, is the last test.
 
 use std::path::Path;
 
 use crate::util::mm;
 
 fn latest(models: &Path) -> Option<String> {
-    std::fs::read_to_string(models.join("all-modes/LATEST"))
+    std::fs::read_to_string(models.join("default/LATEST"))
         .ok()
         .map(|s| s.trim().to_string())
 }
 
 fn sample() -> String {
-    format!("{}/../../data/sample", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/../../tests/data/random_5v5.csv.gz",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
@@ -99,15 +104,21 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     let (code, out, err) = run(&[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("promoted v0002"), "{out}");
-    assert!(!models.join("all-modes/v0003").exists());
+    assert!(!models.join("default/v0003").exists());
     assert_eq!(latest(&models).as_deref(), Some("v0002"));
     let log = std::fs::read_to_string(work.join("runs.jsonl")).unwrap();
     assert_eq!(log.lines().count(), 2, "one line per finished run");
     let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(last["resumed"], 1);
-    assert_eq!(last["baseline"], "v0001");
-    assert!(last["baseline_holdout"]["churn_log_loss"].as_f64().unwrap() > 0.0);
-    assert!(work.join("evaluation/evaluation.html").exists());
+    assert_eq!(last["modes"][0]["mode"], "default");
+    assert_eq!(last["modes"][0]["baseline"], "v0001");
+    assert!(
+        last["modes"][0]["baseline_holdout"]["churn_log_loss"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(work.join("default/evaluation/evaluation.html").exists());
 
     // A live owner of the lock (this test process holds the OS lock) blocks a second run:
     // exit code 3, with the owner's pid.
@@ -131,4 +142,97 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     );
     drop(held);
     assert_eq!(latest(&models).as_deref(), Some("v0002"));
+}
+
+/// The README's main command on the bundled default (`data/sample` with its file of bad rows,
+/// and the simulated world of `data/world.toml`): both modes are fitted on their own and learn
+/// what the simulator put in, the bad rows are quarantined with their reasons, and the summary
+/// says so. A second run does not simulate again.
+#[test]
+fn the_bundled_world_learns_what_the_simulator_put_in() {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let p = |s: &str| dir.path().join(s).to_str().unwrap().to_string();
+    let (sample, world) = (
+        format!("{root}/data/sample"),
+        format!("{root}/data/world.toml"),
+    );
+    let args = [
+        "retrain",
+        sample.as_str(),
+        "--simulate",
+        world.as_str(),
+        "--lake",
+        &p("lake"),
+        "--models",
+        &p("models"),
+        "--work",
+        &p("work"),
+        "-q",
+    ];
+    let (code, out, err) = mm(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    eprintln!("{out}");
+    // The quarantine shows: 16 rows read, every one accounted for.
+    assert!(
+        out.contains("16 read = 2 accepted + 13 quarantined + 1 duplicates + 0 skipped"),
+        "{out}"
+    );
+    // The two stray accepted rows form a mode too small to fit, and the run says so.
+    assert!(out.contains("mode tdm: 2 rows before the cutoff"), "{out}");
+    let json = |rel: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.path().join("work").join(rel)).unwrap()).unwrap()
+    };
+    let ll = |m: &serde_json::Value| m["scored"]["log_loss"].as_f64().unwrap();
+
+    // 6v6: raw skill on kills per enemy death beats every baseline on the later window, ranks
+    // players as their true skill does, favours the stronger team, and credits parties.
+    let s = json("tdm-6v6/skill/skill_metrics.json");
+    assert_eq!(s["metric"], "kills-per-enemy-death");
+    let models = s["models"].as_array().unwrap();
+    for b in &models[1..] {
+        assert!(ll(&models[0]) < ll(b), "{b}");
+    }
+    assert!(s["team_model_final"]["skill_coef"].as_f64().unwrap() > 0.0);
+    let t = &s["truth"];
+    assert!(t["spearman"].as_f64().unwrap() > 0.9, "{t}");
+    assert!(t["team_coef_latent"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["party_per_member_latent"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["party_per_sd"].as_f64().unwrap() > 0.0, "{t}");
+    // Churn: calibrated against the truth, and ranking better than a coin.
+    let c = json("tdm-6v6/churn/churn_metrics.json");
+    assert!(
+        c["truth"]["ece_vs_truth"].as_f64().unwrap() < 0.01,
+        "{}",
+        c["truth"]
+    );
+    assert!(c["auc"].as_f64().unwrap() > 0.55);
+    let e = json("tdm-6v6/evaluation/evaluation.json");
+    assert_eq!(e["team_queue"]["team_size"], 6);
+    assert_eq!(e["team_queue"]["policies"].as_array().unwrap().len(), 3);
+
+    // 1v1: no kills in the rows, so the outcome is the metric; skill still tracks the truth,
+    // and the pairing policies are compared on pools.
+    let s = json("duel-1v1/skill/skill_metrics.json");
+    assert_eq!(s["metric"], "outcome");
+    assert!(
+        s["truth"]["spearman"].as_f64().unwrap() > 0.5,
+        "{}",
+        s["truth"]
+    );
+    let e = json("duel-1v1/evaluation/evaluation.json");
+    assert!(!e["eomm_vs_skill"].as_array().unwrap().is_empty());
+    for line in [
+        "EOMM      retained per round over SkillMM",
+        "queue     6v6",
+        "vs truth",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+
+    // Run again: the world is not simulated a second time, and nothing new is ingested.
+    let (code, out, err) = mm(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the world was not simulated again"), "{out}");
+    assert!(out.contains("0 accepted"), "{out}");
 }

@@ -8,7 +8,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn sample() -> String {
-    format!("{}/../../data/sample", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/../../tests/data/random_5v5.csv.gz",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 /// `mm` in `cwd`, with extra environment and no inherited `MM_*` settings.

@@ -41,9 +41,6 @@ pub fn retrain(
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    for l in &report.log {
-        println!("{l}");
-    }
     let st = &report.state;
     if let Some(c) = st.cutoff_ms {
         println!(
@@ -52,19 +49,31 @@ pub fn retrain(
                 .map_or_else(|| c.to_string(), |d| d.format("%Y-%m-%d").to_string())
         );
     }
-    for (stage, s) in &st.timings_s {
-        println!("  {stage:<10} {s:>8.2} s");
+    // The stages' times: the shared ones on a line, then one line per mode.
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for (key, s) in &st.timings_s {
+        let (group, stage) = key.split_once('/').unwrap_or(("", key.as_str()));
+        let item = format!("{stage} {s:.2} s");
+        match lines.last_mut() {
+            Some((g, items)) if g == group => items.push(item),
+            _ => lines.push((group.to_string(), vec![item])),
+        }
     }
-    println!(
-        "{}",
-        st.decision
-            .as_deref()
-            .unwrap_or("no decision (nothing to promote)")
-    );
-    println!(
-        "run log: {}; evaluation: {}",
-        cfg.work.join("runs.jsonl").display(),
-        cfg.work.join("evaluation/evaluation.html").display()
-    );
+    for (group, items) in lines {
+        let head = if group.is_empty() {
+            String::new()
+        } else {
+            format!("{group}: ")
+        };
+        println!("  {head}{}", items.join(", "));
+    }
+    // The run's notes: a stale lock taken over, a resume, modes left out, pools skipped.
+    for n in &st.notes {
+        println!("{n}");
+    }
+    for l in mm_retrain::summary(&cfg.work, st) {
+        println!("{l}");
+    }
+    println!("run log: {}", cfg.work.join("runs.jsonl").display());
     Ok(())
 }

@@ -304,6 +304,9 @@ pub(crate) fn replay(
                 wait_s_p50: quantile(&acc.waits, 0.5),
                 wait_s_p90: quantile(&acc.waits, 0.9),
                 wait_s_max: acc.waits.last().copied().unwrap_or(f64::NAN),
+                wait_s_quantiles: (0..=20)
+                    .map(|k| quantile(&acc.waits, f64::from(k) / 20.0))
+                    .collect(),
                 expected_churn: acc.churn.mean,
                 expected_churn_ci95: acc.churn.ci(0.95),
                 retained_share: acc.retained / placed_players.max(1) as f64,

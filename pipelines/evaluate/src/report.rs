@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use mm_fit::html::{decimals, escape, line_chart, page_head};
+use mm_fit::html::{decimals, escape, interval_chart, line_chart, no_chart, page_head};
 
 use crate::error::EvalError;
 use crate::results::{
@@ -290,6 +290,7 @@ fn table2(h: &mut String, r: &EvalReport) {
             .map(|(n, pts)| (n.as_str(), pts.clone(), true))
             .collect();
         h.push_str("<div class=\"charts\">");
+        h.push_str(&retention_by_size(r));
         h.push_str(&line_chart(
             "EOMM over SkillMM: retained players",
             "pool size",
@@ -384,17 +385,89 @@ pub fn table2_verdict(r: &EvalReport) -> Vec<String> {
     out
 }
 
+/// Retained share of the pool per policy (the first artifact's), with its 95% interval, at
+/// each pool size.
+fn retention_by_size(r: &EvalReport) -> String {
+    let title = "Retained share of the pool per policy (95% CI)";
+    let Some(first) = r.sizes.first() else {
+        return no_chart(title, "no pool size was evaluated");
+    };
+    let artifact = first.policies.first().map(|p| p.artifact.clone());
+    let policies: Vec<_> = first
+        .policies
+        .iter()
+        .filter(|p| Some(&p.artifact) == artifact.as_ref())
+        .collect();
+    let xs: Vec<f64> = r.sizes.iter().map(|s| s.pool_size as f64).collect();
+    let (x0, x1) = bounds(&xs, 50.0);
+    // Each policy's points a little apart, so that overlapping intervals stay readable.
+    let step = (x1 - x0) * 0.006;
+    let series: Vec<(String, Vec<mm_fit::html::IntervalPoint>)> = policies
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let dx = (k as f64 - (policies.len() as f64 - 1.0) / 2.0) * step;
+            let pts = r
+                .sizes
+                .iter()
+                .filter_map(|s| {
+                    let x = s
+                        .policies
+                        .iter()
+                        .find(|q| q.policy == p.policy && q.artifact == p.artifact)?;
+                    let share = |v: f64| 100.0 * v / s.pool_size as f64;
+                    Some((
+                        s.pool_size as f64 + dx,
+                        share(x.retained_mean),
+                        share(x.retained_ci95.0),
+                        share(x.retained_ci95.1),
+                    ))
+                })
+                .collect();
+            (p.policy.clone(), pts)
+        })
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().flat_map(|p| [p.2, p.3]))
+        .filter(|y| y.is_finite())
+        .collect();
+    let (lo, hi) = bounds(&ys, 0.2);
+    let refs: Vec<mm_fit::html::IntervalSeries<'_>> = series
+        .iter()
+        .map(|(n, p)| (n.as_str(), p.clone()))
+        .collect();
+    interval_chart(
+        title,
+        "pool size",
+        "retained (% of the pool)",
+        (x0, x1),
+        (lo, hi),
+        &refs,
+    )
+}
+
+/// The range of `ys` padded by a tenth of its width (at least `min_pad`).
+fn bounds(ys: &[f64], min_pad: f64) -> (f64, f64) {
+    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = (0.1 * (hi - lo)).max(min_pad);
+    (lo - pad, hi + pad)
+}
+
 /// One chart series per policy: `value` of each skill decile that has players.
-fn by_decile(
-    s: &SizeResult,
+fn by_decile<'a>(
+    policies: impl Iterator<Item = (&'a str, &'a [DecileStats])>,
     value: impl Fn(&DecileStats) -> f64,
 ) -> Vec<(String, Vec<(f64, f64)>)> {
-    s.policies
-        .iter()
-        .map(|x| {
+    policies
+        .map(|(name, deciles)| {
             (
-                x.policy.clone(),
-                x.by_decile
+                name.to_string(),
+                deciles
                     .iter()
                     .filter(|d| d.players > 0)
                     .map(|d| (d.decile as f64, value(d)))
@@ -402,6 +475,59 @@ fn by_decile(
             )
         })
         .collect()
+}
+
+/// The two decile charts: retained share and balance (mean |P(win) − ½|) by skill decile,
+/// one series per policy.
+fn decile_charts<'a>(
+    h: &mut String,
+    what: &str,
+    policies: impl Iterator<Item = (&'a str, &'a [DecileStats])> + Clone,
+) {
+    let series = by_decile(policies.clone(), |d| 100.0 * d.retained_share);
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .collect();
+    let title = format!("Retained share by skill decile, {what}");
+    h.push_str("<div class=\"charts\">");
+    if ys.is_empty() {
+        h.push_str(&no_chart(&title, "no decile has players"));
+        h.push_str("</div>");
+        return;
+    }
+    let (lo, hi) = bounds(&ys, 0.1);
+    let refs: Vec<mm_fit::html::Series<'_>> = series
+        .iter()
+        .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+        .collect();
+    h.push_str(&line_chart(
+        &title,
+        "skill decile",
+        "retained (%)",
+        (0.5, 10.5),
+        (lo, hi),
+        &refs,
+    ));
+    let bal = by_decile(policies, |d| d.mean_abs_pwin_minus_half);
+    let bmax = bal
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .filter(|y| y.is_finite())
+        .fold(0.0f64, f64::max);
+    let brefs: Vec<mm_fit::html::Series<'_>> = bal
+        .iter()
+        .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+        .collect();
+    h.push_str(&line_chart(
+        &format!("Mean |P(win) − ½| by skill decile, {what}"),
+        "skill decile",
+        "|P(win) − ½|",
+        (0.5, 10.5),
+        (0.0, bmax * 1.1 + 1e-3),
+        &brefs,
+    ));
+    h.push_str("</div>");
 }
 
 fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
@@ -439,47 +565,13 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
     );
     let names: Vec<String> = s.policies.iter().map(|x| x.policy.clone()).collect();
     welch_matrix(h, &names, &s.tests, 3);
-    let series = by_decile(s, |d| 100.0 * d.retained_share);
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.1))
-        .collect();
-    if !ys.is_empty() {
-        let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let pad = 0.1 * (hi - lo).max(1.0);
-        let refs: Vec<mm_fit::html::Series<'_>> = series
+    decile_charts(
+        h,
+        &format!("P = {}", s.pool_size),
+        s.policies
             .iter()
-            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
-            .collect();
-        h.push_str("<div class=\"charts\">");
-        h.push_str(&line_chart(
-            &format!("Retained share by skill decile, P = {}", s.pool_size),
-            "skill decile",
-            "retained (%)",
-            (0.5, 10.5),
-            (lo - pad, hi + pad),
-            &refs,
-        ));
-        let bal = by_decile(s, |d| d.mean_abs_pwin_minus_half);
-        let bmax = bal
-            .iter()
-            .flat_map(|s| s.1.iter().map(|p| p.1))
-            .fold(0.0f64, f64::max);
-        let brefs: Vec<mm_fit::html::Series<'_>> = bal
-            .iter()
-            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
-            .collect();
-        h.push_str(&line_chart(
-            &format!("Mean |P(win) − ½| by skill decile, P = {}", s.pool_size),
-            "skill decile",
-            "|P(win) − ½|",
-            (0.5, 10.5),
-            (0.0, bmax * 1.1 + 1e-3),
-            &brefs,
-        ));
-        h.push_str("</div>");
-    }
+            .map(|x| (x.policy.as_str(), x.by_decile.as_slice())),
+    );
     h.push_str("<details><summary>By skill decile</summary><table><tr><th>policy</th>");
     for d in 1..=10 {
         let _ = write!(h, "<th>decile {d}</th>");
@@ -600,6 +692,16 @@ fn team_section(h: &mut String, t: &TeamQueueResult) {
     );
     let names: Vec<String> = t.policies.iter().map(|x| x.label.clone()).collect();
     welch_matrix(h, &names, &t.tests, 5);
+    h.push_str("<div class=\"charts\">");
+    h.push_str(&wait_chart(t));
+    h.push_str("</div>");
+    decile_charts(
+        h,
+        &format!("{n}v{n} queue", n = t.team_size),
+        t.policies
+            .iter()
+            .map(|x| (x.label.as_str(), x.by_decile.as_slice())),
+    );
     h.push_str("<details><summary>By skill decile (predicted retention, mean |P(win) − ½|)</summary><table><tr><th>policy</th>");
     for d in 1..=10 {
         let _ = write!(h, "<th>decile {d}</th>");
@@ -619,6 +721,42 @@ fn team_section(h: &mut String, t: &TeamQueueResult) {
         h.push_str("</tr>");
     }
     h.push_str("</table></details>");
+}
+
+/// The distribution of waits per team policy: the share of placed searches that waited at most
+/// x seconds (from the 5% quantiles).
+fn wait_chart(t: &TeamQueueResult) -> String {
+    let title = "Waits per policy: share of placed searches within x seconds";
+    let series: Vec<(String, Vec<(f64, f64)>)> = t
+        .policies
+        .iter()
+        .map(|p| {
+            let pts = p
+                .wait_s_quantiles
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.is_finite())
+                .map(|(k, &w)| (w, 5.0 * k as f64))
+                .collect();
+            (p.label.clone(), pts)
+        })
+        .collect();
+    let xmax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max);
+    let refs: Vec<mm_fit::html::Series<'_>> = series
+        .iter()
+        .map(|(n, pts)| (n.as_str(), pts.clone(), false))
+        .collect();
+    line_chart(
+        title,
+        "wait (s)",
+        "placed searches (%)",
+        (0.0, xmax * 1.05 + 1.0),
+        (0.0, 102.0),
+        &refs,
+    )
 }
 
 /// The text summary `mm evaluate` prints.

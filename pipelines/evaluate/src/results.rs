@@ -187,6 +187,8 @@ pub struct TeamPolicyStats {
     pub wait_s_p50: f64,
     pub wait_s_p90: f64,
     pub wait_s_max: f64,
+    /// The waits' 0%, 5%, ..., 100% quantiles (21 values; the distribution's plot).
+    pub wait_s_quantiles: Vec<f64>,
     /// Predicted churn per placed player (before the outcome is drawn), with its 95% interval.
     pub expected_churn: f64,
     pub expected_churn_ci95: (f64, f64),

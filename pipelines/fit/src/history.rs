@@ -341,7 +341,7 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
 }
 
 /// The in-match performance metric players are compared on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Kills per enemy death, `(kills + 1) / (deaths_by_enemy + 1)`: self-kills never help,

@@ -26,7 +26,18 @@ pub fn escape(s: &str) -> String {
 /// One series of a chart: name, points, and whether to mark the points.
 pub type Series<'a> = (&'a str, Vec<(f64, f64)>, bool);
 
-/// A line (and point) chart.
+/// A point with its interval: `(x, y, low, high)`, drawn with a vertical bar from `low` to
+/// `high`.
+pub type IntervalPoint = (f64, f64, f64, f64);
+
+/// One series of an interval chart: name and points.
+pub type IntervalSeries<'a> = (&'a str, Vec<IntervalPoint>);
+
+/// What [`chart`] draws: name, points `(x, y, low, high)`, and whether to mark the points.
+type Drawn<'a> = (&'a str, Vec<IntervalPoint>, bool);
+
+/// A line (and point) chart. With no point in any series it is a sentence saying so, not an
+/// empty frame.
 #[must_use]
 pub fn line_chart(
     title: &str,
@@ -36,6 +47,53 @@ pub fn line_chart(
     y: (f64, f64),
     series: &[Series<'_>],
 ) -> String {
+    let with_bars: Vec<Drawn<'_>> = series
+        .iter()
+        .map(|(n, pts, marks)| (*n, pts.iter().map(|&(a, b)| (a, b, b, b)).collect(), *marks))
+        .collect();
+    chart(title, x_desc, y_desc, x, y, &with_bars, false)
+}
+
+/// A line chart whose points carry intervals (95% confidence intervals, say), drawn as
+/// vertical error bars.
+#[must_use]
+pub fn interval_chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y: (f64, f64),
+    series: &[IntervalSeries<'_>],
+) -> String {
+    let with_marks: Vec<Drawn<'_>> = series
+        .iter()
+        .map(|(n, pts)| (*n, pts.clone(), true))
+        .collect();
+    chart(title, x_desc, y_desc, x, y, &with_marks, true)
+}
+
+/// The figure with no data: its title and why it is empty, in place of the chart.
+#[must_use]
+pub fn no_chart(title: &str, why: &str) -> String {
+    format!(
+        "<p class=\"no-chart\"><b>{}</b>: {}</p>",
+        escape(title),
+        escape(why)
+    )
+}
+
+fn chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y: (f64, f64),
+    series: &[Drawn<'_>],
+    bars: bool,
+) -> String {
+    if series.iter().all(|s| s.1.is_empty()) {
+        return no_chart(title, "no point to draw");
+    }
     let mut svg = String::new();
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -55,13 +113,22 @@ pub fn line_chart(
         for (k, (name, pts, points)) in series.iter().enumerate() {
             let c = PALETTE[k % PALETTE.len()];
             chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
+                .draw_series(LineSeries::new(
+                    pts.iter().map(|p| (p.0, p.1)),
+                    c.stroke_width(2),
+                ))?
                 .label(*name)
                 .legend(move |(a, b)| {
                     PathElement::new(vec![(a, b), (a + 16, b)], c.stroke_width(2))
                 });
             if *points {
-                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+                chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
+            }
+            if bars {
+                chart
+                    .draw_series(pts.iter().map(|p| {
+                        ErrorBar::new_vertical(p.0, p.2, p.1, p.3, c.stroke_width(1), 6)
+                    }))?;
             }
         }
         chart
@@ -75,7 +142,7 @@ pub fn line_chart(
     })();
     match drawn {
         Ok(()) => svg,
-        Err(e) => format!("<p>chart not drawn: {}</p>", escape(&e.to_string())),
+        Err(e) => no_chart(title, &format!("chart not drawn: {e}")),
     }
 }
 
@@ -135,6 +202,41 @@ mod tests {
         );
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
         assert!(svg.contains("Retention") && svg.contains("eomm"));
+    }
+
+    #[test]
+    fn an_interval_chart_draws_its_bars_and_an_empty_one_says_so() {
+        let svg = interval_chart(
+            "Retained share",
+            "pool size",
+            "%",
+            (0.0, 10.0),
+            (0.0, 1.0),
+            &[("eomm", vec![(1.0, 0.5, 0.4, 0.6), (9.0, 0.6, 0.5, 0.7)])],
+        );
+        assert!(svg.starts_with("<svg") && svg.contains("eomm"));
+        // Each bar is a vertical line with two caps: more lines than the plain chart's.
+        let plain = line_chart(
+            "Retained share",
+            "pool size",
+            "%",
+            (0.0, 10.0),
+            (0.0, 1.0),
+            &[("eomm", vec![(1.0, 0.5), (9.0, 0.6)], true)],
+        );
+        assert!(
+            svg.matches("<polyline").count() + svg.matches("<line").count()
+                > plain.matches("<polyline").count() + plain.matches("<line").count()
+        );
+        let empty = line_chart(
+            "Waits",
+            "s",
+            "%",
+            (0.0, 1.0),
+            (0.0, 1.0),
+            &[("cod", vec![], false)],
+        );
+        assert!(!empty.contains("<svg") && empty.contains("Waits") && empty.contains("no point"));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod html;
 pub mod replay;
 pub mod report;
 mod skill;
+pub mod skill_truth;
 pub mod table;
 
 pub use error::FitError;

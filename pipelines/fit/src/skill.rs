@@ -391,6 +391,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             .filter(|m| m.two_teams() && f(m.start_ms))
             .count() as u64
     };
+    let truth = crate::skill_truth::compare(&lake, &h, model, team_final.as_ref(), &team_cfg);
     let report = SkillReport {
         lake_version: lake.version(),
         metric: cfg.metric,
@@ -420,6 +421,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         team_model_final: team_final,
         party_adjustment: party_iterations.last().copied(),
         party_iterations,
+        truth,
         reliability: ours_score.map(|s| s.reliability()).unwrap_or_default(),
         percentile_knots: cfg.knots,
         seconds: 0.0,

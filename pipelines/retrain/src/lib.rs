@@ -29,6 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use mm_eval::{EvalConfig, EvalError, Holdout};
 
+mod summary;
+pub use summary::summary;
+
 const DAY_MS: i64 = 86_400_000;
 
 /// What to run.
@@ -37,20 +40,26 @@ pub struct RetrainConfig {
     pub lake: PathBuf,
     /// New input files or directories to ingest first (none: retrain on the lake as it is).
     pub inputs: Vec<PathBuf>,
+    /// A simulated world ([`World`], a TOML file) to write into the lake first when the lake
+    /// holds no matches yet; a lake with matches is left as it is.
+    pub simulate: Option<PathBuf>,
     pub models: PathBuf,
     /// Working directory: lock, state, fit outputs, evaluation, run log.
     pub work: PathBuf,
-    /// The mode to fit (`None`: all modes).
+    /// The mode to fit (`None`: every mode of the lake with at least [`MIN_MODE_ROWS`] rows,
+    /// each on its own).
     pub mode: Option<String>,
-    /// The model's name under `models` (default: the mode, as `mm export` names it).
+    /// The model's name under `models` (default: the mode, as `mm export` names it). Only
+    /// with one mode.
     pub name: Option<String>,
     /// Held-out span at the end of the lake, milliseconds (whole days).
     pub holdout_ms: i64,
     /// The candidate is promoted unless its holdout churn or win log-loss is worse than
     /// `LATEST`'s by more than this (nats per prediction).
     pub margin: f64,
-    /// The skill metric (`mm fit skill --metric`).
-    pub metric: mm_fit::Metric,
+    /// The skill metric (`mm fit skill --metric`); `None`: kills per enemy death for a mode
+    /// whose rows carry kills, the outcome for one whose rows do not.
+    pub metric: Option<mm_fit::Metric>,
     /// Evaluation rounds and pool sizes (1v1 modes).
     pub rounds: usize,
     pub pool_sizes: Vec<usize>,
@@ -61,7 +70,7 @@ pub struct RetrainConfig {
     pub run_id: Option<String>,
 }
 
-/// The stages, in order.
+/// The stages, in order: the first two once per run, the others once per mode.
 pub const STAGES: [&str; 7] = [
     "ingest",
     "cutoff",
@@ -72,30 +81,62 @@ pub const STAGES: [&str; 7] = [
     "promote",
 ];
 
+/// Modes with fewer player-match rows than this before the cutoff are not fitted (the run's
+/// notes say so): a handful of stray rows would fail the fits and stop the other modes.
+pub const MIN_MODE_ROWS: u64 = 1_000;
+
 /// The run's state, saved after every stage.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunState {
     pub run_id: String,
     pub started_at: String,
+    /// Finished stages: `ingest`, `cutoff`, then `<mode>/<stage>` for each mode.
     pub done: Vec<String>,
     pub timings_s: Vec<(String, f64)>,
     pub cutoff_ms: Option<i64>,
     /// Midnight of the lake's first day.
     pub data_start_ms: Option<i64>,
-    pub name: Option<String>,
-    pub version: Option<String>,
-    pub baseline: Option<String>,
     pub ingested_rows: Option<u64>,
     /// The lake version (matches table) every stage after the ingest reads: one snapshot for
     /// the fits and the evaluation, however many runs add to the lake meanwhile.
     #[serde(default)]
     pub lake_version: Option<i64>,
+    /// The modes fitted, each on its own, in the order they run (fixed at the cutoff stage).
+    #[serde(default)]
+    pub modes: Vec<ModeRun>,
+    pub resumed: u32,
+    pub notes: Vec<String>,
+}
+
+/// One mode's part of a run: its model name, candidate version and decision.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ModeRun {
+    pub mode: String,
+    /// The model's name under the models root (the mode, or `--name`).
+    pub name: String,
+    /// The skill metric, chosen at the cutoff stage.
+    pub metric: Option<mm_fit::Metric>,
+    pub version: Option<String>,
+    pub baseline: Option<String>,
     /// The evaluation's holdout figures ([`Holdout`]) of the candidate and of `LATEST`.
     pub candidate: Option<serde_json::Value>,
     pub baseline_holdout: Option<serde_json::Value>,
     pub decision: Option<String>,
-    pub resumed: u32,
-    pub notes: Vec<String>,
+}
+
+impl ModeRun {
+    /// `<work>/<name>`: the mode's fits and evaluation.
+    #[must_use]
+    pub fn dir(&self, work: &Path) -> PathBuf {
+        work.join(&self.name)
+    }
+
+    #[must_use]
+    pub fn promoted(&self) -> bool {
+        self.decision
+            .as_deref()
+            .is_some_and(|d| d.starts_with("promoted"))
+    }
 }
 
 impl RetrainConfig {
@@ -128,6 +169,8 @@ pub enum RetrainError {
     Fit(#[from] mm_fit::FitError),
     #[error(transparent)]
     Ingest(#[from] mm_ingest::IngestError),
+    #[error("simulating the world: {0}")]
+    Sim(#[from] mm_sim::SimError),
     #[error(transparent)]
     Artifact(#[from] mm_artifact::ArtifactError),
     #[error(transparent)]
@@ -150,6 +193,7 @@ impl RetrainError {
             RetrainError::Input(_) => true,
             RetrainError::Eval(x) => x.is_input(),
             RetrainError::Lake(x) => x.is_input(),
+            RetrainError::Sim(x) => x.is_input(),
             _ => false,
         }
     }
@@ -268,140 +312,12 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
         },
     };
     st.notes.append(&mut log.clone());
-    let skill_dir = cfg.work.join("skill");
-    let churn_dir = cfg.work.join("churn");
-    let eval_dir = cfg.work.join("evaluation");
-    for stage in STAGES {
-        if st.done.iter().any(|d| d == stage) {
-            continue;
-        }
-        let t = Instant::now();
-        let span = tracing::info_span!("stage", stage);
-        let _entered = span.enter();
-        // The candidate's version once it is known: every later line carries it.
-        let model_span = st
-            .version
-            .as_deref()
-            .map(|v| tracing::info_span!("model", model_version = v).entered());
-        tracing::info!("{stage}: started");
-        match stage {
-            "ingest" => {
-                if !cfg.inputs.is_empty() {
-                    let r = mm_ingest::ingest(
-                        &mm_ingest::IngestConfig::new(&cfg.lake, cfg.inputs.clone()),
-                        &mm_ingest::NoProgress,
-                    )?;
-                    st.ingested_rows = Some(r.lake_rows_written);
-                }
-            }
-            "cutoff" => {
-                let lake = mm_lake::Lake::open(&cfg.lake)?;
-                st.lake_version = lake.version();
-                let days = lake.days()?;
-                let last = *days.last().ok_or_else(|| {
-                    RetrainError::Input(format!(
-                        "{}: the lake holds no matches",
-                        cfg.lake.display()
-                    ))
-                })?;
-                let end = (i64::from(last) + 1) * DAY_MS;
-                let cutoff = (end - cfg.holdout_ms).div_euclid(DAY_MS) * DAY_MS;
-                if cutoff <= i64::from(days[0]) * DAY_MS {
-                    return Err(RetrainError::Input(format!(
-                        "{}: the lake spans {} day(s); a holdout of {} day(s) leaves nothing to train on",
-                        cfg.lake.display(),
-                        days.len(),
-                        cfg.holdout_ms / DAY_MS
-                    )));
-                }
-                st.cutoff_ms = Some(cutoff);
-                st.data_start_ms = Some(i64::from(days[0]) * DAY_MS);
-            }
-            "fit-skill" => {
-                let mut c = mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir.clone());
-                c.mode.clone_from(&cfg.mode);
-                c.metric = cfg.metric;
-                c.until_ms = st.cutoff_ms;
-                c.as_of = pinned(&st);
-                mm_fit::fit_skill(&c)?;
-            }
-            "fit-churn" => {
-                let mut c = mm_fit::churn::ChurnConfig::new(&cfg.lake, &churn_dir);
-                c.mode.clone_from(&cfg.mode);
-                c.until_ms = st.cutoff_ms;
-                c.skill = Some(skill_dir.clone());
-                c.as_of = pinned(&st);
-                // The churn fit's own scoring window: the last quarter of the labelled part of
-                // the training span (rows within the horizon of the cutoff have no label).
-                if let (Some(a), Some(b)) = (st.data_start_ms, st.cutoff_ms) {
-                    let labelled_end = b - c.horizon_ms;
-                    if labelled_end > a {
-                        c.score_from_ms = Some(a + (labelled_end - a) / 4 * 3);
-                    }
-                }
-                mm_fit::churn::fit_churn(&c)?;
-            }
-            "export" => export_stage(cfg, &mut st, &skill_dir, &churn_dir)?,
-            "evaluate" => {
-                let name = st.name.clone().unwrap_or_default();
-                let store = Store::new(cfg.models.join(&name));
-                let version = st.version.clone().unwrap_or_default();
-                let mut e = EvalConfig::new(&cfg.lake, store.dir(&version), &eval_dir);
-                e.mode.clone_from(&cfg.mode);
-                e.from_ms = st.cutoff_ms;
-                e.as_of = pinned(&st);
-                e.rounds = cfg.rounds;
-                e.pool_sizes.clone_from(&cfg.pool_sizes);
-                e.compare = st.baseline.as_ref().map(|b| store.dir(b));
-                let r = match mm_eval::evaluate(&e) {
-                    Err(EvalError::Input(msg)) if msg.contains("holds only") => {
-                        // Too few players for the pools: score the holdout only.
-                        st.notes.push(format!("pools skipped: {msg}"));
-                        e.pool_sizes.clear();
-                        mm_eval::evaluate(&e)?
-                    }
-                    r => r?,
-                };
-                let fig = |h: Option<&Holdout>| h.and_then(|h| serde_json::to_value(h).ok());
-                st.candidate = fig(r.holdout.first());
-                st.baseline_holdout = fig(r.holdout.get(1));
-            }
-            "promote" => {
-                let name = st.name.clone().unwrap_or_default();
-                let store = Store::new(cfg.models.join(&name));
-                let version = st.version.clone().unwrap_or_default();
-                let (ok, why) = gate(
-                    st.candidate.as_ref(),
-                    st.baseline_holdout.as_ref(),
-                    cfg.margin,
-                );
-                if ok {
-                    store.promote(&version)?;
-                    st.decision = Some(format!("promoted {version}: {why}"));
-                } else {
-                    st.decision = Some(format!(
-                        "kept {}: {why}",
-                        st.baseline.clone().unwrap_or_default()
-                    ));
-                }
-            }
-            _ => unreachable!("every stage is handled"),
-        }
-        st.done.push(stage.to_string());
-        let seconds = t.elapsed().as_secs_f64();
-        st.timings_s.push((stage.to_string(), seconds));
-        save(&cfg.work, &st)?;
-        tracing::info!(
-            seconds = (seconds * 1000.0).round() / 1000.0,
-            version = st.version.as_deref(),
-            decision = st.decision.as_deref(),
-            "{stage}: done in {seconds:.2} s"
-        );
-        drop(model_span);
-        if cfg.crash_after.as_deref() == Some(stage) {
-            // Test hook: die here as a killed process would (the lock stays behind).
-            std::mem::forget(_lock);
-            std::process::exit(101);
+    for stage in &STAGES[..2] {
+        run_stage(cfg, &mut st, stage, None)?;
+    }
+    for m in 0..st.modes.len() {
+        for stage in &STAGES[2..] {
+            run_stage(cfg, &mut st, stage, Some(m))?;
         }
     }
     // Finished: append to the run log, keep the last state beside it, clear the state.
@@ -419,10 +335,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
     }
     std::fs::rename(&state_path, cfg.work.join("last_run.json")).map_err(io(&state_path))?;
     mm_artifact::fsio::sync_dir(&cfg.work).map_err(io(&cfg.work))?;
-    let promoted = st
-        .decision
-        .as_deref()
-        .is_some_and(|d| d.starts_with("promoted"));
+    let promoted = st.modes.iter().any(ModeRun::promoted);
     Ok(RetrainReport {
         state: st,
         promoted,
@@ -430,19 +343,360 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
     })
 }
 
+/// Runs one stage unless the state says it is done (`mode`: the index of the mode in
+/// `st.modes`, for the per-mode stages), then saves the state.
+fn run_stage(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    stage: &str,
+    mode: Option<usize>,
+) -> Result<(), RetrainError> {
+    let key = match mode {
+        Some(m) => format!("{}/{stage}", st.modes[m].mode),
+        None => stage.to_string(),
+    };
+    if st.done.contains(&key) {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let mode_name = mode.map(|m| st.modes[m].mode.clone());
+    let span = tracing::info_span!("stage", stage, mode = mode_name.as_deref());
+    let _entered = span.enter();
+    // The candidate's version once it is known: every later line carries it.
+    let model_span = mode
+        .and_then(|m| st.modes[m].version.clone())
+        .map(|v| tracing::info_span!("model", model_version = v).entered());
+    tracing::info!("{key}: started");
+    match (stage, mode) {
+        ("ingest", None) => {
+            if let Some(world) = &cfg.simulate {
+                simulate_stage(cfg, st, world)?;
+            }
+            if !cfg.inputs.is_empty() {
+                let r = mm_ingest::ingest(
+                    &mm_ingest::IngestConfig::new(&cfg.lake, cfg.inputs.clone()),
+                    &mm_ingest::NoProgress,
+                )?;
+                st.ingested_rows = Some(r.lake_rows_written);
+                let t = &r.totals;
+                let reasons: Vec<String> = r
+                    .files
+                    .iter()
+                    .flat_map(|f| f.quarantine_by_reason.iter())
+                    .map(|(why, n)| format!("{n} {why}"))
+                    .collect();
+                st.notes.push(format!(
+                    "ingested {} file(s): {} read = {} accepted + {} quarantined + {} duplicates + {} skipped{}",
+                    r.files.len(),
+                    t.read,
+                    t.accepted,
+                    t.quarantined,
+                    t.duplicates,
+                    t.skipped,
+                    if reasons.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (quarantined: {}; each row is kept with its reason in the lake's quarantine table)", reasons.join(", "))
+                    }
+                ));
+            }
+        }
+        ("cutoff", None) => cutoff_stage(cfg, st)?,
+        (_, Some(m)) => mode_stage(cfg, st, stage, m)?,
+        _ => unreachable!("the first two stages run once, the others per mode"),
+    }
+    st.done.push(key.clone());
+    let seconds = t.elapsed().as_secs_f64();
+    st.timings_s.push((key.clone(), seconds));
+    save(&cfg.work, st)?;
+    let m = mode.map(|m| &st.modes[m]);
+    tracing::info!(
+        seconds = (seconds * 1000.0).round() / 1000.0,
+        version = m.and_then(|m| m.version.as_deref()),
+        decision = m.and_then(|m| m.decision.as_deref()),
+        "{key}: done in {seconds:.2} s"
+    );
+    drop(model_span);
+    if cfg.crash_after.as_deref() == Some(stage) {
+        // Test hook: die here as a killed process would (no destructor runs, so the lock file
+        // keeps the pid; the OS lock goes with the process).
+        std::process::exit(101);
+    }
+    Ok(())
+}
+
+/// A simulated world: the `mm simulate` settings, each optional (the simulator's default
+/// otherwise), in a TOML file such as `data/world.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct World {
+    pub seed: Option<u64>,
+    pub players: Option<usize>,
+    pub days: Option<u32>,
+    pub duel_share: Option<f64>,
+    /// The first simulated day, `YYYY-MM-DD`.
+    pub start: Option<String>,
+    pub tick_s: Option<i64>,
+}
+
+impl World {
+    /// Reads and checks a world file.
+    ///
+    /// # Errors
+    /// [`RetrainError::Input`] naming the file and what is wrong in it.
+    pub fn read(path: &Path) -> Result<mm_sim::SimConfig, RetrainError> {
+        let bad = |why: String| RetrainError::Input(format!("{}: {why}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let w: World = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let d = mm_sim::SimConfig::default();
+        let start = match &w.start {
+            Some(s) => chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map_err(|e| bad(format!("start = {s:?}: {e} (YYYY-MM-DD)")))?,
+            None => d.start,
+        };
+        Ok(mm_sim::SimConfig {
+            seed: w.seed.unwrap_or(d.seed),
+            players: w.players.unwrap_or(d.players),
+            days: w.days.unwrap_or(d.days),
+            duel_share: w.duel_share.unwrap_or(d.duel_share),
+            start,
+            tick_s: w.tick_s.unwrap_or(d.tick_s),
+            lake: d.lake,
+        })
+    }
+}
+
+/// Simulates the world into the lake unless the lake already holds matches.
+fn simulate_stage(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    world: &Path,
+) -> Result<(), RetrainError> {
+    let mut sim = World::read(world)?;
+    let has_matches = mm_lake::Lake::open(&cfg.lake).is_ok_and(|l| !l.match_entries().is_empty());
+    if has_matches {
+        st.notes.push(format!(
+            "{}: the lake already holds matches, so the world was not simulated again",
+            world.display()
+        ));
+        return Ok(());
+    }
+    sim.lake.clone_from(&cfg.lake);
+    let r = mm_sim::simulate(&sim)?;
+    st.notes.push(format!(
+        "simulated {} ({} players over {} days, seed {}): {} 6v6 and {} 1v1 matches, {} rows",
+        world.display(),
+        sim.players,
+        sim.days,
+        sim.seed,
+        r.matches_tdm,
+        r.matches_duel,
+        r.rows
+    ));
+    Ok(())
+}
+
+/// Pins the lake's version, cuts off the held-out days and chooses the modes to fit.
+fn cutoff_stage(cfg: &RetrainConfig, st: &mut RunState) -> Result<(), RetrainError> {
+    let lake = mm_lake::Lake::open(&cfg.lake)?;
+    st.lake_version = lake.version();
+    let days = lake.days()?;
+    let last = *days.last().ok_or_else(|| {
+        RetrainError::Input(format!("{}: the lake holds no matches", cfg.lake.display()))
+    })?;
+    let end = (i64::from(last) + 1) * DAY_MS;
+    let cutoff = (end - cfg.holdout_ms).div_euclid(DAY_MS) * DAY_MS;
+    if cutoff <= i64::from(days[0]) * DAY_MS {
+        return Err(RetrainError::Input(format!(
+            "{}: the lake spans {} day(s); a holdout of {} day(s) leaves nothing to train on",
+            cfg.lake.display(),
+            days.len(),
+            cfg.holdout_ms / DAY_MS
+        )));
+    }
+    st.cutoff_ms = Some(cutoff);
+    st.data_start_ms = Some(i64::from(days[0]) * DAY_MS);
+    let counts = mode_rows(&lake, cutoff)?;
+    let modes: Vec<String> = match &cfg.mode {
+        Some(m) => vec![m.clone()],
+        None => {
+            for (m, (n, _)) in counts.iter().filter(|(_, (n, _))| *n < MIN_MODE_ROWS) {
+                st.notes.push(format!(
+                    "mode {m}: {n} rows before the cutoff, fewer than {MIN_MODE_ROWS}: not fitted"
+                ));
+            }
+            counts
+                .iter()
+                .filter(|(_, (n, _))| *n >= MIN_MODE_ROWS)
+                .map(|(m, _)| m.clone())
+                .collect()
+        }
+    };
+    if modes.is_empty() {
+        return Err(RetrainError::Input(format!(
+            "{}: no mode has {MIN_MODE_ROWS} rows before the cutoff ({})",
+            cfg.lake.display(),
+            counts
+                .iter()
+                .map(|(m, (n, _))| format!("{m}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if modes.len() > 1 && cfg.name.is_some() {
+        return Err(RetrainError::Input(format!(
+            "--name names one model, but the lake holds {} modes ({}): give --mode too",
+            modes.len(),
+            modes.join(", ")
+        )));
+    }
+    st.modes = modes
+        .into_iter()
+        .map(|mode| {
+            let with_kills = counts.get(&mode).map_or(0, |c| c.1);
+            let metric = cfg.metric.unwrap_or(if with_kills > 0 {
+                mm_fit::Metric::KillsPerEnemyDeath
+            } else {
+                mm_fit::Metric::Outcome
+            });
+            ModeRun {
+                name: cfg.name.clone().unwrap_or_else(|| mode.clone()),
+                mode,
+                metric: Some(metric),
+                ..ModeRun::default()
+            }
+        })
+        .collect();
+    Ok(())
+}
+
+/// Player-match rows per mode before `cutoff_ms`, and how many of them carry kills, sorted
+/// by mode.
+fn mode_rows(
+    lake: &mm_lake::Lake,
+    cutoff_ms: i64,
+) -> Result<std::collections::BTreeMap<String, (u64, u64)>, RetrainError> {
+    use arrow_array::cast::AsArray;
+    use mm_lake::schema::col;
+    let mut counts = std::collections::BTreeMap::new();
+    let last_day = (cutoff_ms / DAY_MS) as i32;
+    for day in lake.days()?.into_iter().filter(|&d| d < last_day) {
+        for path in lake.partition_files(day)? {
+            let cols = [col::MODE, col::KILLS];
+            for b in mm_lake::parquet_io::read_parquet_columns(&path, Some(&cols))? {
+                let (Some(modes), Some(kills)) =
+                    (b.column_by_name(col::MODE), b.column_by_name(col::KILLS))
+                else {
+                    continue;
+                };
+                for (i, v) in modes.as_string::<i32>().iter().enumerate() {
+                    let Some(v) = v else { continue };
+                    if !counts.contains_key(v) {
+                        counts.insert(v.to_string(), (0, 0));
+                    }
+                    if let Some(c) = counts.get_mut(v) {
+                        c.0 += 1;
+                        c.1 += u64::from(kills.is_valid(i));
+                    }
+                }
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// One per-mode stage: the fits and the evaluation read the pinned lake before / after the
+/// cutoff; export and promote work on the mode's model.
+fn mode_stage(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    stage: &str,
+    m: usize,
+) -> Result<(), RetrainError> {
+    let run = st.modes[m].clone();
+    let dir = run.dir(&cfg.work);
+    let (skill_dir, churn_dir, eval_dir) =
+        (dir.join("skill"), dir.join("churn"), dir.join("evaluation"));
+    let mode = Some(run.mode.clone());
+    match stage {
+        "fit-skill" => {
+            let mut c = mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir);
+            c.mode = mode;
+            c.metric = run.metric.unwrap_or(mm_fit::Metric::KillsPerEnemyDeath);
+            c.until_ms = st.cutoff_ms;
+            c.as_of = pinned(st);
+            mm_fit::fit_skill(&c)?;
+        }
+        "fit-churn" => {
+            let mut c = mm_fit::churn::ChurnConfig::new(&cfg.lake, &churn_dir);
+            c.mode = mode;
+            c.until_ms = st.cutoff_ms;
+            c.skill = Some(skill_dir);
+            c.as_of = pinned(st);
+            // The churn fit's own scoring window: the last quarter of the labelled part of
+            // the training span (rows within the horizon of the cutoff have no label).
+            if let (Some(a), Some(b)) = (st.data_start_ms, st.cutoff_ms) {
+                let labelled_end = b - c.horizon_ms;
+                if labelled_end > a {
+                    c.score_from_ms = Some(a + (labelled_end - a) / 4 * 3);
+                }
+            }
+            mm_fit::churn::fit_churn(&c)?;
+        }
+        "export" => export_stage(cfg, st, m, &skill_dir, &churn_dir)?,
+        "evaluate" => {
+            let store = Store::new(cfg.models.join(&run.name));
+            let version = run.version.clone().unwrap_or_default();
+            let mut e = EvalConfig::new(&cfg.lake, store.dir(&version), &eval_dir);
+            e.mode = mode;
+            e.from_ms = st.cutoff_ms;
+            e.as_of = pinned(st);
+            e.rounds = cfg.rounds;
+            e.pool_sizes.clone_from(&cfg.pool_sizes);
+            e.compare = run.baseline.as_ref().map(|b| store.dir(b));
+            let r = match mm_eval::evaluate(&e) {
+                Err(EvalError::Input(msg)) if msg.contains("holds only") => {
+                    // Too few players for the pools: score the holdout only.
+                    st.notes.push(format!("{}: pools skipped: {msg}", run.mode));
+                    e.pool_sizes.clear();
+                    mm_eval::evaluate(&e)?
+                }
+                r => r?,
+            };
+            let fig = |h: Option<&Holdout>| h.and_then(|h| serde_json::to_value(h).ok());
+            st.modes[m].candidate = fig(r.holdout.first());
+            st.modes[m].baseline_holdout = fig(r.holdout.get(1));
+        }
+        "promote" => {
+            let store = Store::new(cfg.models.join(&run.name));
+            let version = run.version.clone().unwrap_or_default();
+            let (ok, why) = gate(
+                run.candidate.as_ref(),
+                run.baseline_holdout.as_ref(),
+                cfg.margin,
+            );
+            st.modes[m].decision = Some(if ok {
+                store.promote(&version)?;
+                format!("promoted {version}: {why}")
+            } else {
+                format!("kept {}: {why}", run.baseline.clone().unwrap_or_default())
+            });
+        }
+        _ => unreachable!("every per-mode stage is handled"),
+    }
+    Ok(())
+}
+
 fn export_stage(
     cfg: &RetrainConfig,
     st: &mut RunState,
+    m: usize,
     skill_dir: &Path,
     churn_dir: &Path,
 ) -> Result<(), RetrainError> {
-    let name = cfg
-        .name
-        .clone()
-        .or_else(|| cfg.mode.clone())
-        .unwrap_or_else(|| "all-modes".to_string());
+    let name = st.modes[m].name.clone();
     let store = Store::new(cfg.models.join(&name));
-    if st.version.is_none() {
+    if st.modes[m].version.is_none() {
         // Fix the version name before exporting, so a crash after the publish is found.
         let next = store
             .versions()
@@ -452,15 +706,14 @@ fn export_stage(
             .max()
             .unwrap_or(0)
             + 1;
-        st.version = Some(format!("v{next:04}"));
-        st.baseline = store.latest().ok().flatten();
-        st.name = Some(name.clone());
+        st.modes[m].version = Some(format!("v{next:04}"));
+        st.modes[m].baseline = store.latest().ok().flatten();
         save(&cfg.work, st)?;
     }
-    let version = st.version.clone().unwrap_or_default();
+    let version = st.modes[m].version.clone().unwrap_or_default();
     if store.dir(&version).is_dir() && store.open(&version).is_ok() {
         st.notes.push(format!(
-            "{version} was already published; verified, not exported again"
+            "{name} {version} was already published; verified, not exported again"
         ));
         return Ok(());
     }

@@ -10,6 +10,10 @@ use super::{MetricArg, day_ms, metric_of, parse_as_of};
 pub struct RetrainArgs {
     /// New input files or directories to ingest first (none: retrain on the lake as it is).
     pub inputs: Vec<PathBuf>,
+    /// A simulated world (a TOML file of `mm simulate` settings, e.g. data/world.toml) to
+    /// write into the lake first, when the lake holds no matches yet.
+    #[arg(long)]
+    pub simulate: Option<PathBuf>,
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     #[arg(long, env = "MM_MODELS", default_value = "out/models")]
@@ -30,8 +34,10 @@ pub struct RetrainArgs {
     /// more than this.
     #[arg(long, default_value_t = 0.002)]
     pub margin: f64,
-    #[arg(long, value_enum, default_value = "kills-per-enemy-death")]
-    pub metric: MetricArg,
+    /// The skill metric (default: kills-per-enemy-death for a mode whose rows carry kills,
+    /// outcome for one whose rows do not).
+    #[arg(long, value_enum)]
+    pub metric: Option<MetricArg>,
     /// Evaluation rounds per pool size (1v1 modes).
     #[arg(long, default_value_t = 200)]
     pub rounds: usize,
@@ -47,13 +53,14 @@ impl RetrainArgs {
         let cfg = mm_retrain::RetrainConfig {
             lake: self.lake.clone(),
             inputs: self.inputs.clone(),
+            simulate: self.simulate.clone(),
             models: self.models.clone(),
             work: self.work.clone(),
             mode: self.mode.clone(),
             name: self.name.clone(),
             holdout_ms: self.holdout_days * 86_400_000,
             margin: self.margin,
-            metric: metric_of(self.metric),
+            metric: self.metric.map(metric_of),
             rounds: self.rounds,
             pool_sizes: self.pool_sizes.clone(),
             crash_after: self.crash_after.clone(),

@@ -76,6 +76,8 @@ pub struct SkillReport {
     pub party_adjustment: Option<PartyAdjustment>,
     /// The party adjustment after each replay (the first credits parties nothing).
     pub party_iterations: Vec<PartyAdjustment>,
+    /// Against the simulator's truth, on a simulated lake.
+    pub truth: Option<crate::skill_truth::SkillTruth>,
     pub reliability: Vec<ReliabilityBin>,
     pub percentile_knots: usize,
     pub seconds: f64,
