@@ -3,7 +3,7 @@
     python notebooks/run.py [--out DIR] [NOTEBOOK ...]
 
 The notebooks read their inputs from the MM_* environment variables described in mmnb.py
-(defaults: the outputs of `mm retrain data/sample`). With --out, the executed notebooks (with
+(defaults: the outputs of the README's main command). With --out, the executed notebooks (with
 their tables and plots) are written there; the committed ones stay without outputs.
 """
 
