@@ -40,6 +40,7 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod stats;
+mod truth;
 
 use std::time::Instant;
 
@@ -124,16 +125,48 @@ pub fn evaluate_with(
         .collect();
     let pools = pool1v1::pools(&h, cfg.pool_window_ms);
     let mut sizes = Vec::new();
+    // On a simulated lake, the truth of every search: the pools then carry the oracle.
+    let truth = if one_v_one && !cfg.pool_sizes.is_empty() {
+        if art.churn.horizon_ms == truth::HORIZON_MS {
+            match truth::load(&cfg.lake, &h)? {
+                Ok(t) => Some(t),
+                Err(why) => {
+                    tracing::info!("no oracle: {why}");
+                    None
+                }
+            }
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    if truth.is_some() {
+        notes.push(
+            "Simulated lake: every pairing is also scored under the simulator's truth, beside \
+             the oracle (EOMM pairing on the true win and churn probabilities)."
+                .to_string(),
+        );
+    }
     if one_v_one {
         let total = (cfg.rounds * cfg.pool_sizes.len()) as u64;
         let mut meter =
             mm_lake::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
         let mut done = 0u64;
         for &p in &cfg.pool_sizes {
-            let r = pool1v1::run_size(cfg, &arts, &names, &policies, &pools, p, &mut |k| {
-                progress(done + k, total);
-                meter.add((done + k).saturating_sub(meter.done()));
-            })?;
+            let r = pool1v1::run_size(
+                cfg,
+                &arts,
+                &names,
+                &policies,
+                &pools,
+                p,
+                truth.as_ref(),
+                &mut |k| {
+                    progress(done + k, total);
+                    meter.add((done + k).saturating_sub(meter.done()));
+                },
+            )?;
             done += cfg.rounds as u64;
             sizes.push(r);
         }

@@ -18,14 +18,20 @@ use crate::config::EvalConfig;
 use crate::error::EvalError;
 use crate::history::EvalHistory;
 use crate::measures::{Scored, balance, decile, decile_stats, mix};
-use crate::results::{EommVsSkill, PAPER_TABLE2, PairTest, PolicyStats, SizeResult};
+use crate::results::{EommVsSkill, OracleGain, PAPER_TABLE2, PairTest, PolicyStats, SizeResult};
 use crate::stats::{Moments, paired, welch};
+use crate::truth::{TruthPool, TruthSearches};
+
+/// The oracle's name among the policies: EOMM paired on the simulator's truth.
+pub(crate) const ORACLE: &str = "oracle";
 
 /// Per-round accumulators of one policy under one artifact.
 #[derive(Debug, Clone, Default)]
 struct Acc {
     retained: Moments,
     expected: Moments,
+    /// Expected retained players under the simulator's truth (simulated lakes only).
+    expected_truth: Moments,
     matched: Moments,
     blowouts: f64,
     balance: f64,
@@ -42,6 +48,7 @@ struct Acc {
 struct RoundOut {
     retained: f64,
     expected: f64,
+    expected_truth: Option<f64>,
     matched: f64,
     blowouts: f64,
     balance: f64,
@@ -57,6 +64,9 @@ impl Acc {
     fn add(&mut self, r: &RoundOut) {
         self.retained.push(r.retained);
         self.expected.push(r.expected);
+        if let Some(x) = r.expected_truth {
+            self.expected_truth.push(x);
+        }
         self.matched.push(r.matched);
         self.blowouts += r.blowouts;
         self.balance += r.balance;
@@ -82,6 +92,10 @@ impl Acc {
             retained_ci95: self.retained.ci(0.95),
             expected_retained_mean: self.expected.mean,
             expected_retained_ci95: self.expected.ci(0.95),
+            expected_retained_truth_mean: (self.expected_truth.n > 0)
+                .then_some(self.expected_truth.mean),
+            expected_retained_truth_ci95: (self.expected_truth.n > 0)
+                .then(|| self.expected_truth.ci(0.95)),
             blowout_rate: self.blowouts / self.pairs,
             mean_abs_pwin_minus_half: self.balance / self.pairs,
             mean_skill_disparity: self.disparity / self.pairs,
@@ -92,13 +106,17 @@ impl Acc {
 }
 
 /// Runs one policy on one pool under one artifact with the round's draws: `pool` scores the
-/// pool's `members` (skills, churn) and `w` is its EOMM weight matrix.
+/// pool's `members` (skills, churn); the policy pairs on `w_pair` (the artifact's EOMM weight
+/// matrix `w`, or the truth's for the oracle); the pairs are scored under the artifact (`w`)
+/// and, on a simulated lake, under the truth (`w_truth`).
 #[allow(clippy::too_many_arguments)]
 fn run_policy(
     policy: PairPolicy,
     pool: &ArtifactPool,
     members: &[&Member],
+    w_pair: &[f64],
     w: &[f64],
+    w_truth: Option<&[f64]>,
     u_out: &[f64],
     u_churn: &[f64],
     blowout_p: f64,
@@ -106,13 +124,17 @@ fn run_policy(
 ) -> Result<RoundOut, EvalError> {
     let n = members.len();
     let t = Instant::now();
-    let pairing = pair_f64(policy, n, w, Some(&pool.skills), solver)?;
+    let pairing = pair_f64(policy, n, w_pair, Some(&pool.skills), solver)?;
     let solve_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut r = RoundOut {
         solve_ms,
+        expected_truth: w_truth.map(|_| 0.0),
         ..RoundOut::default()
     };
     for &(i, j) in &pairing.pairs {
+        if let (Some(e), Some(wt)) = (r.expected_truth.as_mut(), w_truth) {
+            *e += 2.0 - wt[i * n + j];
+        }
         let p = pool.outcome_probs(i, j);
         let u = u_out[i.min(j)];
         let oi = if u < p.win {
@@ -186,6 +208,7 @@ pub(crate) fn run_size(
     policies: &[PairPolicy],
     pools: &Pools,
     p: usize,
+    truth: Option<&TruthSearches>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<SizeResult, EvalError> {
     let t0 = Instant::now();
@@ -201,11 +224,18 @@ pub(crate) fn run_size(
     } else {
         "window"
     };
-    let k = arts.len() * policies.len();
+    // Each artifact's policies, then (on a simulated lake) the oracle: EOMM on the truth.
+    let mut names: Vec<String> = names.to_vec();
+    if truth.is_some() {
+        names.push(ORACLE.to_string());
+    }
+    let per = names.len();
+    let k = arts.len() * per;
     let chunk = 64usize;
     let mut accs = vec![Acc::default(); k];
-    // Per ordered pair (a, b): per-round differences of retained and expected retained.
-    let mut diffs = vec![(Moments::default(), Moments::default()); k * k];
+    // Per ordered pair (a, b): per-round differences of retained, expected retained, and
+    // expected retained under the truth.
+    let mut diffs = vec![[Moments::default(), Moments::default(), Moments::default()]; k * k];
     let mut r0 = 0usize;
     while r0 < cfg.rounds {
         let r1 = (r0 + chunk * rayon::current_num_threads()).min(cfg.rounds);
@@ -223,6 +253,11 @@ pub(crate) fn run_size(
                 let u_churn: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
                 let policy_seed = rng.random::<u64>();
                 let mut out = Vec::with_capacity(k);
+                let truth_pool = truth.map(|t| TruthPool {
+                    truth: t,
+                    searchers: idx.iter().map(|&i| from[i] as usize).collect(),
+                });
+                let w_truth = truth_pool.as_ref().map(|tp| eomm_matrix(p, tp, tp));
                 for sc in arts {
                     let members: Vec<&Member> =
                         idx.iter().map(|&i| &sc.members[from[i] as usize]).collect();
@@ -238,6 +273,22 @@ pub(crate) fn run_size(
                             &pool,
                             &members,
                             &w,
+                            &w,
+                            w_truth.as_deref(),
+                            &u_out,
+                            &u_churn,
+                            cfg.blowout_p,
+                            solver,
+                        )?);
+                    }
+                    if let Some(wt) = w_truth.as_deref() {
+                        out.push(run_policy(
+                            PairPolicy::Eomm,
+                            &pool,
+                            &members,
+                            wt,
+                            &w,
+                            Some(wt),
                             &u_out,
                             &u_churn,
                             cfg.blowout_p,
@@ -256,8 +307,11 @@ pub(crate) fn run_size(
             for (a, ra) in o.iter().enumerate() {
                 for (b, rb) in o.iter().enumerate() {
                     let d = &mut diffs[a * k + b];
-                    d.0.push(ra.retained - rb.retained);
-                    d.1.push(ra.expected - rb.expected);
+                    d[0].push(ra.retained - rb.retained);
+                    d[1].push(ra.expected - rb.expected);
+                    if let (Some(x), Some(y)) = (ra.expected_truth, rb.expected_truth) {
+                        d[2].push(x - y);
+                    }
                 }
             }
         }
@@ -273,27 +327,28 @@ pub(crate) fn run_size(
     };
     let mut stats = Vec::new();
     for (ai, sc) in arts.iter().enumerate() {
-        for (pi, name) in names.iter().enumerate() {
-            let _ = name;
-            stats.push(accs[ai * policies.len() + pi].stats(&label(ai, pi), &sc.label));
+        for pi in 0..per {
+            stats.push(accs[ai * per + pi].stats(&label(ai, pi), &sc.label));
         }
     }
     let mut tests = Vec::new();
     for a in 0..k {
         for b in 0..k {
-            if a == b || (arts.len() > 1 && a / policies.len() != b / policies.len()) {
+            if a == b || (arts.len() > 1 && a / per != b / per) {
                 continue;
             }
-            let (ai, pa) = (a / policies.len(), a % policies.len());
-            let (bi, pb) = (b / policies.len(), b % policies.len());
+            let (ai, pa) = (a / per, a % per);
+            let (bi, pb) = (b / per, b % per);
             let w = welch(&accs[a].retained, &accs[b].retained);
+            let d = &diffs[a * k + b];
             tests.push(PairTest {
                 a: label(ai, pa),
                 b: label(bi, pb),
                 welch: w,
                 relative: w.diff / accs[b].retained.mean,
-                paired: Some(paired(&diffs[a * k + b].0)),
-                paired_expected: Some(paired(&diffs[a * k + b].1)),
+                paired: Some(paired(&d[0])),
+                paired_expected: Some(paired(&d[1])),
+                paired_truth: (d[2].n > 0).then(|| paired(&d[2])),
             });
         }
     }
@@ -307,13 +362,49 @@ pub(crate) fn run_size(
     })
 }
 
-/// EOMM against SkillMM at each pool size, per artifact, beside the paper's Table 2.
+/// EOMM against SkillMM at each pool size, per artifact, beside the paper's Table 2 and, on a
+/// simulated lake, the oracle.
 pub(crate) fn eomm_vs_skill(sizes: &[SizeResult]) -> Vec<EommVsSkill> {
     let mut out = Vec::new();
     for s in sizes {
         for t in &s.tests {
             if t.a.ends_with("eomm") && t.b.ends_with("skill") && prefix(&t.a) == prefix(&t.b) {
+                let pre = prefix(&t.a);
+                let name = |n: &str| {
+                    if pre.is_empty() {
+                        n.to_string()
+                    } else {
+                        format!("{pre}/{n}")
+                    }
+                };
+                let truth_of = |n: &str| {
+                    s.policies
+                        .iter()
+                        .find(|p| p.policy == name(n))
+                        .and_then(|p| p.expected_retained_truth_mean)
+                };
+                let p_truth = |a: &str, b: &str| {
+                    s.tests
+                        .iter()
+                        .find(|x| x.a == name(a) && x.b == name(b))
+                        .and_then(|x| x.paired_truth)
+                        .map_or(f64::NAN, |x| x.p)
+                };
+                let truth = match (truth_of("skill"), truth_of("eomm"), truth_of(ORACLE)) {
+                    (Some(skill), Some(eomm), Some(oracle)) => Some(OracleGain {
+                        skill,
+                        eomm,
+                        oracle,
+                        oracle_gain: oracle / skill - 1.0,
+                        realised_gain: eomm / skill - 1.0,
+                        share: (eomm - skill) / (oracle - skill),
+                        realised_p: p_truth("eomm", "skill"),
+                        oracle_p: p_truth(ORACLE, "skill"),
+                    }),
+                    _ => None,
+                };
                 out.push(EommVsSkill {
+                    truth,
                     pool_size: s.pool_size,
                     artifact: prefix(&t.a).to_string(),
                     relative_improvement: t.relative,
@@ -394,6 +485,7 @@ mod tests {
                 p: 0.01,
             }),
             paired_expected: None,
+            paired_truth: None,
         };
         let sizes = vec![SizeResult {
             pool_size: 300,

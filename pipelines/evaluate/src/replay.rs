@@ -340,6 +340,7 @@ pub(crate) fn replay(
                 relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
                 paired: None,
                 paired_expected: None,
+                paired_truth: None,
             });
         }
     }

@@ -8,7 +8,7 @@ use mm_fit::html::{decimals, escape, interval_chart, line_chart, no_chart, page_
 
 use crate::error::EvalError;
 use crate::results::{
-    DecileStats, EvalReport, PAPER_TABLE2, PairTest, SizeResult, TeamQueueResult,
+    DecileStats, EvalReport, OracleGain, PAPER_TABLE2, PairTest, SizeResult, TeamQueueResult,
 };
 
 /// Writes both files, each atomically (temporary file, then rename).
@@ -245,7 +245,40 @@ fn table2(h: &mut String, r: &EvalReport) {
                 e.paper_relative_improvement.map_or("–".into(), pct)
             );
         }
-        h.push_str("</table><ul>");
+        h.push_str("</table>");
+        if r.eomm_vs_skill.iter().any(|e| e.truth.is_some()) {
+            h.push_str(
+                "<h3>How much of the available gain our EOMM realises (simulator's truth)</h3>\
+                 <p>Every pairing scored with the simulator's true win and churn probabilities \
+                 (expected retained players per round), beside the oracle: EOMM pairing on \
+                 those probabilities themselves, the most any EOMM could retain in this world. \
+                 The paired t-tests compare each with SkillMM round by round.</p><table><tr>\
+                 <th>pool size</th><th>artifact</th><th>SkillMM</th><th>our EOMM</th>\
+                 <th>oracle</th><th>oracle gain</th><th>realised gain</th><th>share</th>\
+                 <th>paired p, ours</th><th>paired p, oracle</th></tr>",
+            );
+            for e in &r.eomm_vs_skill {
+                if let Some(t) = &e.truth {
+                    let _ = write!(
+                        h,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                         <td>{}</td><td>{}%</td><td>{}</td><td>{}</td></tr>",
+                        e.pool_size,
+                        escape(&e.artifact),
+                        decimals(t.skill, 2),
+                        decimals(t.eomm, 2),
+                        decimals(t.oracle, 2),
+                        pct(t.oracle_gain),
+                        pct(t.realised_gain),
+                        decimals(100.0 * t.share, 0),
+                        pval(t.realised_p),
+                        pval(t.oracle_p)
+                    );
+                }
+            }
+            h.push_str("</table>");
+        }
+        h.push_str("<ul>");
         for line in table2_verdict(r) {
             let _ = write!(h, "<li>{}</li>", escape(&line));
         }
@@ -759,6 +792,20 @@ fn wait_chart(t: &TeamQueueResult) -> String {
     )
 }
 
+/// The oracle figures of one pool size in words.
+#[must_use]
+pub fn oracle_sentence(t: &OracleGain) -> String {
+    format!(
+        "under the simulator's truth: the oracle gains {:+.3}% over SkillMM (paired p = {}), our \
+         EOMM {:+.3}% (paired p = {}): {:.0}% of the available gain",
+        100.0 * t.oracle_gain,
+        pval(t.oracle_p),
+        100.0 * t.realised_gain,
+        pval(t.realised_p),
+        100.0 * t.share
+    )
+}
+
 /// The text summary `mm evaluate` prints.
 #[must_use]
 pub fn summary(r: &EvalReport) -> String {
@@ -825,6 +872,11 @@ pub fn summary(r: &EvalReport) -> String {
             e.paper_relative_improvement
                 .map_or("–".into(), |x| format!("{:+.2}%", 100.0 * x))
         );
+    }
+    for e in &r.eomm_vs_skill {
+        if let Some(t) = &e.truth {
+            let _ = writeln!(s, "P={} {}", e.pool_size, oracle_sentence(t));
+        }
     }
     for line in table2_verdict(r) {
         let _ = writeln!(s, "{line}");

@@ -17,6 +17,11 @@ pub struct PolicyStats {
     pub retained_ci95: (f64, f64),
     pub expected_retained_mean: f64,
     pub expected_retained_ci95: (f64, f64),
+    /// Simulated lakes: expected retained players per round under the simulator's truth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_retained_truth_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_retained_truth_ci95: Option<(f64, f64)>,
     pub blowout_rate: f64,
     pub mean_abs_pwin_minus_half: f64,
     pub mean_skill_disparity: f64,
@@ -53,6 +58,10 @@ pub struct PairTest {
     /// (the churn model's probabilities summed, the draws' noise averaged out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paired_expected: Option<Paired>,
+    /// Simulated lakes: the paired t-test of the per-round differences of expected retained
+    /// players under the simulator's truth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_truth: Option<Paired>,
 }
 
 /// Everything at one pool size.
@@ -155,6 +164,28 @@ pub struct EommVsSkill {
     pub paired_expected_p_value: f64,
     /// The EOMM paper's Table 2 at this size (`None` where it has no column).
     pub paper_relative_improvement: Option<f64>,
+    /// Simulated lakes: the gain the world holds and the share our model realises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth: Option<OracleGain>,
+}
+
+/// Under the simulator's truth, at one pool size: expected retained players per round of
+/// SkillMM, of our EOMM (pairing on the fitted models) and of the oracle (EOMM pairing on the
+/// truth itself), the gains over SkillMM, and the share of the oracle's gain ours realises.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct OracleGain {
+    pub skill: f64,
+    pub eomm: f64,
+    pub oracle: f64,
+    /// `(oracle - skill) / skill`: the most any EOMM could gain over SkillMM in this world.
+    pub oracle_gain: f64,
+    /// `(eomm - skill) / skill`: what our EOMM gains, judged by the truth.
+    pub realised_gain: f64,
+    /// `realised_gain / oracle_gain`.
+    pub share: f64,
+    /// Paired t-tests (per round, under the truth) of EOMM − SkillMM and oracle − SkillMM.
+    pub realised_p: f64,
+    pub oracle_p: f64,
 }
 
 /// EOMM Table 2 (retained players per round): WorstMM, SkillMM, RandomMM, EOMM per size.

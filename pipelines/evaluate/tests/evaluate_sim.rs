@@ -85,9 +85,22 @@ fn policies_on_the_same_pools() {
             assert_eq!(players, 40 * s.pool_size as u64);
             assert!(p.retained_ci95.0 <= p.retained_mean && p.retained_mean <= p.retained_ci95.1);
         }
-        // Welch tests between every ordered pair of policies, and paired tests of the same
-        // rounds: the mean of the differences is the difference of the means.
-        assert_eq!(s.tests.len(), 5 * 4);
+        // The simulated lake has its truth: every policy is also scored under it, and the
+        // oracle (EOMM on the true probabilities) is the exact optimum there, on every pool.
+        let oracle = get("oracle").expected_retained_truth_mean.unwrap();
+        for p in &s.policies {
+            let t = p.expected_retained_truth_mean.unwrap();
+            assert!(oracle >= t - 1e-9, "{p:?}");
+            let (lo, hi) = p.expected_retained_truth_ci95.unwrap();
+            assert!(lo <= t && t <= hi);
+        }
+        for t in s.tests.iter().filter(|t| t.a == "oracle") {
+            assert!(t.paired_truth.unwrap().diff >= -1e-9, "{t:?}");
+        }
+        // Welch tests between every ordered pair of policies (the five and the oracle), and
+        // paired tests of the same rounds: the mean of the differences is the difference of
+        // the means.
+        assert_eq!(s.tests.len(), 6 * 5);
         for t in &s.tests {
             let (p, e) = (t.paired.unwrap(), t.paired_expected.unwrap());
             assert!((p.diff - t.welch.diff).abs() < 1e-9, "{t:?}");
@@ -100,6 +113,23 @@ fn policies_on_the_same_pools() {
         }
     }
     assert_eq!(r.eomm_vs_skill.len(), 2);
+    for (e, s) in r.eomm_vs_skill.iter().zip(&r.sizes) {
+        let t = e.truth.unwrap();
+        let truth = |n: &str| {
+            s.policies
+                .iter()
+                .find(|p| p.policy == n)
+                .unwrap()
+                .expected_retained_truth_mean
+                .unwrap()
+        };
+        assert_eq!(
+            (t.skill, t.eomm, t.oracle),
+            (truth("skill"), truth("eomm"), truth("oracle"))
+        );
+        assert!((t.share - (t.eomm - t.skill) / (t.oracle - t.skill)).abs() < 1e-12);
+        assert!(t.oracle_gain >= t.realised_gain, "{t:?}");
+    }
     // The report states the Table 2 findings in words, from the same figures: one line per
     // size with each test's level, then the policies retaining the most and the fewest.
     let verdict = mm_eval::report::table2_verdict(&r);

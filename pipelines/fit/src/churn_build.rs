@@ -167,7 +167,7 @@ fn write_file(p: &Path, df: &mut DataFrame) -> Result<(), FitError> {
 }
 
 /// The simulator's per-player-match truth files of one day, when the lake is local and has them.
-fn truth_files(lake: &Lake, day: i32) -> Vec<PathBuf> {
+pub fn truth_files(lake: &Lake, day: i32) -> Vec<PathBuf> {
     let Some(root) = lake.root().local() else {
         return Vec::new();
     };

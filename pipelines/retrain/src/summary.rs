@@ -160,6 +160,27 @@ fn eval_lines(e: &Value) -> Vec<String> {
             vs.join("; ")
         ));
     }
+    // On a simulated lake: the gain the world holds, and the share our EOMM realises.
+    let oracle: Vec<String> = first(&e["eomm_vs_skill"])
+        .iter()
+        .filter(|r| r["truth"].is_object())
+        .map(|r| {
+            let t = &r["truth"];
+            format!(
+                "P={} oracle {:+.3}%, ours {:+.3}% ({:.0}%)",
+                r["pool_size"],
+                100.0 * f(&t["oracle_gain"]),
+                100.0 * f(&t["realised_gain"]),
+                100.0 * f(&t["share"])
+            )
+        })
+        .collect();
+    if !oracle.is_empty() {
+        lines.push(format!(
+            "  vs truth  expected retained over SkillMM under the truth: {}",
+            oracle.join("; ")
+        ));
+    }
     let tq = &e["team_queue"];
     let policies: Vec<String> = first(&tq["policies"])
         .iter()

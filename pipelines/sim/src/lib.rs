@@ -21,7 +21,8 @@
 //!
 //! Output (all Parquet, one file per day, staged and committed atomically with the lake):
 //! `matches/day=*/` (the lake), `truth/player_matches/day=*/` (true skill, party bonus,
-//! effective skill, P(win), P(stop), churn probabilities at 8 h, 1 d, 7 d, 14 d, and whether the
+//! effective skill, P(win), P(stop), churn probabilities at 8 h, 1 d, 7 d, 14 d, the 8-h churn
+//! probability under each outcome (`churn_8h_if_win`, `_draw`, `_loss`), and whether the
 //! player stopped), `truth/skill_daily/day=*/` (every player's true skill each day),
 //! `truth/players.parquet` and `truth/params.json`. The same seed gives byte-identical Parquet.
 //!
@@ -520,6 +521,18 @@ impl Sim {
             };
             let rating = self.rating(m);
             let p = &mut self.players[m as usize];
+            // The same player's 8-h churn under each outcome, all else as it was (a loss
+            // is a blowout if this match was one).
+            let churn_8h_if = [0u8, 1, 2].map(|o| {
+                let mut q = p.clone();
+                q.record(o);
+                let view = MatchView {
+                    outcome: o,
+                    blowout_loss: o == 2 && res.blowout(),
+                    perf_pct,
+                };
+                behaviour::p_stop(&q, &view) * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
+            });
             p.record(outcome);
             let view = MatchView {
                 outcome,
@@ -596,6 +609,7 @@ impl Sim {
                 p_stop,
                 p_long: gap.p_long,
                 churn,
+                churn_8h_if,
                 stopped,
             };
             day.push(&row, &truth, &self.source);

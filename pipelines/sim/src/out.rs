@@ -31,6 +31,9 @@ pub struct TruthRow<'a> {
     pub p_long: f64,
     /// P(no match in the next 8 h, 1 day, 7 days, 14 days).
     pub churn: [f64; 4],
+    /// The 8-h churn probability had the match ended in a win, a draw, a loss (all else as it
+    /// was): the truth an oracle pairs on. `churn[0]` is the realised outcome's.
+    pub churn_8h_if: [f64; 3],
     pub stopped: bool,
 }
 
@@ -49,7 +52,7 @@ struct TruthCols {
     stopped: BooleanBuilder,
 }
 
-const TRUTH_F64: [&str; 11] = [
+const TRUTH_F64: [&str; 14] = [
     "true_skill",
     "true_raw_skill",
     "party_bonus",
@@ -61,6 +64,9 @@ const TRUTH_F64: [&str; 11] = [
     "churn_1d",
     "churn_7d",
     "churn_14d",
+    "churn_8h_if_win",
+    "churn_8h_if_draw",
+    "churn_8h_if_loss",
 ];
 
 /// Raw skill (the CoD scale, in [-1, 1]) per unit of latent skill: the 80th and 50th
@@ -110,6 +116,9 @@ impl Day {
             truth.churn[1],
             truth.churn[2],
             truth.churn[3],
+            truth.churn_8h_if[0],
+            truth.churn_8h_if[1],
+            truth.churn_8h_if[2],
         ];
         for (b, v) in t.f.iter_mut().zip(vals) {
             b.append_value(v);

@@ -29,6 +29,8 @@ struct Row {
     party_bonus: f64,
     kill_share: f64,
     churn_8h: f64,
+    /// The 8-h churn had the match ended in a win, a draw, a loss.
+    churn_8h_if: [f64; 3],
 }
 
 struct World {
@@ -92,7 +94,18 @@ fn world() -> &'static World {
                     "party_id",
                 ],
             );
-            let t = concat(tf, &["true_skill", "party_bonus", "kill_share", "churn_8h"]);
+            let t = concat(
+                tf,
+                &[
+                    "true_skill",
+                    "party_bonus",
+                    "kill_share",
+                    "churn_8h",
+                    "churn_8h_if_win",
+                    "churn_8h_if_draw",
+                    "churn_8h_if_loss",
+                ],
+            );
             assert_eq!(
                 m.num_rows(),
                 t.num_rows(),
@@ -126,6 +139,11 @@ fn world() -> &'static World {
                 f("kill_share"),
                 f("churn_8h"),
             );
+            let churn_if = [
+                f("churn_8h_if_win"),
+                f("churn_8h_if_draw"),
+                f("churn_8h_if_loss"),
+            ];
             for i in 0..m.num_rows() {
                 let n = match_ids.len() as u32;
                 let match_no = *match_ids.entry(mid.value(i).to_string()).or_insert(n);
@@ -149,6 +167,7 @@ fn world() -> &'static World {
                         f64::NAN
                     },
                     churn_8h: churn.value(i),
+                    churn_8h_if: [0, 1, 2].map(|o| churn_if[o].value(i)),
                 });
             }
         }
@@ -200,6 +219,26 @@ fn churn(w: &World, h: f64, keep: impl Fn(usize) -> bool) -> (f64, usize) {
         }
     }
     (k as f64 / n.max(1) as f64, n)
+}
+
+/// The conditional truth an oracle pairs on agrees with the realised one: for every row, the
+/// churn under the outcome that happened is the exported churn; and in both modes a loss makes
+/// stopping likelier than a win for the same player at the same moment (the stop model's
+/// coefficients, +0.30 and -0.15 on the logit scale).
+#[test]
+fn conditional_churn_truth_agrees_with_the_realised_outcome() {
+    let w = world();
+    let mut loss_above_win = 0usize;
+    for r in &w.rows {
+        let c = r.churn_8h_if[r.outcome as usize];
+        assert!((c - r.churn_8h).abs() < 1e-12, "{r:?}");
+        assert!(
+            r.churn_8h_if.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{r:?}"
+        );
+        loss_above_win += usize::from(r.churn_8h_if[2] > r.churn_8h_if[0]);
+    }
+    assert_eq!(loss_above_win, w.rows.len());
 }
 
 #[test]
