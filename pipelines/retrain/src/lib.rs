@@ -312,6 +312,11 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
         },
     };
     st.notes.append(&mut log.clone());
+    if st.modes.is_empty() {
+        // A state written before runs were per mode (or before the cutoff): the cutoff stage
+        // chooses the modes, so it runs (again), and every per-mode stage after it.
+        st.done.retain(|d| d == "ingest");
+    }
     for stage in &STAGES[..2] {
         run_stage(cfg, &mut st, stage, None)?;
     }
