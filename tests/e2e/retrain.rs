@@ -232,11 +232,18 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
 
     // Run again, stopping after the ingest stage (the fits would repeat the above): the world
     // is not simulated a second time, and nothing new is ingested.
-    let again: Vec<&str> = args.iter().copied().chain(["--crash-after", "ingest"]).collect();
+    let again: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--crash-after", "ingest"])
+        .collect();
     let (code, out, err) = mm(&again);
     assert_eq!(code, 101, "{out}{err}");
     let state = json("state.json");
     let notes = state["notes"].to_string();
-    assert!(notes.contains("the world was not simulated again"), "{notes}");
+    assert!(
+        notes.contains("the world was not simulated again"),
+        "{notes}"
+    );
     assert!(notes.contains("16 read = 0 accepted"), "{notes}");
 }
