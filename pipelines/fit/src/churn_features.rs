@@ -96,14 +96,33 @@ fn per_match(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     per_match_keeping(q, false)
 }
 
-/// A lazy scan of Parquet files as they are (no hive partitions from their paths).
+/// A lazy scan of Parquet files as they are (no hive partitions from their paths). The lake's
+/// schema only grows (a column such as `role` is added, never removed), so files written
+/// before a column existed lack it: the scan takes its schema from the file with the most
+/// columns and reads the missing ones as null (polars refuses columns beyond the first file's).
 pub(crate) fn scan(files: &[PathBuf]) -> PolarsResult<LazyFrame> {
-    let paths: Vec<PlRefPath> = files
+    let mut paths: Vec<PlRefPath> = files
         .iter()
         .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
         .collect();
+    if files.len() > 1 {
+        let columns = |p: &PathBuf| -> usize {
+            std::fs::File::open(p)
+                .ok()
+                .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
+                .map_or(0, |r| {
+                    use parquet::file::reader::FileReader;
+                    r.metadata().file_metadata().schema_descr().num_columns()
+                })
+        };
+        let widest = (0..files.len()).max_by_key(|&k| (columns(&files[k]), usize::MAX - k));
+        if let Some(k) = widest {
+            paths.swap(0, k);
+        }
+    }
     let args = ScanArgsParquet {
         hive_options: HiveOptions::new_disabled(),
+        allow_missing_columns: true,
         ..ScanArgsParquet::default()
     };
     LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)
@@ -466,4 +485,47 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         }
     }
     Ok(per_match.select(out).with_columns(cross))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+
+    use super::*;
+
+    /// A day written before the lake gained `role` and after it: one scan reads both files, in
+    /// either order, with the older file's rows null in the new column.
+    #[test]
+    fn scan_reads_files_from_before_and_after_a_column_was_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.parquet");
+        let new = dir.path().join("new.parquet");
+        let id = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v])) };
+        let n = |v: i64| -> ArrayRef { Arc::new(Int64Array::from(vec![v])) };
+        let b_old =
+            RecordBatch::try_from_iter([("match_id", id("m1")), ("start_ms", n(1))]).unwrap();
+        let b_new = RecordBatch::try_from_iter([
+            ("match_id", id("m2")),
+            ("role", id("sup")),
+            ("start_ms", n(2)),
+        ])
+        .unwrap();
+        mm_lake::parquet_io::write_parquet_file(&old, &[b_old]).unwrap();
+        mm_lake::parquet_io::write_parquet_file(&new, &[b_new]).unwrap();
+        for files in [[old.clone(), new.clone()], [new.clone(), old.clone()]] {
+            let df = scan(&files)
+                .unwrap()
+                .select([col("match_id"), col("role"), col("start_ms")])
+                .sort(["start_ms"], SortMultipleOptions::default())
+                .collect()
+                .unwrap();
+            assert_eq!(df.height(), 2);
+            let role = df.column("role").unwrap().str().unwrap();
+            assert_eq!((role.get(0), role.get(1)), (None, Some("sup")));
+        }
+    }
 }

@@ -540,6 +540,7 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
     for (c, name) in [
         (C::PartyId, col::PARTY_ID),
         (C::TeamName, col::TEAM_NAME),
+        (C::Role, col::ROLE),
         (C::InputDevice, col::INPUT_DEVICE),
         (C::Platform, col::PLATFORM),
         (C::Region, col::REGION),

@@ -14,7 +14,7 @@ use super::*;
 const HEADERS: [&str; 3] = [
     "match_id,player_id,team,party_id,start_ts,end_ts,kills,deaths,deaths_by_enemy,score,won",
     "match_id,mode,start_time,team,player_id,outcome,end_time,seconds_played,party_id,team_name,\
-     kills,deaths,deaths_by_enemy,self_kills,assists,score,team_score,perf,quit_early,\
+     role,kills,deaths,deaths_by_enemy,self_kills,assists,score,team_score,perf,quit_early,\
      input_device,platform,region,lat,lon,ping_ms,rating,source_line",
     "game_id,start,side,player,team_score,kills,deaths,self_kills",
 ];
@@ -46,7 +46,7 @@ fn clean(name: &str, k: usize) -> String {
         "lat" => ["45.5", "-90", ""][k % 3].into(),
         "lon" => ["-3.25", "180", ""][k % 3].into(),
         "quit_early" => ["false", "1", "", "yes"][k % 4].into(),
-        "team_name" | "input_device" | "platform" | "region" => {
+        "team_name" | "role" | "input_device" | "platform" | "region" => {
             ["red", "", "eu west", "\"quoted\""][k % 4].into()
         }
         _ => (k % 1000).to_string(),

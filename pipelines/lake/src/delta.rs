@@ -292,6 +292,46 @@ pub(crate) fn create_table(
     }
 }
 
+/// Adds to the table at `loc` the nullable columns of `schema` that it does not have yet (a
+/// table created by an older `mm`), as one `ADD COLUMNS` commit. Files written before keep
+/// reading as null in those columns. A concurrent writer that added them first is fine.
+pub(crate) fn add_missing_columns(loc: &Location, schema: &ArrowSchema) -> Result<()> {
+    let Some(table) = open_table(loc, AsOf::Latest)? else {
+        return Ok(());
+    };
+    let have = table.snapshot().map_err(delta_err(loc))?.schema();
+    let mut missing = Vec::new();
+    for f in schema.fields() {
+        if have.field(f.name()).is_none() && f.is_nullable() {
+            let t = delta_type(f.data_type()).ok_or_else(|| LakeError::Location {
+                location: loc.to_string(),
+                reason: format!("column {} has no Delta type ({})", f.name(), f.data_type()),
+            })?;
+            missing.push(StructField::new(f.name().clone(), t, true));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    check_protocol(loc, &table, true)?;
+    let names: Vec<String> = missing.iter().map(|f| f.name().clone()).collect();
+    match block_on(table.add_columns().with_fields(missing).into_future()) {
+        Ok(_) => {
+            tracing::info!(table = %loc, columns = ?names, "added the lake's new columns to the table");
+            Ok(())
+        }
+        // Another writer added them between our look and our commit.
+        Err(_)
+            if open_table(loc, AsOf::Latest)?
+                .and_then(|t| t.snapshot().ok().map(|s| s.schema()))
+                .is_some_and(|s| names.iter().all(|n| s.field(n).is_some())) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(LakeError::from_delta(loc, e)),
+    }
+}
+
 /// What a concurrent winner committed, as read from its log entry.
 #[derive(Debug, Default, Clone)]
 pub struct WinnerCommit {

@@ -20,10 +20,11 @@ pub const ZSTD_LEVEL: i32 = 1;
 
 /// Low-cardinality text columns, dictionary-encoded. Every other column is written plain:
 /// dictionary building costs more time than it saves bytes once zstd has done its work.
-const DICTIONARY: [&str; 9] = [
+const DICTIONARY: [&str; 10] = [
     "mode",
     "outcome",
     "team_name",
+    "role",
     "input_device",
     "platform",
     "region",

@@ -34,6 +34,9 @@ pub struct PlayerRow<'a> {
     pub seconds_played: Option<f64>,
     pub party_id: Option<Cow<'a, str>>,
     pub team_name: Option<Cow<'a, str>>,
+    /// The player's role or position in the match (`top`, `sup`, `sniper`, ...), when the game
+    /// has them: role-aware raw skill compares players within a role.
+    pub role: Option<Cow<'a, str>>,
     pub kills: Option<i32>,
     pub deaths: Option<i32>,
     pub deaths_by_enemy: Option<i32>,
@@ -100,6 +103,7 @@ impl PlayerRow<'_> {
             player_id: own(self.player_id),
             party_id: self.party_id.map(own),
             team_name: self.team_name.map(own),
+            role: self.role.map(own),
             input_device: self.input_device.map(own),
             platform: self.platform.map(own),
             region: self.region.map(own),
@@ -362,6 +366,7 @@ pub struct RowsBuilder {
     seconds_played: OptPrim<Float64Type>,
     party_id: OptStr,
     team_name: OptStr,
+    role: OptStr,
     kills: OptPrim<Int32Type>,
     deaths: OptPrim<Int32Type>,
     deaths_by_enemy: OptPrim<Int32Type>,
@@ -411,6 +416,7 @@ impl RowsBuilder {
             seconds_played: OptPrim::new(cap),
             party_id: OptStr::new(cap),
             team_name: OptStr::new(cap),
+            role: OptStr::new(cap),
             kills: OptPrim::new(cap),
             deaths: OptPrim::new(cap),
             deaths_by_enemy: OptPrim::new(cap),
@@ -466,6 +472,7 @@ impl RowsBuilder {
         self.seconds_played.push(row.seconds_played, i);
         self.party_id.push(row.party_id.as_deref(), i);
         self.team_name.push(row.team_name.as_deref(), i);
+        self.role.push(row.role.as_deref(), i);
         self.kills.push(row.kills, i);
         self.deaths.push(row.deaths, i);
         self.deaths_by_enemy.push(row.deaths_by_enemy, i);
@@ -551,6 +558,7 @@ impl RowsBuilder {
             self.seconds_played.finish(n, &f64t),
             self.party_id.finish(n),
             self.team_name.finish(n),
+            self.role.finish(n),
             self.kills.finish(n, &i32t),
             self.deaths.finish(n, &i32t),
             self.deaths_by_enemy.finish(n, &i32t),
@@ -581,16 +589,45 @@ impl RowsBuilder {
     }
 }
 
-/// Concatenates lake batches and orders the rows in lake order, (start_time, match_id, team),
-/// keeping the input order within a team (a stable sort), as each lake file is written.
+/// A batch of a lake file in the current lake schema: a file written before a column was added
+/// (such as `role`) gets that column as nulls. A missing required column is an error.
+pub fn conform_to_lake(b: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = matches_schema();
+    if b.schema() == schema {
+        return Ok(b.clone());
+    }
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| match b.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => arrow_cast::cast(c, f.data_type()),
+            None if f.is_nullable() => Ok(new_null_array(f.data_type(), b.num_rows())),
+            None => Err(arrow_schema::ArrowError::SchemaError(format!(
+                "lake batch lacks column {}",
+                f.name()
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema, cols)
+}
+
+/// Concatenates lake batches (each conformed to the lake schema) and orders the rows in lake
+/// order, (start_time, match_id, team), keeping the input order within a team (a stable sort),
+/// as each lake file is written.
 pub fn sort_lake_order(batches: &[RecordBatch]) -> Result<RecordBatch, arrow_schema::ArrowError> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int32Type, TimestampMillisecondType};
-    let schema = batches
-        .first()
-        .map(RecordBatch::schema)
-        .ok_or_else(|| arrow_schema::ArrowError::InvalidArgumentError("no batches".into()))?;
-    let all = arrow_select::concat::concat_batches(&schema, batches)?;
+    if batches.is_empty() {
+        return Err(arrow_schema::ArrowError::InvalidArgumentError(
+            "no batches".into(),
+        ));
+    }
+    let batches = batches
+        .iter()
+        .map(conform_to_lake)
+        .collect::<Result<Vec<_>, _>>()?;
+    let all = arrow_select::concat::concat_batches(&matches_schema(), &batches)?;
     let col = |name: &str| {
         all.column_by_name(name).ok_or_else(|| {
             arrow_schema::ArrowError::SchemaError(format!("lake batch lacks column {name}"))

@@ -19,6 +19,7 @@ pub mod col {
     pub const SECONDS_PLAYED: &str = "seconds_played";
     pub const PARTY_ID: &str = "party_id";
     pub const TEAM_NAME: &str = "team_name";
+    pub const ROLE: &str = "role";
     pub const KILLS: &str = "kills";
     pub const DEATHS: &str = "deaths";
     pub const DEATHS_BY_ENEMY: &str = "deaths_by_enemy";
@@ -59,6 +60,7 @@ static MATCHES: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(SECONDS_PLAYED, DataType::Float64, true),
         Field::new(PARTY_ID, DataType::Utf8, true),
         Field::new(TEAM_NAME, DataType::Utf8, true),
+        Field::new(ROLE, DataType::Utf8, true),
         Field::new(KILLS, DataType::Int32, true),
         Field::new(DEATHS, DataType::Int32, true),
         Field::new(DEATHS_BY_ENEMY, DataType::Int32, true),

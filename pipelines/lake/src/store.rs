@@ -172,6 +172,8 @@ impl Lake {
                 &crate::schema::matches_schema(),
                 &[(DAY, deltalake_core::kernel::DataType::DATE)],
             )?;
+        } else {
+            delta::add_missing_columns(&m, &crate::schema::matches_schema())?;
         }
         let q = root.join(QUARANTINE_DIR);
         if delta::open_table(&q, AsOf::Latest)?.is_none() {
@@ -424,3 +426,7 @@ fn legacy_error(root: &Location) -> LakeError {
             .into(),
     }
 }
+
+#[cfg(test)]
+#[path = "evolve_tests.rs"]
+mod evolve_tests;

@@ -47,6 +47,7 @@ impl Lol {
             Some(l.gameid),
             Some(l.date),
             Some(l.side),
+            Some(l.position),
             Some(l.playerid),
             Some(l.result),
             l.teamname,
@@ -96,6 +97,8 @@ impl CsvAdapter for Lol {
             // A pro roster is a fixed five-player premade: the team id stands in for a party id.
             party_id: fields::opt_text("teamid", opt_get(rec, self.teamid))?,
             team_name: fields::opt_text("teamname", opt_get(rec, self.teamname))?,
+            // top, jng, mid, bot or sup: the role-aware raw skill compares players within it.
+            role: fields::opt_text("position", Some(position))?,
             kills: fields::opt_i32("kills", opt_get(rec, self.kills))?,
             deaths: fields::opt_i32("deaths", opt_get(rec, self.deaths))?,
             assists: fields::opt_i32("assists", opt_get(rec, self.assists))?,
