@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use arrow_array::cast::AsArray;
+
 use crate::util::{self, ingest_ok, mm};
 
 fn fit(lake: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
@@ -70,7 +72,8 @@ fn atp_raw_skill_beats_the_baselines() {
 }
 
 /// LoL pro games, kills per death: raw skill at least as good as the best baseline in
-/// log-loss on the later window.
+/// log-loss on the later window. The lake keeps each player's position as `role`, and the
+/// tuning chooses how roles are compared among the three ways, on the tuning window only.
 #[test]
 fn lol_raw_skill_at_least_as_good_as_the_best_baseline() {
     let Some(real) = util::real_dir() else {
@@ -79,6 +82,20 @@ fn lol_raw_skill_at_least_as_good_as_the_best_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     ingest_ok(&lake, &[&real.join("lol-pro-oracleselixir-jan")]);
+    let mut roles = std::collections::BTreeMap::<String, usize>::new();
+    for b in util::read_tree(&lake.join("matches")) {
+        let col = b.column_by_name("role").unwrap().as_string::<i32>().clone();
+        for r in col.iter() {
+            *roles.entry(r.unwrap_or("(none)").to_string()).or_default() += 1;
+        }
+    }
+    // Ten players a game, two of each position (a few rows of partial games are quarantined).
+    assert_eq!(
+        roles.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["bot", "jng", "mid", "sup", "top"],
+        "{roles:?}"
+    );
+    assert!(roles.values().all(|&n| n > 1_150), "{roles:?}");
     let r = fit(&lake, &dir.path().join("skill"), &[]);
     let ours = log_loss(&r, "raw-skill");
     let best = ["elo", "glicko2", "trueskill", "weng-lin"]
@@ -86,4 +103,36 @@ fn lol_raw_skill_at_least_as_good_as_the_best_baseline() {
         .map(|b| log_loss(&r, b))
         .fold(f64::INFINITY, f64::min);
     assert!(ours <= best, "{ours} vs {best}: {r}");
+    // Every role comparison was tried on the same grid, and the chosen one has the lowest
+    // tuning log-loss.
+    let tuning = r["tuning"].as_array().unwrap();
+    let best_of = |roles: &str| {
+        tuning
+            .iter()
+            .filter(|t| t["roles"] == roles)
+            .map(|t| t["log_loss"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let tried: Vec<f64> = ["all", "within-role", "normalised"]
+        .iter()
+        .map(|k| best_of(k))
+        .collect();
+    assert!(tried.iter().all(|x| x.is_finite()), "{tried:?}");
+    let chosen = r["params"]["roles"].as_str().unwrap();
+    let min = tried.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(best_of(chosen), min, "{chosen}: {tried:?}");
+    // A fixed comparison is used as given (no role tuning).
+    let fixed = fit(
+        &lake,
+        &dir.path().join("skill-within"),
+        &["--roles", "within-role", "--baselines", "none"],
+    );
+    assert_eq!(fixed["params"]["roles"], "within-role");
+    assert!(
+        fixed["tuning"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["roles"] == "within-role")
+    );
 }

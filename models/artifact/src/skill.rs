@@ -22,6 +22,47 @@ pub struct RawSkillParams {
     /// (for tennis, a 60% share of points won says more than 51%). In the metric's units.
     #[serde(default)]
     pub margin: f64,
+    /// Which players are compared with which, for games whose rows carry a role (LoL positions,
+    /// the lake's `role` column). Default [`RoleComparison::All`], the paper's rule.
+    #[serde(default)]
+    pub roles: RoleComparison,
+}
+
+/// How raw skill treats roles. In games with roles the metric depends on the role (supports
+/// kill and die less than carries whatever their skill), so comparing every player with every
+/// other on one metric partly ranks roles, not skill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoleComparison {
+    /// Every player with every other on the metric as it is (the CoD paper's rule).
+    #[default]
+    All,
+    /// Only players of the same role are compared; rows without a role form one group.
+    WithinRole,
+    /// Every player with every other, on the metric standardised within the player's role:
+    /// `(m - mean) / sd` with the role's mean and standard deviation over all earlier matches
+    /// (the pooled figures while the role has fewer than [`ROLE_MIN_ROWS`] rows).
+    Normalised,
+}
+
+/// Rows of a role before its own mean and standard deviation standardise its metric.
+pub const ROLE_MIN_ROWS: u64 = 30;
+
+impl RoleComparison {
+    pub const ALL: [RoleComparison; 3] = [
+        RoleComparison::All,
+        RoleComparison::WithinRole,
+        RoleComparison::Normalised,
+    ];
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            RoleComparison::All => "all",
+            RoleComparison::WithinRole => "within-role",
+            RoleComparison::Normalised => "normalised",
+        }
+    }
 }
 
 impl Default for RawSkillParams {
@@ -33,6 +74,7 @@ impl Default for RawSkillParams {
             provisional_boost: 3.0,
             min_opponent_weight: 0.05,
             margin: 0.0,
+            roles: RoleComparison::All,
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct History {
     /// The row's party within its match and team (1, 2, ...), 0 when solo or alone in its
     /// party in this match.
     pub party: Vec<u16>,
+    /// The row's role (the lake's `role` column): `k` is `role_names[k - 1]`, 0 none.
+    pub role: Vec<u16>,
+    pub role_names: Vec<String>,
 }
 
 impl History {
@@ -57,12 +60,13 @@ impl History {
         self.player.truncate(rows);
         self.metric.truncate(rows);
         self.party.truncate(rows);
+        self.role.truncate(rows);
         let players = self.player.iter().max().map_or(0, |&p| p as usize + 1);
         self.ids.truncate(players);
     }
 }
 
-const COLS: [&str; 13] = [
+const COLS: [&str; 14] = [
     "match_id",
     "mode",
     "start_time",
@@ -70,6 +74,7 @@ const COLS: [&str; 13] = [
     "player_id",
     "outcome",
     "party_id",
+    "role",
     "seconds_played",
     "kills",
     "deaths_by_enemy",
@@ -85,6 +90,7 @@ struct Cols {
     start: Vec<i64>,
     team: Int32Array,
     party: Option<StringArray>,
+    role: Option<StringArray>,
 }
 
 /// A kept row: batch, row in the batch, metric, outcome code (2 win, 1 draw, 0 loss, 3 other).
@@ -135,6 +141,19 @@ pub fn read_history(lake: &Lake, mode: Option<&str>, metric: Metric) -> Result<H
             .extend(c.player.iter().map(|&p| global[p as usize]));
         h.metric.extend_from_slice(&c.metric);
         h.party.extend_from_slice(&c.party);
+        // Day-local role numbers to the history's, by name.
+        let roles: Vec<u16> = std::iter::once(0)
+            .chain(c.role_names.iter().map(
+                |name| match h.role_names.iter().position(|n| n == name) {
+                    Some(k) => k as u16 + 1,
+                    None => {
+                        h.role_names.push(name.clone());
+                        h.role_names.len() as u16
+                    }
+                },
+            ))
+            .collect();
+        h.role.extend(c.role.iter().map(|&r| roles[r as usize]));
         h.matches.extend(c.matches.iter().map(|m| MatchRef {
             lo: m.lo + base,
             split: m.split + base,
@@ -271,6 +290,7 @@ fn batch_rows(
             .to_vec(),
         team: team.as_primitive::<Int32Type>().clone(),
         party: col("party_id").map(|a| a.as_string::<i32>().clone()),
+        role: col("role").map(|a| a.as_string::<i32>().clone()),
     })
 }
 
@@ -329,6 +349,22 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
             })
             .unwrap_or(0);
         h.party.push(party);
+        let c = &cols[r.0 as usize];
+        let role = c
+            .role
+            .as_ref()
+            .filter(|a| a.is_valid(r.1 as usize))
+            .map_or(0, |a| {
+                let name = a.value(r.1 as usize);
+                match h.role_names.iter().position(|n| n == name) {
+                    Some(k) => k as u16 + 1,
+                    None => {
+                        h.role_names.push(name.to_string());
+                        h.role_names.len() as u16
+                    }
+                }
+            });
+        h.role.push(role);
     }
     let hi = h.player.len() as u32;
     h.matches.push(MatchRef {

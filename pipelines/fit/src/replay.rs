@@ -131,6 +131,7 @@ pub fn run_ours(
     let mut lobby: Vec<(usize, f64)> = Vec::new();
     let mut offs: Vec<f64> = Vec::new();
     let mut seen: Vec<u32> = Vec::new();
+    let mut values: Vec<f64> = Vec::new();
     let mut bucket_end = h
         .matches
         .first()
@@ -144,6 +145,7 @@ pub fn run_ours(
             bucket_end = Some(end + b * ((m.start_ms - end) / b + 1));
         }
         let rows = m.lo as usize..m.hi as usize;
+        let roles = h.role.get(rows.clone()).unwrap_or(&[]);
         lobby.clear();
         lobby.extend(rows.clone().map(|r| (h.player[r] as usize, h.metric[r])));
         let skill = |p: u32| model.skill(p as usize);
@@ -166,9 +168,17 @@ pub fn run_ours(
             None
         };
         if let Some(acc) = pairs {
-            for (a, &(i, xi)) in lobby.iter().enumerate() {
-                for &(j, xj) in &lobby[a + 1..] {
-                    if xi.is_finite() && xj.is_finite() && xi != xj {
+            // The pairs the model compares, on the values it compares (see `RoleComparison`).
+            model.compared_values(&lobby, roles, &mut values);
+            let role = |k: usize| roles.get(k).copied().unwrap_or(0);
+            for (a, &(i, _)) in lobby.iter().enumerate() {
+                for (b, &(j, _)) in lobby.iter().enumerate().skip(a + 1) {
+                    let (xi, xj) = (values[a], values[b]);
+                    if xi.is_finite()
+                        && xj.is_finite()
+                        && xi != xj
+                        && model.compares(role(a), role(b))
+                    {
                         let p = sigmoid(scale * (skill(i as u32) - skill(j as u32)));
                         acc.add(p, f64::from(u8::from(xi > xj)));
                     }
@@ -182,7 +192,7 @@ pub fn run_ours(
                 p => adj.for_spread(party_sd(h, m.lo, m.hi, p, &skill)),
             }));
         }
-        model.update_adjusted(&lobby, &offs);
+        model.update_with_roles(&lobby, &offs, roles);
         for &(i, _) in &lobby {
             run.last_seen[i] = m.start_ms;
         }

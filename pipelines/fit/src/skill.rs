@@ -8,7 +8,7 @@ use arrow_schema::{DataType, Field, Schema};
 use mm_lake::Lake;
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
-use mm_trainer::skill::raw::{RawSkill, RawSkillParams, ValidRawSkillParams};
+use mm_trainer::skill::raw::{RawSkill, RawSkillParams, RoleComparison, ValidRawSkillParams};
 use mm_trainer::skill::team::{
     FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel,
 };
@@ -38,6 +38,9 @@ pub struct SkillConfig {
     /// Tune our model and every baseline on the tuning window (otherwise: as given, and the
     /// baselines' defaults).
     pub tune: bool,
+    /// With `tune`, also choose how roles are compared (`params.roles`) when the lake's rows
+    /// carry roles; otherwise `params.roles` as given.
+    pub tune_roles: bool,
     /// Baselines to run.
     pub baselines: Vec<BaselineKind>,
     /// Refits of the party adjustment, each replaying with the previous adjustment credited to
@@ -79,6 +82,7 @@ impl SkillConfig {
             metric: Metric::KillsPerEnemyDeath,
             params: RawSkillParams::default(),
             tune: true,
+            tune_roles: true,
             baselines: BaselineKind::ALL.to_vec(),
             party_iterations: 2,
             active_days: 28,
@@ -174,23 +178,39 @@ fn tune(
     }
     if cfg.tune {
         let sd = metric_sd(h, win.tune_to);
-        let margins: Vec<f64> = match cfg.metric {
-            Metric::Outcome => vec![0.0],
-            _ => [0.0, 0.25, 0.5, 1.0].iter().map(|f| f * sd).collect(),
+        // With roles in the lake, how they are compared is tuned too (the metric is
+        // standardised under `Normalised`, so its margins are in standard deviations).
+        let role_choices: Vec<RoleComparison> = if h.role_names.is_empty() || !cfg.tune_roles {
+            vec![cfg.params.roles]
+        } else {
+            RoleComparison::ALL.to_vec()
         };
-        for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
-            for &margin in &margins {
-                let p = RawSkillParams {
-                    half_life_matches: hl,
-                    margin,
-                    ..cfg.params
-                };
-                let run = run_ours(h, check(p)?, None, win.tune_to, win, None);
-                tuning.push(TunePoint {
-                    half_life_matches: hl,
-                    margin,
-                    log_loss: objective(&run, team_cfg),
-                });
+        for &roles in &role_choices {
+            let unit = if roles == RoleComparison::Normalised {
+                1.0
+            } else {
+                sd
+            };
+            let margins: Vec<f64> = match cfg.metric {
+                Metric::Outcome => vec![0.0],
+                _ => [0.0, 0.25, 0.5, 1.0].iter().map(|f| f * unit).collect(),
+            };
+            for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
+                for &margin in &margins {
+                    let p = RawSkillParams {
+                        half_life_matches: hl,
+                        margin,
+                        roles,
+                        ..cfg.params
+                    };
+                    let run = run_ours(h, check(p)?, None, win.tune_to, win, None);
+                    tuning.push(TunePoint {
+                        half_life_matches: hl,
+                        margin,
+                        roles,
+                        log_loss: objective(&run, team_cfg),
+                    });
+                }
             }
         }
         if let Some(best) = tuning
@@ -200,6 +220,7 @@ fn tune(
         {
             params.half_life_matches = best.half_life_matches;
             params.margin = best.margin;
+            params.roles = best.roles;
         }
         if let Some(sd) = cfg.target_sd {
             params.scale = calibrated_scale(h, params, sd, win)?;
@@ -232,6 +253,7 @@ fn fit_models(
     tracing::info!(
         half_life = params.half_life_matches,
         margin = params.margin,
+        roles = params.roles.name(),
         "skill: replaying every match with the chosen parameters"
     );
     let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
@@ -264,10 +286,14 @@ fn fit_models(
     };
     let model_score = match (team, &ours_score) {
         (Some(t), Some(s)) => Some(ModelScore {
-            model: format!("raw-skill ({})", cfg.metric.name()),
+            model: match params.roles {
+                RoleComparison::All => format!("raw-skill ({})", cfg.metric.name()),
+                r => format!("raw-skill ({}, roles {})", cfg.metric.name(), r.name()),
+            },
             params: serde_json::json!({
                 "half_life_matches": params.half_life_matches,
                 "margin": params.margin,
+                "roles": params.roles,
                 "scale": params.scale,
                 "team_skill_coef": t.skill_coef,
             }),

@@ -18,6 +18,10 @@
 //!   a floor. A wave of new players, whose skill is not known yet, barely moves the established
 //!   players they meet. This is the "resilient" property: the population does not shift,
 //!   inflate or collapse with influxes.
+//! - Roles ([`RoleComparison`]): in games whose rows carry a role, `WithinRole` compares only
+//!   players of the same role, and `Normalised` compares everyone on the metric standardised
+//!   within each role by the role's running mean and standard deviation over earlier matches.
+//!   `All` (the default) is the paper's rule.
 //! - Bounded: values stay in [-1, 1]. With `scale` about 6, the population sits well inside
 //!   the range (a standard deviation of about 0.12, the CoD scale where 80th minus 50th
 //!   percentile is 0.1).
@@ -26,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::sigmoid;
 
-pub use mm_artifact::skill::{ParamError, RawSkillParams, ValidRawSkillParams};
+pub use mm_artifact::skill::{
+    ParamError, ROLE_MIN_ROWS, RawSkillParams, RoleComparison, ValidRawSkillParams,
+};
 
 /// One player's state.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -42,6 +48,36 @@ pub struct RawSkill {
     players: Vec<PlayerSkill>,
     // Scratch buffer of the last lobby, reused.
     scratch: Vec<Slot>,
+    values: Vec<f64>,
+    // Running metric statistics per role (index 0: rows without a role) and pooled, for
+    // `RoleComparison::Normalised`.
+    role_stats: Vec<Running>,
+    pooled: Running,
+}
+
+/// Count, mean and sum of squared deviations of a stream (Welford's method).
+#[derive(Debug, Clone, Copy, Default)]
+struct Running {
+    n: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Running {
+    fn add(&mut self, x: f64) {
+        self.n += 1;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    fn sd(&self) -> f64 {
+        if self.n < 2 {
+            0.0
+        } else {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        }
+    }
 }
 
 impl RawSkill {
@@ -51,6 +87,9 @@ impl RawSkill {
             p,
             players: Vec::new(),
             scratch: Vec::new(),
+            values: Vec::new(),
+            role_stats: Vec::new(),
+            pooled: Running::default(),
         }
     }
 
@@ -93,6 +132,57 @@ impl RawSkill {
     /// `r_i + o_i`, so a known advantage, such as playing in a party, is not credited to the
     /// player's own skill.
     pub fn update_adjusted(&mut self, lobby: &[(usize, f64)], offsets: &[f64]) {
+        self.update_with_roles(lobby, offsets, &[]);
+    }
+
+    /// The values players are compared on in a lobby whose members have roles `roles`
+    /// (`roles[k]` for `lobby[k]`, 0 for no role; empty means none): the metrics as they are,
+    /// or with [`RoleComparison::Normalised`] standardised within each role by the statistics
+    /// of earlier matches. Non-finite metrics stay non-finite.
+    pub fn compared_values(&self, lobby: &[(usize, f64)], roles: &[u16], out: &mut Vec<f64>) {
+        out.clear();
+        let normalise = self.p.params().roles == RoleComparison::Normalised;
+        for (k, &(_, m)) in lobby.iter().enumerate() {
+            if !normalise || !m.is_finite() {
+                out.push(m);
+                continue;
+            }
+            let role = roles.get(k).copied().unwrap_or(0) as usize;
+            let own = self.role_stats.get(role).copied().unwrap_or_default();
+            let s = if own.n >= ROLE_MIN_ROWS {
+                own
+            } else {
+                self.pooled
+            };
+            let sd = s.sd();
+            out.push(if sd > 0.0 { (m - s.mean) / sd } else { 0.0 });
+        }
+    }
+
+    /// Whether lobby members of roles `a` and `b` are compared.
+    #[must_use]
+    pub fn compares(&self, a: u16, b: u16) -> bool {
+        self.p.params().roles != RoleComparison::WithinRole || a == b
+    }
+
+    /// [`RawSkill::update_adjusted`] for a lobby whose members have roles (`roles[k]` for
+    /// `lobby[k]`, 0 for none; empty means nobody has one), compared as the parameters'
+    /// [`RoleComparison`] says.
+    pub fn update_with_roles(&mut self, lobby: &[(usize, f64)], offsets: &[f64], roles: &[u16]) {
+        let mut values = std::mem::take(&mut self.values);
+        self.compared_values(lobby, roles, &mut values);
+        if self.p.params().roles == RoleComparison::Normalised {
+            for (k, &(_, m)) in lobby.iter().enumerate() {
+                if m.is_finite() {
+                    let role = roles.get(k).copied().unwrap_or(0) as usize;
+                    if self.role_stats.len() <= role {
+                        self.role_stats.resize(role + 1, Running::default());
+                    }
+                    self.role_stats[role].add(m);
+                    self.pooled.add(m);
+                }
+            }
+        }
         if let Some(m) = lobby.iter().map(|&(i, _)| i).max()
             && self.players.len() <= m
         {
@@ -103,7 +193,9 @@ impl RawSkill {
         // pair is evaluated once (p_ji = 1 - p_ij, s_ji = 1 - s_ij).
         let (scale, margin) = (self.p.params().scale, self.p.params().margin);
         self.scratch.clear();
-        for (k, &(i, m)) in lobby.iter().enumerate() {
+        let within = self.p.params().roles == RoleComparison::WithinRole;
+        for (k, &(i, _)) in lobby.iter().enumerate() {
+            let m = values[k];
             if m.is_finite() {
                 let p = self.players[i];
                 self.scratch.push(Slot {
@@ -111,16 +203,21 @@ impl RawSkill {
                     logit: scale * (p.skill + offsets.get(k).copied().unwrap_or(0.0)),
                     weight: self.weight(p.games),
                     metric: m,
+                    role: roles.get(k).copied().unwrap_or(0),
                     sum: 0.0,
                     wsum: 0.0,
                 });
             }
         }
+        self.values = values;
         let slots = &mut self.scratch[..];
         for a in 0..slots.len() {
             let (head, tail) = slots.split_at_mut(a + 1);
             let x = &mut head[a];
             for y in tail {
+                if within && x.role != y.role {
+                    continue;
+                }
                 let s = if margin > 0.0 {
                     sigmoid((x.metric - y.metric) / margin)
                 } else if x.metric > y.metric {
@@ -158,6 +255,7 @@ struct Slot {
     logit: f64,
     weight: f64,
     metric: f64,
+    role: u16,
     sum: f64,
     wsum: f64,
 }

@@ -170,6 +170,17 @@ pub enum MetricArg {
     Outcome,
 }
 
+/// How raw skill compares players whose rows carry a role.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RolesArg {
+    /// Every player with every other (the CoD paper's rule).
+    All,
+    /// Only players of the same role.
+    WithinRole,
+    /// Everyone, on the metric standardised within each role.
+    Normalised,
+}
+
 #[derive(Debug, Args)]
 pub struct FitSkillArgs {
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
@@ -224,6 +235,10 @@ pub struct FitSkillArgs {
     /// counts). Tuned unless --no-tune.
     #[arg(long, default_value_t = 0.0)]
     pub margin: f64,
+    /// How players with a role (the lake's `role` column, LoL positions) are compared. Default:
+    /// tuned among the three when the lake's rows carry roles (unless --no-tune), else `all`.
+    #[arg(long, value_enum)]
+    pub roles: Option<RolesArg>,
     /// Baselines to run, comma-separated (elo, glicko2, trueskill, weng-lin), or none.
     #[arg(long, default_value = "elo,glicko2,trueskill,weng-lin")]
     pub baselines: String,
@@ -270,9 +285,19 @@ impl FitSkillArgs {
                 half_life_matches: self.half_life,
                 scale: self.scale.unwrap_or(6.0),
                 margin: self.margin,
+                roles: match self.roles {
+                    None | Some(RolesArg::All) => mm_trainer::skill::raw::RoleComparison::All,
+                    Some(RolesArg::WithinRole) => {
+                        mm_trainer::skill::raw::RoleComparison::WithinRole
+                    }
+                    Some(RolesArg::Normalised) => {
+                        mm_trainer::skill::raw::RoleComparison::Normalised
+                    }
+                },
                 ..Default::default()
             },
             tune: !self.no_tune,
+            tune_roles: self.roles.is_none(),
             baselines,
             party_iterations: self.party_iterations,
             active_days: self.active_days,

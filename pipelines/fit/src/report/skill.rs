@@ -32,6 +32,8 @@ pub struct ModelScore {
 pub struct TunePoint {
     pub half_life_matches: f64,
     pub margin: f64,
+    /// How roles were compared (`all` when the lake has no roles).
+    pub roles: mm_trainer::skill::raw::RoleComparison,
     pub log_loss: f64,
 }
 
