@@ -30,7 +30,7 @@ from pathlib import Path
 
 WIDTH = 1280
 # The charts' series colours (mm_fit::html's PALETTE), as plotters writes them.
-PALETTE = ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD"]
+PALETTE = ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF"]
 
 PROBE = """<script>
 window.__mmErrors = [];

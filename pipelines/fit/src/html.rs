@@ -6,12 +6,15 @@ use plotters::prelude::*;
 
 const W: u32 = 560;
 const H: u32 = 380;
-const PALETTE: [RGBColor; 5] = [
+const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
 ];
 
 /// Escapes text for HTML.
