@@ -50,6 +50,17 @@ impl History {
         self.player.len()
     }
 
+    /// The number of role `name` (1, 2, ...; see `role`), added to `role_names` when new.
+    pub fn role_number(&mut self, name: &str) -> u16 {
+        match self.role_names.iter().position(|n| n == name) {
+            Some(k) => k as u16 + 1,
+            None => {
+                self.role_names.push(name.to_string());
+                self.role_names.len() as u16
+            }
+        }
+    }
+
     /// Drops every match starting at `until_ms` or later, with the players seen only in them.
     /// Matches are in time order and their rows laid out in that order, and players are
     /// numbered by first appearance, so what is dropped is a suffix of each array.
@@ -143,15 +154,7 @@ pub fn read_history(lake: &Lake, mode: Option<&str>, metric: Metric) -> Result<H
         h.party.extend_from_slice(&c.party);
         // Day-local role numbers to the history's, by name.
         let roles: Vec<u16> = std::iter::once(0)
-            .chain(c.role_names.iter().map(
-                |name| match h.role_names.iter().position(|n| n == name) {
-                    Some(k) => k as u16 + 1,
-                    None => {
-                        h.role_names.push(name.clone());
-                        h.role_names.len() as u16
-                    }
-                },
-            ))
+            .chain(c.role_names.iter().map(|name| h.role_number(name)))
             .collect();
         h.role.extend(c.role.iter().map(|&r| roles[r as usize]));
         h.matches.extend(c.matches.iter().map(|m| MatchRef {
@@ -354,16 +357,7 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
             .role
             .as_ref()
             .filter(|a| a.is_valid(r.1 as usize))
-            .map_or(0, |a| {
-                let name = a.value(r.1 as usize);
-                match h.role_names.iter().position(|n| n == name) {
-                    Some(k) => k as u16 + 1,
-                    None => {
-                        h.role_names.push(name.to_string());
-                        h.role_names.len() as u16
-                    }
-                }
-            });
+            .map_or(0, |a| h.role_number(a.value(r.1 as usize)));
         h.role.push(role);
     }
     let hi = h.player.len() as u32;
