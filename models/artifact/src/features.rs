@@ -10,6 +10,13 @@
 //! - what the data offers beyond the paper: experience (log of 1 + games played, as Dota 2 does),
 //!   party or solo, the skill percentile, and for the last match the performance rank in its
 //!   lobby and whether it was a blowout;
+//! - optionally (`past_churn_horizon_ms`), the player's own churn history: how many of their
+//!   earlier matches in the data were followed by churn (the next match more than the horizon
+//!   later; the last one's gap runs to now, so every earlier label is resolved), as a log-odds
+//!   shrunk towards 0 by the number of earlier matches, and that log-odds crossed with the
+//!   upcoming win and loss. A logistic model on the other features gives every player with the
+//!   same recent past the same churn; players differ in how readily they leave, and the
+//!   matches a player has already left or stayed after are the evidence of it;
 //! - the upcoming outcome crossed with the last `outcome_interactions` outcomes (`now_win` and
 //!   `now_loss` times each earlier match's win and loss). Without them a logistic model is
 //!   additive in the outcome: a loss costs every player nearly the same, and then every
@@ -80,6 +87,10 @@ pub struct PastSummary<'a> {
     pub games: u64,
     /// Matches in the 8 hours, 1 day, 1 week and 1 month before now.
     pub window_counts: [u32; 4],
+    /// Of the `games` matches, how many were followed by the next more than the churn horizon
+    /// later (consecutive pairs only: the gap from the last match to now is added when a row
+    /// is built). Read only with `FeatureSpec::past_churn_horizon_ms`.
+    pub churned_gaps: u64,
 }
 
 /// The feature layout: how many earlier matches to describe, and where the data begin.
@@ -98,6 +109,30 @@ pub struct FeatureSpec {
     /// most `history`; 0, as in artifacts before this field: none).
     #[serde(default)]
     pub outcome_interactions: usize,
+    /// With the player's churn history features ([`PAST_CHURN_NAMES`]): the churn horizon
+    /// (ms) that decides whether an earlier match was followed by churn. `None` (artifacts
+    /// before this field): without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub past_churn_horizon_ms: Option<i64>,
+}
+
+/// The churn history columns, in column order (last in the row).
+pub const PAST_CHURN_NAMES: [&str; 4] = [
+    "past_churn_weight",
+    "past_churn_logodds",
+    "now_win_x_past_churn",
+    "now_loss_x_past_churn",
+];
+
+/// The churn history's shrinkage: `n` earlier matches weigh `n / (n + PAST_CHURN_PRIOR)`.
+pub const PAST_CHURN_PRIOR: f64 = 10.0;
+
+/// The churn history's weight and shrunk log-odds from `churned` of `earlier` matches.
+#[must_use]
+pub fn past_churn(churned: u64, earlier: u64) -> (f64, f64) {
+    let (k, n) = (churned as f64, earlier as f64);
+    let w = n / (n + PAST_CHURN_PRIOR);
+    (w, w * ((k + 0.5) / (n - k + 0.5)).ln())
 }
 
 impl Default for FeatureSpec {
@@ -106,6 +141,7 @@ impl Default for FeatureSpec {
             history: 10,
             data_start_ms: None,
             outcome_interactions: 3,
+            past_churn_horizon_ms: None,
         }
     }
 }
@@ -155,7 +191,19 @@ impl FeatureSpec {
         for k in 1..=self.interactions() {
             v.extend(interaction_names(k));
         }
+        if self.past_churn_horizon_ms.is_some() {
+            v.extend(PAST_CHURN_NAMES.map(String::from));
+        }
         v
+    }
+
+    /// Columns of the churn history features at the end of the row.
+    fn past_churn_columns(&self) -> usize {
+        if self.past_churn_horizon_ms.is_some() {
+            PAST_CHURN_NAMES.len()
+        } else {
+            0
+        }
     }
 
     /// The number of earlier matches crossed with the outcome (capped at `history`).
@@ -180,9 +228,16 @@ impl FeatureSpec {
             row[c] = f64::from(u8::from(k == outcome as usize));
         }
         let n = self.interactions();
-        let base = row.len() - 4 * n;
+        let tail = self.past_churn_columns();
+        let base = row.len() - tail - 4 * n;
         let now_win = f64::from(u8::from(outcome == Outcome3::Win));
         let now_loss = f64::from(u8::from(outcome == Outcome3::Loss));
+        if tail > 0 {
+            let end = row.len();
+            let logodds = row[end - 3];
+            row[end - 2] = now_win * logodds;
+            row[end - 1] = now_loss * logodds;
+        }
         for k in 0..n {
             let slot = &row[k * PER_SLOT.len()..(k + 1) * PER_SLOT.len()];
             let (win, loss) = (slot[1], slot[0] - slot[1] - slot[2]);
@@ -209,12 +264,18 @@ impl FeatureSpec {
             let from = now.start_ms - w;
             (past.len() - past.partition_point(|p| p.start_ms < from)) as u32
         });
+        let churned_gaps = self.past_churn_horizon_ms.map_or(0, |h| {
+            past.windows(2)
+                .filter(|w| w[1].start_ms - w[0].start_ms > h)
+                .count() as u64
+        });
         let summary = PastSummary {
             recent: past,
             before_recent_ms: None,
             first_seen_ms: past.first().map(|p| p.start_ms),
             games: past.len() as u64,
             window_counts: counts,
+            churned_gaps,
         };
         self.push_row_from(&summary, now, outcome, out);
     }
@@ -234,6 +295,7 @@ impl FeatureSpec {
             first_seen_ms,
             games,
             window_counts,
+            churned_gaps,
         } = *summary;
         let start = out.len();
         let past = &recent[..recent.partition_point(|p| p.start_ms < now.start_ms)];
@@ -306,6 +368,12 @@ impl FeatureSpec {
         ]);
         // The interactions are read off the row's own slots, as for any other outcome.
         out.extend(std::iter::repeat_n(0.0, 4 * self.interactions()));
+        if let Some(h) = self.past_churn_horizon_ms {
+            // The last match's label is resolved now: churned if now is more than `h` after it.
+            let last_churned = last.is_some_and(|m| now.start_ms - m.start_ms > h);
+            let (w, logodds) = past_churn(churned_gaps + u64::from(last_churned), games);
+            out.extend([w, logodds, 0.0, 0.0]);
+        }
         self.set_outcome(&mut out[start..], outcome);
     }
 }
@@ -334,6 +402,7 @@ mod tests {
             history: 2,
             data_start_ms: None,
             outcome_interactions: 2,
+            past_churn_horizon_ms: None,
         };
         let earlier = [
             played(0, Outcome3::Win, 3.0),
@@ -413,6 +482,7 @@ mod tests {
             history: 1,
             data_start_ms: Some(0),
             outcome_interactions: 0,
+            past_churn_horizon_ms: None,
         };
         let earlier = [
             played(1, Outcome3::Win, 1.0),
@@ -444,6 +514,7 @@ mod tests {
             history: 1,
             data_start_ms: None,
             outcome_interactions: 0,
+            past_churn_horizon_ms: None,
         };
         assert!(
             !old.names()
@@ -481,6 +552,62 @@ mod tests {
             &mut row,
         );
         assert_eq!(row.len(), old.names().len());
+    }
+
+    /// Churn history by hand, horizon 8 h: matches at hours 0, 10, 11 and 30, now at 50. The
+    /// gaps 0-10, 11-30 and 30-now are longer than 8 h: 3 of 4 earlier matches were followed
+    /// by churn, weight 4 / 14, log-odds ln(3.5 / 1.5) times that.
+    #[test]
+    fn churn_history_by_hand() {
+        let spec = FeatureSpec {
+            history: 2,
+            data_start_ms: None,
+            outcome_interactions: 1,
+            past_churn_horizon_ms: Some(8 * H),
+        };
+        let earlier = [0, 10, 11, 30].map(|h| played(h, Outcome3::Win, 1.0));
+        let names = spec.names();
+        assert_eq!(&names[names.len() - 4..], PAST_CHURN_NAMES);
+        let row_at = |h: i64, o: Outcome3| {
+            let mut row = Vec::new();
+            let now = Upcoming {
+                start_ms: h * H,
+                party: false,
+                skill_percentile: f64::NAN,
+            };
+            spec.push_row(&earlier, &now, o, &mut row);
+            assert_eq!(row.len(), names.len());
+            row[row.len() - 4..].to_vec()
+        };
+        let w = 4.0 / 14.0;
+        let lo = w * (3.5f64 / 1.5).ln();
+        let got = row_at(50, Outcome3::Loss);
+        for (g, want) in got.iter().zip([w, lo, 0.0, lo]) {
+            assert!((g - want).abs() < 1e-12, "{got:?}");
+        }
+        // Now 1 h after the last match: its gap is short, 2 of 4, log-odds 0.
+        assert_eq!(row_at(31, Outcome3::Win), [w, 0.0, 0.0, 0.0]);
+        // The crossed column follows the outcome, as `set_outcome` sets it.
+        let mut row = Vec::new();
+        let now = Upcoming {
+            start_ms: 50 * H,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        spec.push_row(&earlier, &now, Outcome3::Loss, &mut row);
+        spec.set_outcome(&mut row, Outcome3::Win);
+        let tail = &row[row.len() - 4..];
+        assert!((tail[2] - lo).abs() < 1e-12 && tail[3] == 0.0, "{tail:?}");
+        // A first match: no evidence, weight and log-odds 0.
+        let mut first = Vec::new();
+        spec.push_row(&[], &now, Outcome3::Loss, &mut first);
+        assert_eq!(&first[first.len() - 4..], [0.0; 4]);
+        // The spec round-trips through JSON, and older specs load without the features.
+        let back: FeatureSpec =
+            serde_json::from_str(&serde_json::to_string(&spec).expect("json")).expect("spec");
+        assert_eq!(back, spec);
+        let old: FeatureSpec = serde_json::from_str(r#"{"history": 2}"#).expect("spec");
+        assert_eq!(old.past_churn_horizon_ms, None);
     }
 
     /// A first match: every slot absent, explicitly.

@@ -7,10 +7,11 @@ use sha2::{Digest, Sha256};
 
 /// The format this crate writes. 2 added the snapshot's `first_seen_ms` (the churn model's
 /// `log_games_known`); a format-1 reader refuses its snapshot, so format-2 artifacts need a
-/// format-2 reader ([`MIN_READER_FORMAT`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// format-2 reader ([`MIN_READER_FORMAT`]). 3 added the snapshot's `churned_gaps` (the
+/// churn history features); a format-2 reader refuses that snapshot too.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest reader format that reads what this crate writes.
-pub const MIN_READER_FORMAT: u32 = 2;
+pub const MIN_READER_FORMAT: u32 = 3;
 /// The oldest format this crate still reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 

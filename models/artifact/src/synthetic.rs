@@ -69,6 +69,7 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
                 raw_skill: raw,
                 percentile: r.unit(),
                 games: n as u64 + r.next() % 200,
+                churned_gaps: r.next() % (n as u64 + 1),
                 last_seen_ms: recent.last().map_or(i64::MIN, |p| p.start_ms),
                 first_seen_ms: recent
                     .first()
@@ -91,7 +92,10 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
 /// A complete, valid artifact: its manifest (files not yet listed) and files.
 #[must_use]
 pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>) {
-    let spec = FeatureSpec::default();
+    let spec = FeatureSpec {
+        past_churn_horizon_ms: Some(8 * 3_600_000),
+        ..FeatureSpec::default()
+    };
     let names = spec.names();
     let mut r = Mix(seed ^ 0x5eed);
     let coef: Vec<f64> = names.iter().map(|_| (r.unit() - 0.5) * 0.2).collect();

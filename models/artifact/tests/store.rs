@@ -94,6 +94,7 @@ fn snapshot_round_trips_and_features_match_the_training_rows() {
         assert_eq!(x.window_counts, y.window_counts);
         assert_eq!(x.before_recent_ms, y.before_recent_ms);
         assert_eq!(x.first_seen_ms, y.first_seen_ms);
+        assert_eq!(x.churned_gaps, y.churned_gaps);
         assert_eq!(x.recent.len(), y.recent.len());
         for (p, q) in x.recent.iter().zip(&y.recent) {
             assert_eq!(
@@ -139,7 +140,7 @@ proptest! {
     /// computes the same feature row as the trainer from the whole history, within the
     /// documented limit of the window counts.
     #[test]
-    fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300, lead in proptest::option::of(0i64..1500)) {
+    fn state_rows_equal_full_history_rows(gaps in proptest::collection::vec(1i64..400, 1..40), cut in 0usize..40, later in 1i64..300, lead in proptest::option::of(0i64..1500), horizon_h in 1i64..300) {
         let mut t = 0;
         let all: Vec<Played> = gaps.iter().map(|g| { t += g; played(t) }).collect();
         // With a data start (`lead` hours before the first match), windows and games reaching
@@ -148,6 +149,7 @@ proptest! {
             history: 10,
             data_start_ms: lead.map(|l| all[0].start_ms - l * 3_600_000),
             outcome_interactions: 3,
+            past_churn_horizon_ms: Some(horizon_h * 3_600_000),
         };
         let cut = cut.min(all.len());
         let as_of = all[..cut].last().map_or(0, |p| p.start_ms) + 1;
@@ -160,8 +162,9 @@ proptest! {
         s.before_recent_ms = keep.checked_sub(1).map(|i| past[i].start_ms);
         s.first_seen_ms = past.first().map(|p| p.start_ms);
         s.window_counts = mm_artifact::features::WINDOWS_MS.map(|w| past.iter().filter(|p| p.start_ms >= as_of - w).count() as u32);
+        s.churned_gaps = past.windows(2).filter(|w| w[1].start_ms - w[0].start_ms > horizon_h * 3_600_000).count() as u64;
         for p in &all[cut..] {
-            s.record(*p, spec.history);
+            s.record(*p, &spec);
         }
         let now = Upcoming { start_ms: all.last().unwrap().start_ms + later * 3_600_000, party: false, skill_percentile: 0.5 };
         // The documented limit: a match dropped from the kept history while inside a window

@@ -111,6 +111,7 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
         until_ms: None,
         history: 1,
         outcome_interactions: 0,
+        past_churn: false,
         horizon_ms: spec.horizon_ms,
         blowout_margin: spec.blowout_margin,
         censor_windows: true,
@@ -299,7 +300,7 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
 #[must_use]
 pub fn members(h: &EvalHistory, art: &Artifact) -> Vec<Member> {
     let as_of = art.manifest.snapshot_as_of_ms;
-    let history = art.churn.model.spec.history;
+    let spec = art.churn.model.spec;
     let mut states: HashMap<u32, PlayerState> = HashMap::new();
     let mut out: Vec<Option<Member>> = vec![None; h.searchers.len()];
     let mut k = 0;
@@ -321,7 +322,7 @@ pub fn members(h: &EvalHistory, art: &Artifact) -> Vec<Member> {
             }
             for rec in &h.rows[k..end] {
                 if let Some(st) = states.get_mut(&rec.player) {
-                    st.record(rec.played, history);
+                    st.record(rec.played, &spec);
                 }
             }
         }

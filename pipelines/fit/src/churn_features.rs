@@ -15,7 +15,10 @@
 //!    before now), games played so far, and the next match's start for the label;
 //! 3. **outcome interactions**: the upcoming outcome (win, loss) times each of the last
 //!    `outcome_interactions` matches' win and loss;
-//! 4. **label**: censored (null) when the data end less than `horizon` after the match (all
+//! 4. **churn history** (optional): the earlier matches followed by a gap longer than the
+//!    horizon (a cumulative sum of the player's gaps, the one into now included), as
+//!    `mm_artifact::features::past_churn` shrinks it, and crossed with the upcoming outcome;
+//! 5. **label**: censored (null) when the data end less than `horizon` after the match (all
 //!    such matches, so the labels near the end are not biased towards quick returns); else
 //!    churned unless the next match starts within `horizon`.
 
@@ -24,6 +27,8 @@ use std::path::PathBuf;
 use polars::prelude::*;
 use polars_time::ClosedWindow;
 use polars_time::chunkedarray::RollingOptionsDynamicWindow;
+
+use mm_artifact::features::{PAST_CHURN_NAMES, PAST_CHURN_PRIOR};
 
 /// How to build the table.
 #[derive(Debug, Clone)]
@@ -54,6 +59,10 @@ pub struct FeatureQuery {
     /// end, not on where one bucket's rows do. `None`: taken from the rows queried.
     pub data_start_ms: Option<i64>,
     pub data_end_ms: Option<i64>,
+    /// With the player's churn history features (`FeatureSpec::past_churn_horizon_ms`, with
+    /// `horizon_ms` as its horizon): earlier matches followed by churn, counted by a cumulative
+    /// sum over the player's gaps.
+    pub past_churn: bool,
     /// Carry a `truth_p_churn` column of the per-match rows through to the table (the
     /// simulator's true churn probability; not a feature).
     pub truth: bool,
@@ -283,7 +292,8 @@ pub(crate) fn per_match_values(
 
 /// The player state a matcher service starts from (the artifact's snapshot): per player, the
 /// last `history + 1` matches (`slot` 1 is the most recent; the extra one gives the time
-/// before the oldest), games played, the first match's start, and the matches in the 8h, 1d, 1w and 1m before the
+/// before the oldest), games played, the first match's start, the consecutive matches more
+/// than the horizon apart (`churned_gaps`), and the matches in the 8h, 1d, 1w and 1m before the
 /// data's end (`as_of_ms`, the last match's start), one row per player and slot.
 pub fn state_query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     state(q, per_match(q)?)
@@ -309,6 +319,19 @@ fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     }
     let games = len().over(p())?.cast(DataType::Int64);
     let idx = (col("row") - col("row").first().over(p())?).cast(DataType::Int64);
+    // Consecutive matches more than the horizon apart (`PastSummary::churned_gaps`).
+    let long_gap = col("player_id")
+        .shift(lit(1))
+        .eq(col("player_id"))
+        .fill_null(lit(false))
+        .and((col("start_ms") - col("start_ms").shift(lit(1))).gt(lit(q.horizon_ms)));
+    windows.push(
+        long_gap
+            .cast(DataType::Int64)
+            .sum()
+            .over(p())?
+            .alias("churned_gaps"),
+    );
     let mut lf = per_match
         .with_columns(windows)
         .with_columns([
@@ -330,6 +353,7 @@ fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         col("games"),
         col("as_of_ms"),
         col("first_seen_ms"),
+        col("churned_gaps"),
     ];
     cols.extend(
         WINDOWS_H
@@ -484,7 +508,39 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
             ]);
         }
     }
-    Ok(per_match.select(out).with_columns(cross))
+    if !q.past_churn {
+        return Ok(per_match.select(out).with_columns(cross));
+    }
+    // Row k of a player: k earlier matches, of which `churned` were followed by a gap longer
+    // than the horizon (the gap from the previous match to now included).
+    let n = (col("row") - col("row").first().over(p())?).cast(DataType::Float64);
+    let long_gap =
+        same(1).and((col("start_ms") - col("start_ms").shift(lit(1))).gt(lit(q.horizon_ms)));
+    let churned = long_gap.cast(DataType::Float64).cum_sum(false).over(p())?;
+    let w = n.clone() / (n.clone() + lit(PAST_CHURN_PRIOR));
+    let odds = (churned.clone() + lit(0.5)) / (n - churned + lit(0.5));
+    out.extend([
+        w.clone().alias("_past_churn_w"),
+        (w * odds.log(lit(std::f64::consts::E))).alias("_past_churn_logodds"),
+    ]);
+    // Last in the row, after the outcome interactions, as `FeatureSpec::names` orders them.
+    let logodds = || col("_past_churn_logodds");
+    Ok(per_match
+        .select(out)
+        .with_columns(cross)
+        .with_columns([
+            col("_past_churn_w")
+                .cast(DataType::Float32)
+                .alias(PAST_CHURN_NAMES[0]),
+            logodds().cast(DataType::Float32).alias(PAST_CHURN_NAMES[1]),
+            (col("now_win") * logodds())
+                .cast(DataType::Float32)
+                .alias(PAST_CHURN_NAMES[2]),
+            (col("now_loss") * logodds())
+                .cast(DataType::Float32)
+                .alias(PAST_CHURN_NAMES[3]),
+        ])
+        .drop(cols(["_past_churn_w", "_past_churn_logodds"])))
 }
 
 #[cfg(test)]

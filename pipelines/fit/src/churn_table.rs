@@ -106,7 +106,9 @@ pub fn build_key(
         "censor_windows": q.censor_windows,
         "skill": skill,
         "truth": truth_column,
-        "table_format": 1,
+        "past_churn": q.past_churn,
+        // 2: the state table's `churned_gaps`.
+        "table_format": 2,
     });
     let key = format!(
         "{:016x}",

@@ -165,6 +165,7 @@ struct State {
     games: u64,
     first_seen_ms: Option<i64>,
     counts: [u32; 4],
+    churned_gaps: u64,
     slots: Vec<(i64, Played)>,
 }
 
@@ -181,6 +182,13 @@ fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
     let games = i64s(&df, path, "games")?;
     let asof = i64s(&df, path, "as_of_ms")?;
     let first = i64s(&df, path, "first_seen_ms")?;
+    // State tables built before the column existed: 0 (only the churn history features read it,
+    // and a fit with them builds a new table).
+    let gaps = if df.column("churned_gaps").is_ok() {
+        i64s(&df, path, "churned_gaps")?
+    } else {
+        vec![Some(0); df.height()]
+    };
     let w: Vec<Vec<Option<i64>>> = ["8h", "1d", "1w", "1m"]
         .iter()
         .map(|w| i64s(&df, path, &format!("matches_{w}")))
@@ -211,6 +219,7 @@ fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
             games: g,
             first_seen_ms: first[r],
             counts,
+            churned_gaps: gaps[r].unwrap_or(0).max(0) as u64,
             slots: Vec::new(),
         });
         e.slots.push((need(slot[r], "slot")?, played));
@@ -276,6 +285,7 @@ fn snapshot(
             p.games = s.games;
             p.first_seen_ms = s.first_seen_ms;
             p.window_counts = s.counts;
+            p.churned_gaps = s.churned_gaps;
         }
         players.push(p);
     }

@@ -228,6 +228,7 @@ fn polars_query_matches_the_reference() {
             history: 4,
             data_start_ms: rows.iter().map(|r| r.start).min(),
             outcome_interactions: 3,
+            past_churn_horizon_ms: Some(horizon_ms),
         };
         let want = reference(&rows, spec, horizon_ms, 30.0);
         let df = query(&FeatureQuery {
@@ -236,6 +237,7 @@ fn polars_query_matches_the_reference() {
             mode: Some(mode.into()),
             history: spec.history,
             outcome_interactions: spec.outcome_interactions,
+            past_churn: true,
             censor_windows: true,
             horizon_ms,
             blowout_margin: 30.0,
@@ -270,6 +272,7 @@ fn polars_query_matches_the_reference() {
             })
             .collect();
         let (mut blowouts, mut parties, mut censored) = (0, 0, 0);
+        let mut logodds_range = (f64::INFINITY, f64::NEG_INFINITY);
         for i in 0..df.height() {
             let key = (
                 pid.get(i).unwrap().to_string(),
@@ -291,10 +294,17 @@ fn polars_query_matches_the_reference() {
                 if name == "party" {
                     parties += usize::from(w > 0.5);
                 }
+                if name == "past_churn_logodds" {
+                    logodds_range = (logodds_range.0.min(w), logodds_range.1.max(w));
+                }
             }
         }
         // The comparison exercised what it checks.
         assert!(censored > 0, "{mode}: no censored rows");
+        assert!(
+            logodds_range.1 - logodds_range.0 > 1.0,
+            "{mode}: churn history log-odds only in {logodds_range:?}"
+        );
         if mode == "tdm-6v6" {
             assert!(
                 blowouts > 0 && parties > 0,

@@ -68,6 +68,12 @@ fn state_of(
             )));
         }
     };
+    if s.churned_gaps > s.games.saturating_sub(1) {
+        return Err(bad(format!(
+            "churned_gaps {} is more than the gaps between {} games",
+            s.churned_gaps, s.games
+        )));
+    }
     let history = art.churn.model.spec.history;
     if s.recent.len() > history {
         return Err(bad(format!(
@@ -117,6 +123,7 @@ fn state_of(
         window_counts,
         recent,
         before_recent_ms: s.before_recent_ms,
+        churned_gaps: s.churned_gaps,
     })
 }
 
@@ -406,6 +413,7 @@ mod tests {
                 })
                 .collect(),
             before_recent_ms: st.before_recent_ms,
+            churned_gaps: st.churned_gaps,
         };
         let with_state = proto::ScoreRequest {
             players: vec![proto::Player {
@@ -433,6 +441,22 @@ mod tests {
         );
         assert_eq!((p.raw_skill, p.games), (st.raw_skill, st.games));
         assert!(!p.known);
+        // More churned gaps than gaps between the games played: refused, with the field named.
+        let mut gaps = given.clone();
+        gaps.churned_gaps = gaps.games;
+        let e = score(
+            &art,
+            &proto::ScoreRequest {
+                players: vec![proto::Player {
+                    id: "x".into(),
+                    state: Some(gaps),
+                }],
+                teams: vec![],
+                now_ms: 0,
+            },
+        )
+        .unwrap_err();
+        assert!(e.message().contains("churned_gaps"), "{e:?}");
         let mut wrong = given;
         wrong.raw_skill = 1.5;
         let refused = proto::ScoreRequest {

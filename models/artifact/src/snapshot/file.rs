@@ -16,8 +16,21 @@ use parquet::schema::parser::parse_message_type;
 use super::{NONE, PlayerState, ROW_GROUP, Snapshot, decode_outcome, outcome_code, slot};
 use crate::error::{ArtifactError, Problem};
 
-/// The snapshot's columns; format 1 had no `first_seen_ms`.
-fn schema(history: usize, first_seen: bool) -> String {
+/// Which columns a snapshot file has: format 1 had no `first_seen_ms`, formats 1 and 2 no
+/// `churned_gaps`.
+#[derive(Debug, Clone, Copy)]
+struct Format {
+    first_seen: bool,
+    churned_gaps: bool,
+}
+
+const CURRENT: Format = Format {
+    first_seen: true,
+    churned_gaps: true,
+};
+
+/// The snapshot's columns in a format.
+fn schema(history: usize, format: Format) -> String {
     let mut s = String::from(
         "message players {
   required binary player_id (UTF8);
@@ -32,7 +45,7 @@ fn schema(history: usize, first_seen: bool) -> String {
   optional int64 before_recent_ms;
 ",
     );
-    if first_seen {
+    if format.first_seen {
         s.push_str("  optional int64 first_seen_ms;\n");
     }
     for k in 1..=history {
@@ -44,6 +57,9 @@ fn schema(history: usize, first_seen: bool) -> String {
   optional boolean last{k}_blowout_loss;
 "
         ));
+    }
+    if format.churned_gaps {
+        s.push_str("  required int64 churned_gaps;\n");
     }
     s.push('}');
     s
@@ -85,7 +101,7 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
         ));
     }
     let h = history;
-    let schema = Arc::new(parse_message_type(&schema(h, true)).map_err(|e| e.to_string())?);
+    let schema = Arc::new(parse_message_type(&schema(h, CURRENT)).map_err(|e| e.to_string())?);
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -102,7 +118,7 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
         let mut rg = w.next_row_group().map_err(|e| e.to_string())?;
         let mut col = 0usize;
         while let Some(mut c) = rg.next_column().map_err(|e| e.to_string())? {
-            write_column(c.untyped(), col, chunk).map_err(|e| e.to_string())?;
+            write_column(c.untyped(), col, h, chunk).map_err(|e| e.to_string())?;
             c.close().map_err(|e| e.to_string())?;
             col += 1;
         }
@@ -115,10 +131,15 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
 fn write_column(
     w: &mut ColumnWriter<'_>,
     col: usize,
+    history: usize,
     rows: &[PlayerState],
 ) -> parquet::errors::Result<usize> {
     const FIXED: usize = 11;
     match (col, w) {
+        (c, ColumnWriter::Int64ColumnWriter(w)) if c == FIXED + 5 * history => {
+            let v: Vec<i64> = rows.iter().map(|p| p.churned_gaps as i64).collect();
+            w.write_batch(&v, None, None)
+        }
         (0, ColumnWriter::ByteArrayColumnWriter(w)) => {
             let v: Vec<ByteArray> = rows
                 .iter()
@@ -262,7 +283,7 @@ fn read_group(
     rg: &dyn parquet::file::reader::RowGroupReader,
     history: usize,
     as_of_ms: i64,
-    first_seen: bool,
+    format: Format,
 ) -> Result<Snapshot, String> {
     let rows =
         usize::try_from(rg.metadata().num_rows()).map_err(|_| "negative row count".to_string())?;
@@ -344,7 +365,7 @@ fn read_group(
         &mut s.before_recent_ms,
         "before_recent_ms"
     )?;
-    let fixed = if first_seen {
+    let fixed = if format.first_seen {
         column!(
             col(10)?,
             Int64ColumnReader,
@@ -421,6 +442,24 @@ fn read_group(
             "a blowout column"
         )?;
     }
+    if format.churned_gaps {
+        let mut gaps: Vec<i64> = Vec::with_capacity(rows);
+        column!(
+            col(fixed + 5 * h)?,
+            Int64ColumnReader,
+            rows,
+            true,
+            0,
+            &mut gaps,
+            "churned_gaps"
+        )?;
+        if let Some(r) = gaps.iter().position(|&g| g < 0) {
+            return Err(format!("player {}: churned_gaps is negative", s.id(r)));
+        }
+        s.churned_gaps = gaps.iter().map(|&g| g as u64).collect();
+    } else {
+        s.churned_gaps = vec![0; rows];
+    }
     // Checks, per player.
     let mut games_ok = Vec::with_capacity(rows);
     let mut counts_ok = Vec::with_capacity(rows);
@@ -475,10 +514,14 @@ pub fn parse_snapshot(
     let bad = |m: String| ArtifactError::new(path, Problem::Parse(m));
     let reader = SerializedFileReader::new(bytes).map_err(|e| bad(e.to_string()))?;
     let got = reader.metadata().file_metadata().schema();
-    // Format 2 added `first_seen_ms`; a format-1 snapshot has every other column.
-    let first_seen = got.get_fields().iter().any(|f| f.name() == "first_seen_ms");
-    let expected =
-        parse_message_type(&schema(history, first_seen)).map_err(|e| bad(e.to_string()))?;
+    // Format 2 added `first_seen_ms` and format 3 `churned_gaps`; an older snapshot has every
+    // other column.
+    let has = |name: &str| got.get_fields().iter().any(|f| f.name() == name);
+    let format = Format {
+        first_seen: has("first_seen_ms"),
+        churned_gaps: has("churned_gaps"),
+    };
+    let expected = parse_message_type(&schema(history, format)).map_err(|e| bad(e.to_string()))?;
     if got.get_fields().len() != expected.get_fields().len()
         || got
             .get_fields()
@@ -503,7 +546,7 @@ pub fn parse_snapshot(
                     let mut mine = Vec::new();
                     for g in (t..groups).step_by(threads) {
                         let rg = reader.get_row_group(g).map_err(|e| e.to_string())?;
-                        mine.push((g, read_group(rg.as_ref(), history, as_of_ms, first_seen)?));
+                        mine.push((g, read_group(rg.as_ref(), history, as_of_ms, format)?));
                     }
                     Ok(mine)
                 })

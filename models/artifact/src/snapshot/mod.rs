@@ -11,7 +11,10 @@
 //! - for `k` in 1..=history (1 is the most recent): `last{k}_start_ms`, `last{k}_outcome`
 //!   (2 win, 1 draw, 0 loss), `last{k}_score_diff`, `last{k}_perf_rank`, `last{k}_blowout_loss`;
 //!   all null when the player has fewer than `k` matches; score difference and performance rank
-//!   also null when unknown.
+//!   also null when unknown;
+//! - `churned_gaps`, last: of the player's matches in the data, how many were followed by the
+//!   next more than the churn horizon later (format 3 on: an older snapshot loads it as 0; only
+//!   a churn model with the churn history features reads it).
 //!
 //! It is written with parquet's own column API (no arrow), zstd, in row groups of
 //! [`ROW_GROUP`] rows that load in parallel.
@@ -44,6 +47,9 @@ pub struct PlayerState {
     pub recent: Vec<Played>,
     /// The start of the match before `recent[0]`, if any.
     pub before_recent_ms: Option<i64>,
+    /// Consecutive matches more than the churn horizon apart
+    /// ([`PastSummary::churned_gaps`]).
+    pub churned_gaps: u64,
 }
 
 impl PlayerState {
@@ -61,6 +67,7 @@ impl PlayerState {
             window_counts: [0; 4],
             recent: Vec::new(),
             before_recent_ms: None,
+            churned_gaps: 0,
         }
     }
 
@@ -91,8 +98,15 @@ impl PlayerState {
         out
     }
 
-    /// Records a match the player has just played (services call this between retrains).
-    pub fn record(&mut self, played: Played, history: usize) {
+    /// Records a match the player has just played (services call this between retrains), for
+    /// the features of `spec`.
+    pub fn record(&mut self, played: Played, spec: &FeatureSpec) {
+        let history = spec.history;
+        if let (Some(h), Some(last)) = (spec.past_churn_horizon_ms, self.recent.last())
+            && played.start_ms - last.start_ms > h
+        {
+            self.churned_gaps += 1;
+        }
         self.window_counts = self.window_counts_at(played.start_ms);
         self.counts_as_of_ms = self.counts_as_of_ms.max(played.start_ms);
         self.recent.push(played);
@@ -121,6 +135,7 @@ impl PlayerState {
             first_seen_ms: self.first_seen_ms,
             games: self.games,
             window_counts: self.window_counts_at(now.start_ms),
+            churned_gaps: self.churned_gaps,
         };
         spec.push_row_from(&summary, now, outcome, out);
     }
@@ -145,6 +160,8 @@ pub struct Snapshot {
     before_recent_ms: Vec<i64>,
     /// `i64::MIN` for none (and for every player of a format-1 snapshot).
     first_seen_ms: Vec<i64>,
+    /// 0 for every player of a snapshot before format 3.
+    churned_gaps: Vec<u64>,
     /// Slot columns, one vector per slot (index 0 is slot 1, the most recent) with one value
     /// per player: start (`i64::MIN` when absent), outcome code, score difference and rank
     /// (`NaN` when unknown), blowout.
@@ -187,6 +204,7 @@ impl Snapshot {
             s.window_counts.push(p.window_counts);
             s.before_recent_ms.push(p.before_recent_ms.unwrap_or(NONE));
             s.first_seen_ms.push(p.first_seen_ms.unwrap_or(NONE));
+            s.churned_gaps.push(p.churned_gaps);
             for k in 0..history {
                 let m = slot(p, k + 1);
                 s.start[k].push(m.map_or(NONE, |m| m.start_ms));
@@ -273,6 +291,7 @@ impl Snapshot {
             first_seen_ms: (self.first_seen_ms[i] != NONE).then_some(self.first_seen_ms[i]),
             before_recent_ms: (self.before_recent_ms[i] != NONE)
                 .then_some(self.before_recent_ms[i]),
+            churned_gaps: self.churned_gaps[i],
         }
     }
 
@@ -299,6 +318,7 @@ impl Snapshot {
         self.window_counts.append(&mut o.window_counts);
         self.before_recent_ms.append(&mut o.before_recent_ms);
         self.first_seen_ms.append(&mut o.first_seen_ms);
+        self.churned_gaps.append(&mut o.churned_gaps);
         for k in 0..self.history {
             self.start[k].append(&mut o.start[k]);
             self.outcome[k].append(&mut o.outcome[k]);

@@ -46,6 +46,11 @@ pub struct FitChurnArgs {
     /// outcomes before it (EOMM Table 1). 0 makes the model additive in the outcome.
     #[arg(long, default_value_t = 3)]
     pub interactions: usize,
+    /// Leave out the player's churn history features (`past_churn_*`: how many of their
+    /// earlier matches were followed by churn, shrunk by how many there are, and crossed with
+    /// the upcoming outcome). With them, the artifact needs a format-3 reader.
+    #[arg(long)]
+    pub no_past_churn: bool,
     /// A loss by more than this many team-score points is a blowout (CoD: 30 in TDM).
     #[arg(long, default_value_t = 30.0)]
     pub blowout_margin: f64,
@@ -135,6 +140,7 @@ impl FitChurnArgs {
                 history: self.history,
                 data_start_ms: None,
                 outcome_interactions: self.interactions,
+                past_churn_horizon_ms: (!self.no_past_churn).then_some(horizon_ms),
             },
             blowout_margin: self.blowout_margin,
             score_from_ms: day_ms(self.score_from),

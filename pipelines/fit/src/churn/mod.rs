@@ -96,7 +96,10 @@ impl ChurnConfig {
             mode: None,
             horizon: "8h".into(),
             horizon_ms: 8 * 3_600_000,
-            spec: FeatureSpec::default(),
+            spec: FeatureSpec {
+                past_churn_horizon_ms: Some(8 * 3_600_000),
+                ..FeatureSpec::default()
+            },
             blowout_margin: 30.0,
             score_from_ms: None,
             fit: ChurnFitConfig::default(),
@@ -159,6 +162,7 @@ fn feature_query(cfg: &ChurnConfig) -> Result<(FeatureQuery, Option<String>), Fi
         until_ms: cfg.until_ms,
         history: cfg.spec.history,
         outcome_interactions: cfg.spec.interactions(),
+        past_churn: cfg.spec.past_churn_horizon_ms.is_some(),
         censor_windows: true,
         horizon_ms: cfg.horizon_ms,
         blowout_margin: cfg.blowout_margin,
@@ -185,6 +189,18 @@ impl ChurnConfig {
                 reason: format!(
                     "{interactions} is more than --history {history}: only described matches \
                      can be crossed with the outcome"
+                ),
+            });
+        }
+        if let Some(h) = self.spec.past_churn_horizon_ms
+            && h != self.horizon_ms
+        {
+            return Err(FitError::Config {
+                field: "horizon",
+                reason: format!(
+                    "the churn history features count gaps of more than {h} ms, the label's \
+                     horizon is {} ms: they must be the same",
+                    self.horizon_ms
                 ),
             });
         }
