@@ -230,6 +230,21 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
         assert!(out.contains(line), "{line}: {out}");
     }
 
+    // One model per mode, both listed by `mm models list` without --name (JSON rows by name).
+    let (code, out, err) = mm(&["models", "list", "--models", &p("models"), "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["duel-1v1", "tdm-6v6"], "{out}");
+    let (code, out, err) = mm(&["models", "list", "--models", &p("models")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("duel-1v1") && out.contains("tdm-6v6"), "{out}");
+
     // Run again, stopping after the ingest stage (the fits would repeat the above): the world
     // is not simulated a second time, and nothing new is ingested.
     let again: Vec<&str> = args

@@ -257,9 +257,9 @@ fn content_problems_are_named() {
         matches!(e.problem, Problem::FormatVersion { found: 0, .. }),
         "{e}"
     );
-    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 3.into()));
+    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 4.into()));
     assert!(
-        e.to_string().contains("this reader reads formats 1 to 2"),
+        e.to_string().contains("this reader reads formats 1 to 3"),
         "{e}"
     );
 

@@ -59,6 +59,33 @@ fn store(sel: &ModelSel) -> Result<Store> {
     if let Some(n) = &sel.name {
         return Ok(Store::new(sel.models.join(n)));
     }
+    match model_names(sel)?.as_slice() {
+        [one] => Ok(Store::new(sel.models.join(one))),
+        many => bail!(
+            "{}: several models ({}); choose one with --name",
+            sel.models.display(),
+            many.join(", ")
+        ),
+    }
+}
+
+/// The stores `mm models list` shows: `--name`, or every model under `--models`, by name.
+fn stores(sel: &ModelSel) -> Result<Vec<(String, Store)>> {
+    if let Some(n) = &sel.name {
+        return Ok(vec![(n.clone(), Store::new(sel.models.join(n)))]);
+    }
+    Ok(model_names(sel)?
+        .into_iter()
+        .map(|n| {
+            let s = Store::new(sel.models.join(&n));
+            (n, s)
+        })
+        .collect())
+}
+
+/// The models under `--models` (directories with a version history or a `LATEST`), sorted;
+/// at least one.
+fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(&sel.models) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "{}: no exported models (the directory does not exist; `mm retrain` and `mm export` \
@@ -75,18 +102,15 @@ fn store(sel: &ModelSel) -> Result<Store> {
         })
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
-    match names.as_slice() {
-        [one] => Ok(Store::new(sel.models.join(one))),
-        [] => bail!(
+    if names.is_empty() {
+        bail!(
             "{}: no exported models (run `mm export`)",
             sel.models.display()
-        ),
-        many => bail!(
-            "{}: several models ({}); choose one with --name",
-            sel.models.display(),
-            many.join(", ")
-        ),
+        );
     }
+    let mut names = names;
+    names.sort();
+    Ok(names)
 }
 
 fn version_or_latest(store: &Store, v: Option<&String>) -> Result<String> {
@@ -110,6 +134,8 @@ fn metric(m: &Manifest, path: &[&str]) -> Option<f64> {
 
 #[derive(Serialize)]
 struct ListRow {
+    /// The model (its directory under `--models`).
+    name: String,
     version: String,
     latest: bool,
     created_at: Option<String>,
@@ -153,60 +179,68 @@ pub fn run(cmd: &ModelsCmd, out: &Output) -> Result<()> {
 fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
     match cmd {
         ModelsCmd::List(sel) => {
-            let store = store(sel)?;
-            let latest = store.latest()?;
+            // Without --name, every model under --models, one table each.
             let mut rows = Vec::new();
-            for v in store.versions()? {
-                let m = mm_artifact::load::read_manifest(&store.dir(&v));
-                let (m, error) = match m {
-                    Ok(m) => (Some(m), None),
-                    Err(e) => (None, Some(e.to_string())),
-                };
-                rows.push(ListRow {
-                    latest: latest.as_ref() == Some(&v),
-                    version: v,
-                    created_at: m.as_ref().map(|m| m.created_at.clone()),
-                    players: m.as_ref().map(|m| m.data.players),
-                    churn_auc: m.as_ref().and_then(|m| metric(m, &["churn", "auc"])),
-                    churn_ece: m
-                        .as_ref()
-                        .and_then(|m| metric(m, &["churn", "scored", "ece"])),
-                    skill_log_loss: m.as_ref().and_then(|m| {
-                        m.metrics
-                            .get("skill")?
-                            .get("models")?
-                            .get(0)?
-                            .get("scored")?
-                            .get("log_loss")?
-                            .as_f64()
-                    }),
-                    error,
-                });
+            let mut roots = Vec::new();
+            for (name, store) in stores(sel)? {
+                roots.push((name.clone(), store.root().display().to_string()));
+                let latest = store.latest()?;
+                for v in store.versions()? {
+                    let m = mm_artifact::load::read_manifest(&store.dir(&v));
+                    let (m, error) = match m {
+                        Ok(m) => (Some(m), None),
+                        Err(e) => (None, Some(e.to_string())),
+                    };
+                    rows.push(ListRow {
+                        name: name.clone(),
+                        latest: latest.as_ref() == Some(&v),
+                        version: v,
+                        created_at: m.as_ref().map(|m| m.created_at.clone()),
+                        players: m.as_ref().map(|m| m.data.players),
+                        churn_auc: m.as_ref().and_then(|m| metric(m, &["churn", "auc"])),
+                        churn_ece: m
+                            .as_ref()
+                            .and_then(|m| metric(m, &["churn", "scored", "ece"])),
+                        skill_log_loss: m.as_ref().and_then(|m| {
+                            m.metrics
+                                .get("skill")?
+                                .get("models")?
+                                .get(0)?
+                                .get("scored")?
+                                .get("log_loss")?
+                                .as_f64()
+                        }),
+                        error,
+                    });
+                }
             }
             if out.json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
             }
-            println!("{}", store.root().display());
-            println!(
-                "  {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}",
-                "version", "created", "players", "churn AUC", "churn ECE", "skill LL"
-            );
             let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
-            for r in rows {
+            for (name, root) in roots {
+                println!("{root}");
                 println!(
-                    "{} {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}{}",
-                    if r.latest { "*" } else { " " },
-                    r.version,
-                    r.created_at.unwrap_or_default(),
-                    r.players.map_or("-".into(), |p| p.to_string()),
-                    f(r.churn_auc),
-                    f(r.churn_ece),
-                    f(r.skill_log_loss),
-                    r.error
-                        .map(|e| format!("  UNREADABLE: {e}"))
-                        .unwrap_or_default()
+                    "  {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}",
+                    "version", "created", "players", "churn AUC", "churn ECE", "skill LL"
                 );
+                for r in rows.iter().filter(|r| r.name == name) {
+                    println!(
+                        "{} {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}{}",
+                        if r.latest { "*" } else { " " },
+                        r.version,
+                        r.created_at.clone().unwrap_or_default(),
+                        r.players.map_or("-".into(), |p| p.to_string()),
+                        f(r.churn_auc),
+                        f(r.churn_ece),
+                        f(r.skill_log_loss),
+                        r.error
+                            .as_ref()
+                            .map(|e| format!("  UNREADABLE: {e}"))
+                            .unwrap_or_default()
+                    );
+                }
             }
             Ok(())
         }

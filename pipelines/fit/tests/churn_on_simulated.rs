@@ -10,7 +10,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
 use mm_fit::churn::{ChurnConfig, fit_churn};
-use mm_fit::churn_features::{FeatureQuery, query};
+use mm_fit::churn_features::{FeatureQuery, query, state_query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
 use mm_lake::parquet_io::read_parquet_columns;
@@ -231,7 +231,7 @@ fn polars_query_matches_the_reference() {
             past_churn_horizon_ms: Some(horizon_ms),
         };
         let want = reference(&rows, spec, horizon_ms, 30.0);
-        let df = query(&FeatureQuery {
+        let q = FeatureQuery {
             until_ms: None,
             files: Lake::open(&lake).unwrap().matches_files().unwrap(),
             mode: Some(mode.into()),
@@ -245,10 +245,8 @@ fn polars_query_matches_the_reference() {
             data_start_ms: None,
             data_end_ms: None,
             truth: false,
-        })
-        .unwrap()
-        .collect()
-        .unwrap();
+        };
+        let df = query(&q).unwrap().collect().unwrap();
         assert_eq!(df.height(), rows.len(), "{mode}");
         let names = spec.names();
         let pid = df.column("player_id").unwrap().str().unwrap().clone();
@@ -299,6 +297,26 @@ fn polars_query_matches_the_reference() {
                 }
             }
         }
+        // The state a service starts from counts, per player, the consecutive matches more
+        // than the horizon apart, as a count over the lake's rows by hand does.
+        let mut starts: HashMap<&str, Vec<i64>> = HashMap::new();
+        for r in &rows {
+            starts.entry(r.player.as_str()).or_default().push(r.start);
+        }
+        let st = state_query(&q).unwrap().collect().unwrap();
+        let (sp, sg) = (
+            st.column("player_id").unwrap().str().unwrap(),
+            st.column("churned_gaps").unwrap().i64().unwrap(),
+        );
+        let mut with_gaps = 0;
+        for i in 0..st.height() {
+            let mut t = starts[sp.get(i).unwrap()].clone();
+            t.sort_unstable();
+            let want = t.windows(2).filter(|w| w[1] - w[0] > horizon_ms).count() as i64;
+            assert_eq!(sg.get(i), Some(want), "{mode} {:?}", sp.get(i));
+            with_gaps += usize::from(want > 0);
+        }
+        assert!(with_gaps > 100, "{mode}: {with_gaps} players with a churned gap");
         // The comparison exercised what it checks.
         assert!(censored > 0, "{mode}: no censored rows");
         assert!(
