@@ -316,7 +316,10 @@ fn polars_query_matches_the_reference() {
             assert_eq!(sg.get(i), Some(want), "{mode} {:?}", sp.get(i));
             with_gaps += usize::from(want > 0);
         }
-        assert!(with_gaps > 100, "{mode}: {with_gaps} players with a churned gap");
+        assert!(
+            with_gaps > 100,
+            "{mode}: {with_gaps} players with a churned gap"
+        );
         // The comparison exercised what it checks.
         assert!(censored > 0, "{mode}: no censored rows");
         assert!(
