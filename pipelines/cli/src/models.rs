@@ -56,17 +56,16 @@ pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
 
 /// The model's store: `--name`, or the only model under `--models`.
 fn store(sel: &ModelSel) -> Result<Store> {
-    if let Some(n) = &sel.name {
-        return Ok(Store::new(sel.models.join(n)));
-    }
-    match model_names(sel)?.as_slice() {
-        [one] => Ok(Store::new(sel.models.join(one))),
-        many => bail!(
+    let mut all = stores(sel)?;
+    if all.len() > 1 {
+        let names: Vec<String> = all.into_iter().map(|(n, _)| n).collect();
+        bail!(
             "{}: several models ({}); choose one with --name",
             sel.models.display(),
-            many.join(", ")
-        ),
+            names.join(", ")
+        );
     }
+    Ok(all.remove(0).1)
 }
 
 /// The stores `mm models list` shows: `--name`, or every model under `--models`, by name.
@@ -94,7 +93,7 @@ fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
         ),
         r => r.map_err(|e| anyhow::anyhow!("{}: {e}", sel.models.display()))?,
     };
-    let names: Vec<String> = entries
+    let mut names: Vec<String> = entries
         .filter_map(Result::ok)
         .filter(|e| {
             e.path().join(mm_artifact::store::HISTORY).exists()
@@ -108,7 +107,6 @@ fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
             sel.models.display()
         );
     }
-    let mut names = names;
     names.sort();
     Ok(names)
 }

@@ -93,6 +93,16 @@ fn hours(e: Expr) -> Expr {
     (e.cast(DataType::Float64) / lit(HOUR_MS)).log1p()
 }
 
+/// On rows sorted by player and start: the row's player played the row before too, more than
+/// `horizon_ms` earlier (that earlier match was followed by churn).
+fn after_long_gap(horizon_ms: i64) -> Expr {
+    col("player_id")
+        .shift(lit(1))
+        .eq(col("player_id"))
+        .fill_null(lit(false))
+        .and((col("start_ms") - col("start_ms").shift(lit(1))).gt(lit(horizon_ms)))
+}
+
 /// The lazy query: key columns, then the features in `FeatureSpec::names()` order.
 pub fn query(q: &FeatureQuery) -> PolarsResult<LazyFrame> {
     let per_match = per_match(q)?;
@@ -320,13 +330,8 @@ fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     let games = len().over(p())?.cast(DataType::Int64);
     let idx = (col("row") - col("row").first().over(p())?).cast(DataType::Int64);
     // Consecutive matches more than the horizon apart (`PastSummary::churned_gaps`).
-    let long_gap = col("player_id")
-        .shift(lit(1))
-        .eq(col("player_id"))
-        .fill_null(lit(false))
-        .and((col("start_ms") - col("start_ms").shift(lit(1))).gt(lit(q.horizon_ms)));
     windows.push(
-        long_gap
+        after_long_gap(q.horizon_ms)
             .cast(DataType::Int64)
             .sum()
             .over(p())?
@@ -514,9 +519,10 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     // Row k of a player: k earlier matches, of which `churned` were followed by a gap longer
     // than the horizon (the gap from the previous match to now included).
     let n = (col("row") - col("row").first().over(p())?).cast(DataType::Float64);
-    let long_gap =
-        same(1).and((col("start_ms") - col("start_ms").shift(lit(1))).gt(lit(q.horizon_ms)));
-    let churned = long_gap.cast(DataType::Float64).cum_sum(false).over(p())?;
+    let churned = after_long_gap(q.horizon_ms)
+        .cast(DataType::Float64)
+        .cum_sum(false)
+        .over(p())?;
     let w = n.clone() / (n.clone() + lit(PAST_CHURN_PRIOR));
     let odds = (churned.clone() + lit(0.5)) / (n - churned + lit(0.5));
     out.extend([

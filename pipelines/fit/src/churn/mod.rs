@@ -88,6 +88,7 @@ pub fn parse_horizon(s: &str) -> Result<i64, FitError> {
 impl ChurnConfig {
     #[must_use]
     pub fn new(lake: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        let horizon_ms = 8 * 3_600_000;
         ChurnConfig {
             until_ms: None,
             as_of: mm_lake::AsOf::Latest,
@@ -95,9 +96,9 @@ impl ChurnConfig {
             out: out.into(),
             mode: None,
             horizon: "8h".into(),
-            horizon_ms: 8 * 3_600_000,
+            horizon_ms,
             spec: FeatureSpec {
-                past_churn_horizon_ms: Some(8 * 3_600_000),
+                past_churn_horizon_ms: Some(horizon_ms),
                 ..FeatureSpec::default()
             },
             blowout_margin: 30.0,
