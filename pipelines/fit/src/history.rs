@@ -116,55 +116,130 @@ struct DayChunk {
     id_ends: Vec<usize>,
 }
 
-/// Reads the lake's matches (of `mode` when given) with each player's `metric`. Days are
-/// decoded in parallel and joined in order; players are numbered by first appearance.
+/// Reads the lake's matches (of `mode` when given) with each player's `metric`, every day of
+/// [`DayStream`] joined into one history; players are numbered by first appearance.
 pub fn read_history(lake: &Lake, mode: Option<&str>, metric: Metric) -> Result<History, FitError> {
-    use rayon::prelude::*;
-    let days = lake.days()?;
-    let chunks: Vec<Result<DayChunk, FitError>> = days
-        .par_iter()
-        .map(|&day| read_day(lake, day, mode, metric))
-        .collect();
+    let mut days = DayStream::new(lake, mode, metric)?;
     let mut h = History::default();
-    let mut index: HashMap<String, u32> = HashMap::new();
-    let mut global: Vec<u32> = Vec::new();
-    for chunk in chunks {
-        let c = chunk?;
-        global.clear();
+    while let Some(day) = days.next_day()? {
+        h.append(&day);
+    }
+    h.ids = days.ids;
+    h.role_names = days.role_names;
+    Ok(h)
+}
+
+/// The lake's days in time order, a few decoded in parallel at a time, with players numbered by
+/// first appearance over every day read so far (so the numbering is the whole history's), and
+/// roles numbered the same way. Memory: the players' ids and the days in flight.
+#[derive(Debug)]
+pub struct DayStream<'a> {
+    lake: &'a Lake,
+    mode: Option<String>,
+    metric: Metric,
+    days: Vec<i32>,
+    next: usize,
+    ready: std::collections::VecDeque<History>,
+    index: HashMap<String, u32>,
+    /// Every player seen so far; the days' player numbers index it.
+    pub ids: Vec<String>,
+    /// Every role seen so far (role `k` is `role_names[k - 1]`).
+    pub role_names: Vec<String>,
+}
+
+impl<'a> DayStream<'a> {
+    pub fn new(lake: &'a Lake, mode: Option<&str>, metric: Metric) -> Result<Self, FitError> {
+        Ok(DayStream {
+            lake,
+            mode: mode.map(str::to_string),
+            metric,
+            days: lake.days()?,
+            next: 0,
+            ready: std::collections::VecDeque::new(),
+            index: HashMap::new(),
+            ids: Vec::new(),
+            role_names: Vec::new(),
+        })
+    }
+
+    /// The next day with matches: its `matches` index its own rows (from 0), its player and
+    /// role numbers are the stream's (its `ids` and `role_names` are empty). `None` at the end.
+    pub fn next_day(&mut self) -> Result<Option<History>, FitError> {
+        use rayon::prelude::*;
+        while self.ready.is_empty() && self.next < self.days.len() {
+            let n = rayon::current_num_threads().max(1);
+            let batch = &self.days[self.next..(self.next + n).min(self.days.len())];
+            self.next += batch.len();
+            let (lake, mode, metric) = (self.lake, self.mode.as_deref(), self.metric);
+            let chunks: Vec<Result<DayChunk, FitError>> = batch
+                .par_iter()
+                .map(|&day| read_day(lake, day, mode, metric))
+                .collect();
+            for c in chunks {
+                let day = self.numbered(c?);
+                if !day.matches.is_empty() {
+                    self.ready.push_back(day);
+                }
+            }
+        }
+        Ok(self.ready.pop_front())
+    }
+
+    /// A day chunk with the stream's player and role numbers.
+    fn numbered(&mut self, c: DayChunk) -> History {
+        let mut global = Vec::with_capacity(c.id_ends.len());
         let mut from = 0;
         for &end in &c.id_ends {
             let id = &c.id_bytes[from..end];
             from = end;
-            let k = match index.get(id) {
+            let k = match self.index.get(id) {
                 Some(&k) => k,
                 None => {
-                    let k = h.ids.len() as u32;
-                    h.ids.push(id.to_string());
-                    index.insert(id.to_string(), k);
+                    let k = self.ids.len() as u32;
+                    self.ids.push(id.to_string());
+                    self.index.insert(id.to_string(), k);
                     k
                 }
             };
             global.push(k);
         }
-        let c = c.h;
-        let base = h.player.len() as u32;
-        h.player
-            .extend(c.player.iter().map(|&p| global[p as usize]));
-        h.metric.extend_from_slice(&c.metric);
-        h.party.extend_from_slice(&c.party);
-        // Day-local role numbers to the history's, by name.
+        let mut h = c.h;
+        for p in &mut h.player {
+            *p = global[*p as usize];
+        }
+        // Day-local role numbers to the stream's, by name.
+        let mut names = History {
+            role_names: std::mem::take(&mut self.role_names),
+            ..History::default()
+        };
         let roles: Vec<u16> = std::iter::once(0)
-            .chain(c.role_names.iter().map(|name| h.role_number(name)))
+            .chain(h.role_names.iter().map(|name| names.role_number(name)))
             .collect();
-        h.role.extend(c.role.iter().map(|&r| roles[r as usize]));
-        h.matches.extend(c.matches.iter().map(|m| MatchRef {
+        self.role_names = names.role_names;
+        for r in &mut h.role {
+            *r = roles[*r as usize];
+        }
+        h.role_names.clear();
+        h
+    }
+}
+
+impl History {
+    /// Appends the matches of `day` (numbered like this history's players and roles) after
+    /// this history's.
+    pub fn append(&mut self, day: &History) {
+        let base = self.player.len() as u32;
+        self.player.extend_from_slice(&day.player);
+        self.metric.extend_from_slice(&day.metric);
+        self.party.extend_from_slice(&day.party);
+        self.role.extend_from_slice(&day.role);
+        self.matches.extend(day.matches.iter().map(|m| MatchRef {
             lo: m.lo + base,
             split: m.split + base,
             hi: m.hi + base,
             ..*m
         }));
     }
-    Ok(h)
 }
 
 fn read_day(

@@ -24,10 +24,11 @@ pub mod html;
 pub mod replay;
 pub mod report;
 mod skill;
+pub mod skill_out;
 pub mod skill_truth;
 pub mod table;
 
 pub use error::FitError;
 pub use history::Metric;
 pub use report::skill::{ModelScore, SkillReport};
-pub use skill::{COD_SKILL_SD, SkillConfig, fit_skill};
+pub use skill::{COD_SKILL_SD, MAX_TUNE_ROWS, SkillConfig, fit_skill};

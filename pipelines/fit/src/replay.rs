@@ -113,106 +113,234 @@ pub fn run_ours(
     win: &Windows,
     dist_bucket_ms: Option<i64>,
 ) -> OursRun {
-    let t0 = Instant::now();
-    let mut model = RawSkill::new(params);
-    let mut run = OursRun {
-        model: RawSkill::new(params),
-        tune: Vec::new(),
-        score: Vec::new(),
-        pairwise_tune: BinaryScore::default(),
-        pairwise: BinaryScore::default(),
-        last_seen: vec![i64::MIN; h.ids.len()],
-        updates: 0,
-        seconds: 0.0,
-        dist: Vec::new(),
-        pre_skill: vec![f32::NAN; h.rows()],
-    };
-    let scale = params.params().scale;
-    let mut lobby: Vec<(usize, f64)> = Vec::new();
-    let mut offs: Vec<f64> = Vec::new();
-    let mut seen: Vec<u32> = Vec::new();
-    let mut values: Vec<f64> = Vec::new();
-    let mut bucket_end = h
-        .matches
-        .first()
-        .zip(dist_bucket_ms)
-        .map(|(m, b)| m.start_ms + b);
-    for m in h.matches.iter().take_while(|m| m.start_ms < until) {
-        if let (Some(end), Some(b)) = (bucket_end, dist_bucket_ms)
-            && m.start_ms >= end
-        {
-            run.dist.push(dist_point(&model, &mut seen, end));
-            bucket_end = Some(end + b * ((m.start_ms - end) / b + 1));
+    let mut replay = OursReplay::new(params, offsets, until, *win, dist_bucket_ms, usize::MAX);
+    let mut pre = vec![f32::NAN; h.rows()];
+    replay.feed(h, &mut pre);
+    let mut run = replay.finish();
+    run.last_seen.resize(h.ids.len(), i64::MIN);
+    run.pre_skill = pre;
+    run
+}
+
+/// Keeps every `stride`-th item pushed, doubling the stride (and dropping every other item
+/// kept) whenever `cap` would be passed: a systematic sample of between `cap / 2` and `cap`
+/// items spread evenly over everything pushed, in bounded memory. With no cap, every item.
+#[derive(Debug)]
+pub struct Thinned<T> {
+    pub items: Vec<T>,
+    cap: usize,
+    stride: u64,
+    pushed: u64,
+}
+
+impl<T> Thinned<T> {
+    #[must_use]
+    pub fn new(cap: usize) -> Self {
+        Thinned {
+            items: Vec::new(),
+            cap: cap.max(2),
+            stride: 1,
+            pushed: 0,
         }
-        let rows = m.lo as usize..m.hi as usize;
-        let roles = h.role.get(rows.clone()).unwrap_or(&[]);
-        lobby.clear();
-        lobby.extend(rows.clone().map(|r| (h.player[r] as usize, h.metric[r])));
-        let skill = |p: u32| model.skill(p as usize);
-        for r in rows.clone() {
-            run.pre_skill[r] = skill(h.player[r]) as f32;
-        }
-        if m.two_teams() && (win.in_tune(m.start_ms) || win.in_score(m.start_ms)) {
-            let s = team_sample(h, m, &skill);
-            if win.in_tune(m.start_ms) {
-                run.tune.push(s);
-            } else {
-                run.score.push(s);
+    }
+
+    pub fn push(&mut self, x: T) {
+        if self.pushed.is_multiple_of(self.stride) {
+            if self.items.len() == self.cap {
+                let mut k = 0;
+                self.items.retain(|_| {
+                    k += 1;
+                    k % 2 == 1
+                });
+                self.stride *= 2;
+            }
+            if self.pushed.is_multiple_of(self.stride) {
+                self.items.push(x);
             }
         }
-        let pairs = if win.in_score(m.start_ms) {
-            Some(&mut run.pairwise)
-        } else if win.in_tune(m.start_ms) {
-            Some(&mut run.pairwise_tune)
-        } else {
-            None
-        };
-        if let Some(acc) = pairs {
-            // The pairs the model compares, on the values it compares (see `RoleComparison`).
-            model.compared_values(&lobby, roles, &mut values);
-            let role = |k: usize| roles.get(k).copied().unwrap_or(0);
-            for (a, &(i, _)) in lobby.iter().enumerate() {
-                for (b, &(j, _)) in lobby.iter().enumerate().skip(a + 1) {
-                    let (xi, xj) = (values[a], values[b]);
-                    if xi.is_finite()
-                        && xj.is_finite()
-                        && xi != xj
-                        && model.compares(role(a), role(b))
-                    {
-                        let p = sigmoid(scale * (skill(i as u32) - skill(j as u32)));
-                        acc.add(p, f64::from(u8::from(xi > xj)));
+        self.pushed += 1;
+    }
+}
+
+/// A replay of our raw skill fed one stretch of history at a time (a whole history, or a
+/// lake's days in order with shared player numbers), so its memory is the players' state.
+#[derive(Debug)]
+pub struct OursReplay {
+    model: RawSkill,
+    scale: f64,
+    offsets: Option<PartyAdjustment>,
+    until: i64,
+    win: Windows,
+    dist_bucket_ms: Option<i64>,
+    bucket_end: Option<i64>,
+    tune: Thinned<TeamSample>,
+    score: Thinned<TeamSample>,
+    pairwise_tune: BinaryScore,
+    pairwise: BinaryScore,
+    last_seen: Vec<i64>,
+    updates: u64,
+    seconds: f64,
+    dist: Vec<DistPoint>,
+    seen: Vec<u32>,
+    lobby: Vec<(usize, f64)>,
+    offs: Vec<f64>,
+    values: Vec<f64>,
+}
+
+impl OursReplay {
+    /// A replay of matches starting before `until`; at most `max_samples` team samples are kept
+    /// per window (a systematic sample, see [`Thinned`]).
+    #[must_use]
+    pub fn new(
+        params: ValidRawSkillParams,
+        offsets: Option<PartyAdjustment>,
+        until: i64,
+        win: Windows,
+        dist_bucket_ms: Option<i64>,
+        max_samples: usize,
+    ) -> Self {
+        OursReplay {
+            model: RawSkill::new(params),
+            scale: params.params().scale,
+            offsets,
+            until,
+            win,
+            dist_bucket_ms,
+            bucket_end: None,
+            tune: Thinned::new(max_samples),
+            score: Thinned::new(max_samples),
+            pairwise_tune: BinaryScore::default(),
+            pairwise: BinaryScore::default(),
+            last_seen: Vec::new(),
+            updates: 0,
+            seconds: 0.0,
+            dist: Vec::new(),
+            seen: Vec::new(),
+            lobby: Vec::new(),
+            offs: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Replays the matches of `h`, which follow every match fed before (players numbered
+    /// alike), and writes each replayed row's pre-match raw skill into `pre` (`h.rows()` long;
+    /// rows not replayed are left as they are). Returns false once `until` is reached.
+    pub fn feed(&mut self, h: &History, pre: &mut [f32]) -> bool {
+        let t0 = Instant::now();
+        let scale = self.scale;
+        if self.bucket_end.is_none() {
+            self.bucket_end = h
+                .matches
+                .first()
+                .zip(self.dist_bucket_ms)
+                .map(|(m, b)| m.start_ms + b);
+        }
+        let mut more = true;
+        for m in &h.matches {
+            if m.start_ms >= self.until {
+                more = false;
+                break;
+            }
+            if let (Some(end), Some(b)) = (self.bucket_end, self.dist_bucket_ms)
+                && m.start_ms >= end
+            {
+                self.dist.push(dist_point(&self.model, &mut self.seen, end));
+                self.bucket_end = Some(end + b * ((m.start_ms - end) / b + 1));
+            }
+            let rows = m.lo as usize..m.hi as usize;
+            let roles = h.role.get(rows.clone()).unwrap_or(&[]);
+            self.lobby.clear();
+            self.lobby
+                .extend(rows.clone().map(|r| (h.player[r] as usize, h.metric[r])));
+            let model = &self.model;
+            let skill = |p: u32| model.skill(p as usize);
+            for r in rows.clone() {
+                pre[r] = skill(h.player[r]) as f32;
+            }
+            let (tune, score) = (self.win.in_tune(m.start_ms), self.win.in_score(m.start_ms));
+            if m.two_teams() && (tune || score) {
+                let s = team_sample(h, m, &skill);
+                if tune {
+                    self.tune.push(s);
+                } else {
+                    self.score.push(s);
+                }
+            }
+            let pairs = if score {
+                Some(&mut self.pairwise)
+            } else if tune {
+                Some(&mut self.pairwise_tune)
+            } else {
+                None
+            };
+            if let Some(acc) = pairs {
+                // The pairs the model compares, on the values it compares (see
+                // `RoleComparison`).
+                model.compared_values(&self.lobby, roles, &mut self.values);
+                let role = |k: usize| roles.get(k).copied().unwrap_or(0);
+                for (a, &(i, _)) in self.lobby.iter().enumerate() {
+                    for (b, &(j, _)) in self.lobby.iter().enumerate().skip(a + 1) {
+                        let (xi, xj) = (self.values[a], self.values[b]);
+                        if xi.is_finite()
+                            && xj.is_finite()
+                            && xi != xj
+                            && model.compares(role(a), role(b))
+                        {
+                            let p = sigmoid(scale * (skill(i as u32) - skill(j as u32)));
+                            acc.add(p, f64::from(u8::from(xi > xj)));
+                        }
                     }
                 }
             }
+            self.offs.clear();
+            if let Some(adj) = self.offsets {
+                self.offs.extend(rows.clone().map(|r| match h.party[r] {
+                    0 => 0.0,
+                    p => adj.for_spread(party_sd(h, m.lo, m.hi, p, &skill)),
+                }));
+            }
+            self.model.update_with_roles(&self.lobby, &self.offs, roles);
+            for &(i, _) in &self.lobby {
+                if i >= self.last_seen.len() {
+                    self.last_seen.resize(i + 1, i64::MIN);
+                }
+                self.last_seen[i] = m.start_ms;
+            }
+            if self.dist_bucket_ms.is_some() {
+                self.seen.extend(self.lobby.iter().map(|&(i, _)| i as u32));
+            }
+            self.updates += self.lobby.len() as u64;
         }
-        offs.clear();
-        if let Some(adj) = offsets {
-            offs.extend(rows.clone().map(|r| match h.party[r] {
-                0 => 0.0,
-                p => adj.for_spread(party_sd(h, m.lo, m.hi, p, &skill)),
-            }));
-        }
-        model.update_with_roles(&lobby, &offs, roles);
-        for &(i, _) in &lobby {
-            run.last_seen[i] = m.start_ms;
-        }
-        if dist_bucket_ms.is_some() {
-            seen.extend(lobby.iter().map(|&(i, _)| i as u32));
-        }
-        run.updates += lobby.len() as u64;
+        self.seconds += t0.elapsed().as_secs_f64();
+        more
     }
-    if let Some(end) = bucket_end
-        && !seen.is_empty()
-    {
-        // The last, partial stretch only when it is not a thin tail of a few players.
-        let p = dist_point(&model, &mut seen, end);
-        if run.dist.last().is_none_or(|q| 2 * p.players >= q.players) {
-            run.dist.push(p);
+
+    /// What the replay collected (`pre_skill` empty: the rows' skills went to `feed`'s `pre`;
+    /// `last_seen` as long as the highest player number replayed).
+    #[must_use]
+    pub fn finish(mut self) -> OursRun {
+        if let Some(end) = self.bucket_end
+            && !self.seen.is_empty()
+        {
+            // The last, partial stretch only when it is not a thin tail of a few players.
+            let p = dist_point(&self.model, &mut self.seen, end);
+            if self.dist.last().is_none_or(|q| 2 * p.players >= q.players) {
+                self.dist.push(p);
+            }
+        }
+        OursRun {
+            model: self.model,
+            tune: self.tune.items,
+            score: self.score.items,
+            pairwise_tune: self.pairwise_tune,
+            pairwise: self.pairwise,
+            last_seen: self.last_seen,
+            updates: self.updates,
+            seconds: self.seconds,
+            dist: self.dist,
+            pre_skill: Vec::new(),
         }
     }
-    run.model = model;
-    run.seconds = t0.elapsed().as_secs_f64();
-    run
 }
 
 fn dist_point(model: &RawSkill, seen: &mut Vec<u32>, end_ms: i64) -> DistPoint {
@@ -280,4 +408,32 @@ pub fn run_baseline(h: &History, params: BaselineParams, until: i64, win: &Windo
     }
     run.seconds = t0.elapsed().as_secs_f64();
     run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Thinned;
+
+    /// The thinned sample is every `stride`-th item from the first, between half the cap and
+    /// the cap once the cap is passed, and everything before.
+    #[test]
+    fn thinned_keeps_an_even_bounded_sample() {
+        for cap in [2usize, 3, 10, 64] {
+            for n in [0u64, 1, 5, 10, 11, 100, 1_000, 10_007] {
+                let mut t = Thinned::new(cap);
+                for x in 0..n {
+                    t.push(x);
+                }
+                let stride = t.stride;
+                let want: Vec<u64> = (0..n).step_by(stride as usize).collect();
+                assert_eq!(t.items, want, "cap {cap}, n {n}");
+                assert!(t.items.len() <= cap);
+                if n as usize > cap {
+                    assert!(t.items.len() >= cap / 2, "cap {cap}, n {n}");
+                } else {
+                    assert_eq!(stride, 1);
+                }
+            }
+        }
+    }
 }

@@ -1,14 +1,11 @@
 //! `mm fit skill`: raw skill and percentiles from the lake.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
 use mm_lake::Lake;
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
-use mm_trainer::skill::raw::{RawSkill, RawSkillParams, RoleComparison, ValidRawSkillParams};
+use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
 use mm_trainer::skill::team::{
     FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel,
 };
@@ -16,9 +13,10 @@ use mm_trainer::stats::{BinaryScore, mean_sd};
 use serde::Serialize;
 
 use crate::error::{FitError, config_err, output_err};
-use crate::history::{History, Metric, read_history};
-use crate::replay::{OursRun, Windows, run_baseline, run_ours};
-use crate::report::skill::{ModelScore, SkillReport, TunePoint, WindowDates};
+use crate::history::{DayStream, History, Metric};
+use crate::replay::{OursReplay, OursRun, Windows, run_baseline, run_ours};
+use crate::report::skill::{ModelScore, SkillReport, TunePoint, TuningSample, WindowDates};
+use crate::skill_out::{MatchSkillWriter, write_players};
 
 /// What `fit_skill` does.
 #[derive(Debug, Clone)]
@@ -63,7 +61,18 @@ pub struct SkillConfig {
     /// deviation on the tuning window (the scale is a unit: predictions do not depend on it, but
     /// the population must sit well inside [-1, 1]). None keeps `params.scale`.
     pub target_sd: Option<f64>,
+    /// The most player-match rows held in memory: tuning, the baselines, the team model and
+    /// the party adjustment are fitted on the lake's first days up to this many rows, and when
+    /// the lake has more, the chosen model then replays every day of it one day at a time.
+    pub max_tune_rows: usize,
 }
+
+/// Default of [`SkillConfig::max_tune_rows`].
+pub const MAX_TUNE_ROWS: usize = 10_000_000;
+
+/// The most team samples the day-by-day replay keeps for the final team model (a systematic
+/// sample of the matches when there are more).
+const MAX_TEAM_SAMPLES: usize = 4_000_000;
 
 /// The Call of Duty paper's spread: the 80th and 50th percentiles of raw skill differ by 0.1, a
 /// standard deviation of 0.1 / 0.8416 for a normal population.
@@ -93,6 +102,7 @@ impl SkillConfig {
             score_to_ms: None,
             html: true,
             target_sd: Some(COD_SKILL_SD),
+            max_tune_rows: MAX_TUNE_ROWS,
         }
     }
 }
@@ -233,6 +243,8 @@ fn tune(
 /// tuning window, and on every match), the party adjustment's iterations and our model's scores.
 struct Fitted {
     run: OursRun,
+    /// The party adjustment `run` credited to parties (None: none).
+    offsets: Option<PartyAdjustment>,
     team: Option<TeamWinModel>,
     team_final: Option<TeamWinModel>,
     party_iterations: Vec<PartyAdjustment>,
@@ -259,6 +271,7 @@ fn fit_models(
     let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
     let bucket = (span / 60).max(86_400_000);
     let mut run = run_ours(h, valid, None, i64::MAX, win, Some(bucket));
+    let mut offsets = None;
     let mut team = fit_team(&run, team_cfg);
     let mut party_iterations = Vec::new();
     if let Some(adj) = team.and_then(|t| t.party_adjustment())
@@ -270,6 +283,7 @@ fn fit_models(
                 break;
             };
             run = run_ours(h, valid, Some(adj), i64::MAX, win, Some(bucket));
+            offsets = Some(adj);
             team = fit_team(&run, team_cfg);
             match team.and_then(|t| t.party_adjustment()) {
                 Some(a) => party_iterations.push(a),
@@ -305,6 +319,7 @@ fn fit_models(
     };
     Ok(Fitted {
         run,
+        offsets,
         team,
         team_final,
         party_iterations,
@@ -356,28 +371,146 @@ fn score_baselines(cfg: &SkillConfig, h: &History, win: &Windows) -> Vec<ModelSc
     models
 }
 
+/// The lake's first days (in time order, before `until_ms`) up to `max_rows` player-match
+/// rows (at least one day), with players numbered as in the whole history; and whether that is
+/// every match before `until_ms`.
+fn read_sample(
+    lake: &Lake,
+    cfg: &SkillConfig,
+    max_rows: usize,
+) -> Result<(History, bool), FitError> {
+    let mut days = DayStream::new(lake, cfg.mode.as_deref(), cfg.metric)?;
+    let mut h = History::default();
+    let mut complete = true;
+    while let Some(mut day) = days.next_day()? {
+        if let Some(t) = cfg.until_ms {
+            day.truncate_from(t);
+        }
+        if day.matches.is_empty() {
+            break;
+        }
+        if h.rows() > 0 && h.rows() + day.rows() > max_rows {
+            complete = false;
+            break;
+        }
+        h.append(&day);
+    }
+    // Players are numbered by first appearance: those of the sample are a prefix.
+    let players = h.player.iter().max().map_or(0, |&p| p as usize + 1);
+    days.ids.truncate(players);
+    h.ids = days.ids;
+    h.role_names = days.role_names;
+    Ok((h, complete))
+}
+
+/// What the replay of every match with the chosen model gave, for the outputs.
+struct FinalRun {
+    run: OursRun,
+    ids: Vec<String>,
+    team_final: Option<TeamWinModel>,
+    matches: u64,
+    two_team_matches: u64,
+    rows: u64,
+    end_ms: i64,
+    match_skill: MatchSkillWriter,
+}
+
+/// Replays every day of the lake (before `cfg.until_ms`) one day at a time with the chosen
+/// `params` and party `offsets`, writing the rows' pre-match skill as it goes; fits the final
+/// team model on a bounded systematic sample of the matches. Memory: the players' state and a
+/// day's rows.
+fn replay_days(
+    lake: &Lake,
+    cfg: &SkillConfig,
+    params: ValidRawSkillParams,
+    offsets: Option<PartyAdjustment>,
+    win: &Windows,
+    team_cfg: &TeamFitConfig,
+) -> Result<FinalRun, FitError> {
+    let mut days = DayStream::new(lake, cfg.mode.as_deref(), cfg.metric)?;
+    let span = lake.days()?;
+    let span_ms = span
+        .last()
+        .zip(span.first())
+        .map_or(0, |(l, f)| i64::from(l - f + 1) * 86_400_000);
+    let bucket = (span_ms / 60).max(86_400_000);
+    let until = cfg.until_ms.unwrap_or(i64::MAX);
+    let mut replay = OursReplay::new(params, offsets, until, *win, Some(bucket), MAX_TEAM_SAMPLES);
+    let mut out = MatchSkillWriter::new(&cfg.out)?;
+    let (mut matches, mut two, mut rows, mut end_ms) = (0u64, 0u64, 0u64, 0i64);
+    let mut pre: Vec<f32> = Vec::new();
+    let mut meter = mm_lake::progress::Meter::new("skill: replay", "days", Some(span.len() as u64));
+    while let Some(mut day) = days.next_day()? {
+        meter.add(1);
+        day.truncate_from(until);
+        if day.matches.is_empty() {
+            break;
+        }
+        pre.clear();
+        pre.resize(day.rows(), f32::NAN);
+        let more = replay.feed(&day, &mut pre);
+        out.push(&days.ids, &day, &pre)?;
+        matches += day.matches.len() as u64;
+        two += day.matches.iter().filter(|m| m.two_teams()).count() as u64;
+        rows += day.rows() as u64;
+        end_ms = day.matches.last().map_or(end_ms, |m| m.start_ms);
+        if !more {
+            break;
+        }
+    }
+    let run = replay.finish();
+    days.ids.truncate(run.last_seen.len());
+    let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
+    let team_final = if all.len() >= 20 {
+        Some(TeamWinModel::fit(&all, team_cfg)?)
+    } else {
+        None
+    };
+    Ok(FinalRun {
+        run,
+        ids: days.ids,
+        team_final,
+        matches,
+        two_team_matches: two,
+        rows,
+        end_ms,
+        match_skill: out,
+    })
+}
+
 /// Replays the lake through the raw-skill model and the baselines; writes `players.parquet`,
-/// `percentiles.json`, `team_model.json`, `skill_metrics.json` and `skill_report.html` into
-/// `cfg.out`.
+/// `match_skill.parquet`, `percentiles.json`, `team_model.json`, `skill_metrics.json` and
+/// `skill_report.html` into `cfg.out`.
+///
+/// Tuning, the baselines, the team model and the party adjustment are fitted on the lake's
+/// first days up to `cfg.max_tune_rows` rows, held in memory. When that is the whole lake,
+/// its replay is the final one; otherwise the chosen model replays every day of the lake one
+/// day at a time, so memory depends on the players and on `max_tune_rows`, not on the rows.
 pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let t0 = std::time::Instant::now();
     check(cfg.params)?;
     if cfg.knots < 2 {
         return Err(config_err("knots", "at least 2"));
     }
+    if cfg.max_tune_rows == 0 {
+        return Err(config_err("max-tune-rows", "at least 1"));
+    }
     let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
-    let mut h = read_history(&lake, cfg.mode.as_deref(), cfg.metric)?;
+    let (h, complete) = read_sample(&lake, cfg, cfg.max_tune_rows)?;
     tracing::info!(
         matches = h.matches.len(),
         players = h.ids.len(),
         rows = h.player.len(),
-        "skill: read {} matches of {} players",
+        complete,
+        "skill: read {} matches of {} players{}",
         h.matches.len(),
-        h.ids.len()
+        h.ids.len(),
+        if complete {
+            ""
+        } else {
+            " (the first days, up to --max-tune-rows, for tuning)"
+        }
     );
-    if let Some(t) = cfg.until_ms {
-        h.truncate_from(t);
-    }
     if h.matches.is_empty() {
         return Err(FitError::Empty(cfg.lake.clone()));
     }
@@ -387,6 +520,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     let (params, tuning) = tune(cfg, &h, &win, &team_cfg)?;
     let Fitted {
         run,
+        offsets,
         team,
         team_final,
         party_iterations,
@@ -395,37 +529,62 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     } = fit_models(cfg, &h, &win, params, &team_cfg)?;
     let mut models: Vec<ModelScore> = model_score.into_iter().collect();
     models.extend(score_baselines(cfg, &h, &win));
+    std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
 
+    let fin = if complete {
+        let mut out = MatchSkillWriter::new(&cfg.out)?;
+        out.push(&h.ids, &h, &run.pre_skill)?;
+        FinalRun {
+            ids: h.ids.clone(),
+            team_final,
+            matches: h.matches.len() as u64,
+            two_team_matches: h.matches.iter().filter(|m| m.two_teams()).count() as u64,
+            rows: h.rows() as u64,
+            end_ms: h.matches.last().map_or(0, |m| m.start_ms),
+            match_skill: out,
+            run,
+        }
+    } else {
+        drop(run);
+        tracing::info!("skill: replaying every day of the lake with the chosen model");
+        replay_days(&lake, cfg, check(params)?, offsets, &win, &team_cfg)?
+    };
+    let run = &fin.run;
     let model = &run.model;
-    let end = h.matches.last().map_or(0, |m| m.start_ms);
+    let end = fin.end_ms;
     let window = i64::from(cfg.active_days) * 86_400_000;
     let states = model.players();
-    let active: Vec<f64> = (0..h.ids.len())
+    let active: Vec<f64> = (0..fin.ids.len())
         .filter(|&i| run.last_seen[i] >= end - window && i < states.len())
         .map(|i| states[i].skill)
         .collect();
     let map =
         PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
-    let skills: Vec<f64> = (0..h.ids.len()).map(|i| model.skill(i)).collect();
+    let skills: Vec<f64> = (0..fin.ids.len()).map(|i| model.skill(i)).collect();
     let (mean, sd) = mean_sd(&skills);
-    std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
-    write_players(cfg, &h.ids, model, &run.last_seen, &map)?;
-    write_match_skill(cfg, &h, &run.pre_skill, &map)?;
+    write_players(&cfg.out, &fin.ids, model, &run.last_seen, &map)?;
     let count = |f: &dyn Fn(i64) -> bool| {
         h.matches
             .iter()
             .filter(|m| m.two_teams() && f(m.start_ms))
             .count() as u64
     };
-    let truth = crate::skill_truth::compare(&lake, &h, model, team_final.as_ref(), &team_cfg);
+    let truth = crate::skill_truth::compare(
+        &lake,
+        &fin.ids,
+        &h,
+        model,
+        fin.team_final.as_ref(),
+        &team_cfg,
+    );
     let report = SkillReport {
         lake_version: lake.version(),
         metric: cfg.metric,
         mode: cfg.mode.clone(),
-        matches: h.matches.len() as u64,
-        two_team_matches: h.matches.iter().filter(|m| m.two_teams()).count() as u64,
-        player_matches: h.rows() as u64,
-        players: h.ids.len() as u64,
+        matches: fin.matches,
+        two_team_matches: fin.two_team_matches,
+        player_matches: fin.rows,
+        players: fin.ids.len() as u64,
         active_players: active.len() as u64,
         skill_mean: mean,
         skill_sd: sd,
@@ -435,16 +594,21 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             tune_from: date(win.tune_from),
             tune_to: date(win.tune_to),
             score_from: date(win.score_from),
-            score_to: date(win.score_to.min(end)),
+            score_to: date(win.score_to.min(h.matches.last().map_or(0, |m| m.start_ms))),
             tune_matches: count(&|t| win.in_tune(t)),
             scored_matches: count(&|t| win.in_score(t)),
         },
+        tuning_sample: (!complete).then(|| TuningSample {
+            rows: h.rows() as u64,
+            matches: h.matches.len() as u64,
+            until: date(h.matches.last().map_or(0, |m| m.start_ms)),
+        }),
         params,
         tuning,
         models,
         pairwise: run.pairwise.metrics(),
         team_model: team,
-        team_model_final: team_final,
+        team_model_final: fin.team_final,
         party_adjustment: party_iterations.last().copied(),
         party_iterations,
         truth,
@@ -453,6 +617,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         seconds: 0.0,
         out: cfg.out.clone(),
     };
+    fin.match_skill.finish(&map)?;
     write_json(&cfg.out.join("percentiles.json"), &map)?;
     if let Some(t) = &report.team_model_final {
         write_json(
@@ -535,84 +700,5 @@ fn metric_sd(h: &History, until: i64) -> f64 {
 fn write_json(path: &Path, v: &impl Serialize) -> Result<(), FitError> {
     let bytes = serde_json::to_vec_pretty(v).map_err(|e| output_err(path, e))?;
     mm_lake::parquet_io::write_atomic(path, &bytes)?;
-    Ok(())
-}
-
-/// `match_skill.parquet`: every replayed row's raw skill just before its match and its
-/// percentile on the final map, keyed by player and match start (the churn fit joins it).
-fn write_match_skill(
-    cfg: &SkillConfig,
-    h: &History,
-    pre: &[f32],
-    map: &PercentileMap,
-) -> Result<(), FitError> {
-    let mut ids = Vec::with_capacity(h.rows());
-    let mut start = Vec::with_capacity(h.rows());
-    let mut skill = Vec::with_capacity(h.rows());
-    let mut pct = Vec::with_capacity(h.rows());
-    for m in &h.matches {
-        let rows = m.lo as usize..m.hi as usize;
-        for (r, &s) in rows.clone().zip(&pre[rows]) {
-            let s = f64::from(s);
-            if !s.is_finite() {
-                continue;
-            }
-            ids.push(h.ids[h.player[r] as usize].as_str());
-            start.push(m.start_ms);
-            skill.push(s);
-            pct.push(map.percentile(s));
-        }
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("player_id", DataType::Utf8, false),
-        Field::new("start_ms", DataType::Int64, false),
-        Field::new("raw_skill", DataType::Float64, false),
-        Field::new("percentile", DataType::Float64, false),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(ids)),
-        Arc::new(Int64Array::from(start)),
-        Arc::new(Float64Array::from(skill)),
-        Arc::new(Float64Array::from(pct)),
-    ];
-    let batch = RecordBatch::try_new(schema, cols).map_err(|e| output_err(&cfg.out, e))?;
-    let path = cfg.out.join("match_skill.parquet");
-    let tmp = mm_artifact::fsio::temp_path(&path);
-    mm_lake::parquet_io::write_parquet_file(&tmp, &[batch])?;
-    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| output_err(&path, e))?;
-    Ok(())
-}
-
-fn write_players(
-    cfg: &SkillConfig,
-    ids: &[String],
-    model: &RawSkill,
-    last_seen: &[i64],
-    map: &PercentileMap,
-) -> Result<(), FitError> {
-    let skill: Vec<f64> = (0..ids.len()).map(|i| model.skill(i)).collect();
-    let games: Vec<i64> = (0..ids.len())
-        .map(|i| model.players().get(i).map_or(0, |p| i64::from(p.games)))
-        .collect();
-    let pct: Vec<f64> = skill.iter().map(|&s| map.percentile(s)).collect();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("player_id", DataType::Utf8, false),
-        Field::new("raw_skill", DataType::Float64, false),
-        Field::new("percentile", DataType::Float64, false),
-        Field::new("games", DataType::Int64, false),
-        Field::new("last_seen_ms", DataType::Int64, false),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(ids.to_vec())),
-        Arc::new(Float64Array::from(skill)),
-        Arc::new(Float64Array::from(pct)),
-        Arc::new(Int64Array::from(games)),
-        Arc::new(Int64Array::from(last_seen.to_vec())),
-    ];
-    let batch = RecordBatch::try_new(schema, cols).map_err(|e| output_err(&cfg.out, e))?;
-    let path = cfg.out.join("players.parquet");
-    let tmp = mm_artifact::fsio::temp_path(&path);
-    mm_lake::parquet_io::write_parquet_file(&tmp, &[batch])?;
-    mm_artifact::fsio::publish(&tmp, &path).map_err(|e| output_err(&path, e))?;
     Ok(())
 }

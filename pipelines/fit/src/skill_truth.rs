@@ -48,11 +48,14 @@ pub struct SkillTruth {
     pub sim_party_spread: Option<f64>,
 }
 
-/// Compares `model` (replayed over `h`) and `team` (the exported team model) with the truth of
-/// the lake, when it has one. Unreadable or missing truth gives `None`, with a debug line.
+/// Compares `model` (whose players `ids` names) and `team` (the exported team model) with the
+/// truth of the lake, when it has one; the oracle team model is fitted on the matches of `h`
+/// (the whole history, or its first days). Unreadable or missing truth gives `None`, with a
+/// debug line.
 #[must_use]
 pub fn compare(
     lake: &Lake,
+    ids: &[String],
     h: &History,
     model: &RawSkill,
     team: Option<&TeamWinModel>,
@@ -68,7 +71,7 @@ pub fn compare(
     let team = team?;
     let states = model.players();
     let (mut fitted, mut true_skill) = (Vec::new(), Vec::new());
-    for (i, id) in h.ids.iter().enumerate() {
+    for (i, id) in ids.iter().enumerate() {
         if let (Some(s), Some(&t)) = (states.get(i), truth.skill.get(id))
             && s.games >= MIN_GAMES
         {

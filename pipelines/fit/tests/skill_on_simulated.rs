@@ -177,3 +177,142 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
         "{per_sd}"
     );
 }
+
+/// Every row of a Parquet file as text, sorted: two files with the same rows compare equal
+/// whatever their row groups.
+fn rows_of(path: &std::path::Path) -> Vec<String> {
+    let mut rows = Vec::new();
+    for b in read_parquet_columns(path, None).unwrap() {
+        let cols: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| {
+                arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &Default::default())
+                    .unwrap()
+            })
+            .collect();
+        for i in 0..b.num_rows() {
+            rows.push(
+                cols.iter()
+                    .map(|c| c.value(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Issue 26: a lake larger than `max_tune_rows` is replayed one day at a time with players
+/// numbered across days; with the same parameters that replay is the whole-history one, row for
+/// row (players.parquet and match_skill.parquet), including a cutoff in the middle of a day.
+/// The replay fed day by day with a party adjustment equals the whole-history replay too.
+#[test]
+fn the_day_by_day_replay_is_the_whole_history_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    simulate(&SimConfig {
+        lake: lake.clone(),
+        seed: 26,
+        players: 1_500,
+        days: 8,
+        duel_share: 0.3,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let first = mm_fit::history::read_history(
+        &mm_lake::Lake::open(&lake).unwrap(),
+        None,
+        Metric::KillsPerEnemyDeath,
+    )
+    .unwrap()
+    .matches[0]
+        .start_ms;
+    let fit = |max_tune_rows: usize, out: &str| {
+        let out = dir.path().join(out);
+        let report = fit_skill(&SkillConfig {
+            mode: Some("tdm-6v6".into()),
+            tune: false,
+            party_iterations: 0,
+            target_sd: None,
+            baselines: Vec::new(),
+            html: false,
+            // Six and a half days in: the cut falls inside a day.
+            until_ms: Some(first + 6 * 86_400_000 + 43_200_000),
+            max_tune_rows,
+            ..SkillConfig::new(lake.clone(), out.clone())
+        })
+        .unwrap();
+        (report, out)
+    };
+    let (whole, a) = fit(usize::MAX, "whole");
+    let cap = (whole.player_matches / 4) as usize;
+    let (days, b) = fit(cap, "days");
+    assert!(whole.tuning_sample.is_none());
+    let sample = days.tuning_sample.clone().unwrap();
+    eprintln!(
+        "whole: {} rows of {} matches; the day-by-day fit tuned on {} rows",
+        whole.player_matches, whole.matches, sample.rows
+    );
+    assert!(sample.rows <= cap as u64 && sample.rows > 0);
+    assert_eq!(
+        (days.matches, days.player_matches, days.players),
+        (whole.matches, whole.player_matches, whole.players)
+    );
+    for f in ["players.parquet", "match_skill.parquet"] {
+        let (x, y) = (rows_of(&a.join(f)), rows_of(&b.join(f)));
+        assert_eq!(x.len(), y.len(), "{f}");
+        assert!(x == y, "{f} differs");
+    }
+    assert_eq!(
+        rows_of(&a.join("match_skill.parquet")).len() as u64,
+        whole.player_matches
+    );
+    // No hidden file left beside the outputs.
+    for e in std::fs::read_dir(&b).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with('.'), "{name}");
+    }
+
+    // The replay itself, fed day by day with a party adjustment.
+    let l = mm_lake::Lake::open(&lake).unwrap();
+    let h = mm_fit::history::read_history(&l, None, Metric::KillsPerEnemyDeath).unwrap();
+    let params = mm_trainer::skill::raw::RawSkillParams::default()
+        .check()
+        .unwrap();
+    let adj = mm_trainer::skill::team::PartyAdjustment {
+        per_member: 0.01,
+        per_member_per_sd: 0.1,
+    };
+    let win = mm_fit::replay::Windows {
+        tune_from: first + 86_400_000,
+        tune_to: first + 4 * 86_400_000,
+        score_from: first + 4 * 86_400_000,
+        score_to: i64::MAX,
+    };
+    let whole = mm_fit::replay::run_ours(&h, params, Some(adj), i64::MAX, &win, Some(86_400_000));
+    let mut stream = mm_fit::history::DayStream::new(&l, None, Metric::KillsPerEnemyDeath).unwrap();
+    let mut r = mm_fit::replay::OursReplay::new(
+        params,
+        Some(adj),
+        i64::MAX,
+        win,
+        Some(86_400_000),
+        usize::MAX,
+    );
+    let mut pre = Vec::new();
+    while let Some(day) = stream.next_day().unwrap() {
+        let mut p = vec![f32::NAN; day.rows()];
+        assert!(r.feed(&day, &mut p));
+        pre.extend(p);
+    }
+    let days = r.finish();
+    assert_eq!(stream.ids, h.ids);
+    assert!(pre == whole.pre_skill);
+    assert_eq!(days.last_seen, whole.last_seen);
+    assert_eq!(days.tune, whole.tune);
+    assert_eq!(days.score, whole.score);
+    assert_eq!(days.dist, whole.dist);
+    assert_eq!(days.pairwise, whole.pairwise);
+}

@@ -254,6 +254,11 @@ pub struct FitSkillArgs {
     /// Do not write skill_report.html.
     #[arg(long)]
     pub no_html: bool,
+    /// The most player-match rows held in memory. Tuning, the baselines, the team model and
+    /// the party adjustment use the lake's first days up to this many rows; a larger lake is
+    /// then replayed with the chosen model one day at a time (memory bounded by the players).
+    #[arg(long, default_value_t = mm_fit::MAX_TUNE_ROWS)]
+    pub max_tune_rows: usize,
 }
 
 impl FitSkillArgs {
@@ -315,6 +320,7 @@ impl FitSkillArgs {
             score_to_ms: day_ms(self.score_to).map(|t| t + 86_399_999),
             html: !self.no_html,
             target_sd: self.scale.is_none().then_some(mm_fit::COD_SKILL_SD),
+            max_tune_rows: self.max_tune_rows,
             ..mm_fit::SkillConfig::new(self.lake.clone(), self.out.clone())
         })
     }

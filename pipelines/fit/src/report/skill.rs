@@ -48,6 +48,16 @@ pub struct WindowDates {
     pub scored_matches: u64,
 }
 
+/// The lake's first days that tuning and scoring read, when the lake had more rows than
+/// `--max-tune-rows` (the chosen model then replayed every day).
+#[derive(Debug, Clone, Serialize)]
+pub struct TuningSample {
+    pub rows: u64,
+    pub matches: u64,
+    /// The last match of the sample.
+    pub until: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SkillReport {
     /// The version of the lake's matches table the fit read (`--as-of` reproduces the fit).
@@ -64,6 +74,9 @@ pub struct SkillReport {
     pub skill_min: f64,
     pub skill_max: f64,
     pub windows: WindowDates,
+    /// Set when the windows above are those of a sample of the lake's first days.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning_sample: Option<TuningSample>,
     /// Our model's hyperparameters (after tuning).
     pub params: RawSkillParams,
     pub tuning: Vec<TunePoint>,
@@ -116,6 +129,18 @@ pub fn skill_html(
         escape(&r.windows.score_to),
         r.windows.scored_matches,
     );
+    if let Some(t) = &r.tuning_sample {
+        let _ = write!(
+            h,
+            "<p>The lake has more rows than <code>--max-tune-rows</code>: tuning, scoring, the \
+             baselines and the party adjustment read its first days ({} matches, {} rows, to {}); \
+             the chosen model then replayed every day, and the final team model was fitted on \
+             that replay.</p>",
+            t.matches,
+            t.rows,
+            escape(&t.until),
+        );
+    }
     h.push_str(
         "<h2>Metrics on the scoring window</h2><table><tr><th>model</th><th>log-loss</th>\
          <th>accuracy</th><th>Brier</th><th>calibration error</th><th>n</th>\
