@@ -24,6 +24,11 @@ use crate::truth::{TruthPool, TruthSearches};
 
 /// The oracle's name among the policies: EOMM paired on the simulator's truth.
 pub(crate) const ORACLE: &str = "oracle";
+/// EOMM paired on the truth's win probabilities and the fitted churn model: with
+/// [`ORACLE_CHURN`], splits the gap between our EOMM and the oracle into its two models.
+pub(crate) const ORACLE_WIN: &str = "eomm-true-win";
+/// EOMM paired on the fitted win model and the truth's churn probabilities.
+pub(crate) const ORACLE_CHURN: &str = "eomm-true-churn";
 
 /// Per-round accumulators of one policy under one artifact.
 #[derive(Debug, Clone, Default)]
@@ -227,7 +232,7 @@ pub(crate) fn run_size(
     // Each artifact's policies, then (on a simulated lake) the oracle: EOMM on the truth.
     let mut names: Vec<String> = names.to_vec();
     if truth.is_some() {
-        names.push(ORACLE.to_string());
+        names.extend([ORACLE, ORACLE_WIN, ORACLE_CHURN].map(str::to_string));
     }
     let per = names.len();
     let k = arts.len() * per;
@@ -281,19 +286,25 @@ pub(crate) fn run_size(
                             solver,
                         )?);
                     }
-                    if let Some(wt) = w_truth.as_deref() {
-                        out.push(run_policy(
-                            PairPolicy::Eomm,
-                            &pool,
-                            &members,
-                            wt,
-                            &w,
-                            Some(wt),
-                            &u_out,
-                            &u_churn,
-                            cfg.blowout_p,
-                            solver,
-                        )?);
+                    if let (Some(wt), Some(tp)) = (w_truth.as_deref(), truth_pool.as_ref()) {
+                        // The oracle, then each half of it: true win with our churn, our win
+                        // with true churn.
+                        let true_win = eomm_matrix(p, tp, &pool);
+                        let true_churn = eomm_matrix(p, &pool, tp);
+                        for w_pair in [wt, &true_win, &true_churn] {
+                            out.push(run_policy(
+                                PairPolicy::Eomm,
+                                &pool,
+                                &members,
+                                w_pair,
+                                &w,
+                                Some(wt),
+                                &u_out,
+                                &u_churn,
+                                cfg.blowout_p,
+                                solver,
+                            )?);
+                        }
                     }
                 }
                 Ok(out)
@@ -398,6 +409,10 @@ pub(crate) fn eomm_vs_skill(sizes: &[SizeResult]) -> Vec<EommVsSkill> {
                         oracle_gain: oracle / skill - 1.0,
                         realised_gain: eomm / skill - 1.0,
                         share: (eomm - skill) / (oracle - skill),
+                        true_win_share: truth_of(ORACLE_WIN)
+                            .map(|x| (x - skill) / (oracle - skill)),
+                        true_churn_share: truth_of(ORACLE_CHURN)
+                            .map(|x| (x - skill) / (oracle - skill)),
                         realised_p: p_truth("eomm", "skill"),
                         oracle_p: p_truth(ORACLE, "skill"),
                     }),

@@ -252,17 +252,21 @@ fn table2(h: &mut String, r: &EvalReport) {
                  <p>Every pairing scored with the simulator's true win and churn probabilities \
                  (expected retained players per round), beside the oracle: EOMM pairing on \
                  those probabilities themselves, the most any EOMM could retain in this world. \
-                 The paired t-tests compare each with SkillMM round by round.</p><table><tr>\
+                 The paired t-tests compare each with SkillMM round by round. The last two \
+                 columns split the gap: the share EOMM realises when it pairs on the true win \
+                 probabilities with our churn model, and on our win model with the true churn \
+                 probabilities.</p><table><tr>\
                  <th>pool size</th><th>artifact</th><th>SkillMM</th><th>our EOMM</th>\
                  <th>oracle</th><th>oracle gain</th><th>realised gain</th><th>share</th>\
-                 <th>paired p, ours</th><th>paired p, oracle</th></tr>",
+                 <th>paired p, ours</th><th>paired p, oracle</th>\
+                 <th>share, true win + our churn</th><th>share, our win + true churn</th></tr>",
             );
             for e in &r.eomm_vs_skill {
                 if let Some(t) = &e.truth {
                     let _ = write!(
                         h,
                         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                         <td>{}</td><td>{}%</td><td>{}</td><td>{}</td></tr>",
+                         <td>{}</td><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                         e.pool_size,
                         escape(&e.artifact),
                         decimals(t.skill, 2),
@@ -272,7 +276,9 @@ fn table2(h: &mut String, r: &EvalReport) {
                         pct(t.realised_gain),
                         decimals(100.0 * t.share, 0),
                         pval(t.realised_p),
-                        pval(t.oracle_p)
+                        pval(t.oracle_p),
+                        share_cell(t.true_win_share),
+                        share_cell(t.true_churn_share),
                     );
                 }
             }
@@ -792,10 +798,14 @@ fn wait_chart(t: &TeamQueueResult) -> String {
     )
 }
 
+fn share_cell(x: Option<f64>) -> String {
+    x.map_or("–".into(), |x| format!("{}%", decimals(100.0 * x, 0)))
+}
+
 /// The oracle figures of one pool size in words.
 #[must_use]
 pub fn oracle_sentence(t: &OracleGain) -> String {
-    format!(
+    let mut s = format!(
         "under the simulator's truth: the oracle gains {:+.3}% over SkillMM (paired p = {}), our \
          EOMM {:+.3}% (paired p = {}): {:.0}% of the available gain",
         100.0 * t.oracle_gain,
@@ -803,7 +813,17 @@ pub fn oracle_sentence(t: &OracleGain) -> String {
         100.0 * t.realised_gain,
         pval(t.realised_p),
         100.0 * t.share
-    )
+    );
+    if let (Some(w), Some(c)) = (t.true_win_share, t.true_churn_share) {
+        let _ = write!(
+            s,
+            " ({:.0}% with the true win probabilities and our churn model, {:.0}% with our win \
+             model and the true churn)",
+            100.0 * w,
+            100.0 * c
+        );
+    }
+    s
 }
 
 /// The text summary `mm evaluate` prints.

@@ -183,6 +183,11 @@ pub struct OracleGain {
     pub realised_gain: f64,
     /// `realised_gain / oracle_gain`.
     pub share: f64,
+    /// The share of the oracle's gain that EOMM realises when it pairs on the truth's win
+    /// probabilities with our churn model, and on our win model with the truth's churn: which
+    /// of the two models loses more of the gap.
+    pub true_win_share: Option<f64>,
+    pub true_churn_share: Option<f64>,
     /// Paired t-tests (per round, under the truth) of EOMM − SkillMM and oracle − SkillMM.
     pub realised_p: f64,
     pub oracle_p: f64,

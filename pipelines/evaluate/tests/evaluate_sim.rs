@@ -97,10 +97,12 @@ fn policies_on_the_same_pools() {
         for t in s.tests.iter().filter(|t| t.a == "oracle") {
             assert!(t.paired_truth.unwrap().diff >= -1e-9, "{t:?}");
         }
-        // Welch tests between every ordered pair of policies (the five and the oracle), and
-        // paired tests of the same rounds: the mean of the differences is the difference of
-        // the means.
-        assert_eq!(s.tests.len(), 6 * 5);
+        // Welch tests between every ordered pair of policies (the five, the oracle and its two
+        // halves: EOMM on the true win with our churn, and on our win with the true churn),
+        // and paired tests of the same rounds: the mean of the differences is the difference
+        // of the means.
+        assert_eq!(s.policies.len(), 8);
+        assert_eq!(s.tests.len(), 8 * 7);
         for t in &s.tests {
             let (p, e) = (t.paired.unwrap(), t.paired_expected.unwrap());
             assert!((p.diff - t.welch.diff).abs() < 1e-9, "{t:?}");
@@ -128,6 +130,14 @@ fn policies_on_the_same_pools() {
             (truth("skill"), truth("eomm"), truth("oracle"))
         );
         assert!((t.share - (t.eomm - t.skill) / (t.oracle - t.skill)).abs() < 1e-12);
+        for (share, name) in [
+            (t.true_win_share, "eomm-true-win"),
+            (t.true_churn_share, "eomm-true-churn"),
+        ] {
+            let x = (truth(name) - t.skill) / (t.oracle - t.skill);
+            assert!((share.unwrap() - x).abs() < 1e-12, "{name}");
+            assert!(share.unwrap() <= 1.0 + 1e-9, "{name}");
+        }
         assert!(t.oracle_gain >= t.realised_gain, "{t:?}");
     }
     // The report states the Table 2 findings in words, from the same figures: one line per
