@@ -63,8 +63,8 @@ pub struct EvalHistory {
     /// The last match start of the mode in the lake (labels are censored against it).
     pub data_end_ms: i64,
     pub horizon_ms: i64,
-    /// Rows of the mode in the lake, and rows played after the snapshot but before the window
-    /// (recorded into the states, not searched).
+    /// Rows of the mode read: those from the day of the earliest snapshot on (rows played after
+    /// the snapshot but before the window are recorded into the states, not searched).
     pub lake_rows: usize,
     pub(crate) rows: Vec<RowRec>,
 }
@@ -89,6 +89,9 @@ pub struct WindowSpec {
     pub to_ms: i64,
     pub horizon_ms: i64,
     pub blowout_margin: f64,
+    /// Matches before this time are not read: the artifacts' snapshots hold them (the earliest
+    /// snapshot's time), so memory follows the rows after it, not the lake's.
+    pub read_from_ms: i64,
 }
 
 /// Reads the lake's rows of the mode and lays out the window's searches.
@@ -98,7 +101,12 @@ pub struct WindowSpec {
 /// holds no match.
 pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
     let lake = Lake::open_as_of(&spec.lake, spec.as_of)?;
-    let files = lake.matches_files()?;
+    // Whole days: a day's rows are read together.
+    let first_day = spec
+        .read_from_ms
+        .div_euclid(86_400_000)
+        .clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    let files = lake.matches_files_from(first_day)?;
     if files.is_empty() {
         return Err(EvalError::Input(format!(
             "{}: the lake holds no matches",

@@ -108,6 +108,11 @@ pub fn evaluate_with(
         to_ms,
         horizon_ms: art.churn.horizon_ms,
         blowout_margin: art.churn.blowout_margin,
+        read_from_ms: art.manifest.snapshot_as_of_ms.min(
+            other
+                .as_ref()
+                .map_or(i64::MAX, |o| o.manifest.snapshot_as_of_ms),
+        ),
     })?;
     let mut arts = vec![measures::scored(&h, &art, "candidate")?];
     if let Some(o) = &other {

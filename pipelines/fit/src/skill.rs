@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use mm_lake::Lake;
+use rayon::prelude::*;
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
@@ -195,6 +196,7 @@ fn tune(
         } else {
             RoleComparison::ALL.to_vec()
         };
+        let mut grid: Vec<RawSkillParams> = Vec::new();
         for &roles in &role_choices {
             let unit = if roles == RoleComparison::Normalised {
                 1.0
@@ -207,22 +209,28 @@ fn tune(
             };
             for hl in [3.0, 4.0, 6.0, 9.0, 12.0, 20.0, 35.0, 60.0] {
                 for &margin in &margins {
-                    let p = RawSkillParams {
+                    grid.push(RawSkillParams {
                         half_life_matches: hl,
                         margin,
                         roles,
                         ..cfg.params
-                    };
-                    let run = run_ours(h, check(p)?, None, win.tune_to, win, None);
-                    tuning.push(TunePoint {
-                        half_life_matches: hl,
-                        margin,
-                        roles,
-                        log_loss: objective(&run, team_cfg),
                     });
                 }
             }
         }
+        // The grid's replays are independent: one per core, results in grid order.
+        tuning = grid
+            .par_iter()
+            .map(|&p| {
+                let run = run_ours(h, check(p)?, None, win.tune_to, win, None);
+                Ok(TunePoint {
+                    half_life_matches: p.half_life_matches,
+                    margin: p.margin,
+                    roles: p.roles,
+                    log_loss: objective(&run, team_cfg),
+                })
+            })
+            .collect::<Result<Vec<_>, FitError>>()?;
         if let Some(best) = tuning
             .iter()
             .filter(|t| t.log_loss.is_finite())
@@ -348,8 +356,12 @@ fn score_baselines(cfg: &SkillConfig, h: &History, win: &Windows) -> Vec<ModelSc
         };
         let mut best: Option<(BaselineParams, f64)> = None;
         if grid.len() > 1 {
-            for p in grid {
-                let ll = run_baseline(h, p, win.tune_to, win).tune.metrics().log_loss;
+            // One replay per core, compared in grid order.
+            let scored: Vec<f64> = grid
+                .par_iter()
+                .map(|&p| run_baseline(h, p, win.tune_to, win).tune.metrics().log_loss)
+                .collect();
+            for (p, ll) in grid.into_iter().zip(scored) {
                 if ll.is_finite() && best.is_none_or(|b| ll < b.1) {
                     best = Some((p, ll));
                 }

@@ -254,6 +254,17 @@ impl Lake {
             .collect()
     }
 
+    /// Local paths of the Parquet files of the matches snapshot for day `first_day` and later
+    /// (and any file without a day), by day and then by run.
+    pub fn matches_files_from(&self, first_day: i32) -> Result<Vec<PathBuf>> {
+        self.matches
+            .files
+            .iter()
+            .filter(|f| f.day.is_none_or(|d| d >= first_day))
+            .map(|f| self.matches.local_file(&f.path))
+            .collect()
+    }
+
     /// Local paths of every Parquet file of the quarantine snapshot.
     pub fn quarantine_files(&self) -> Result<Vec<PathBuf>> {
         self.quarantine
