@@ -147,9 +147,12 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         push("ingest", rows, t);
         let _ = std::fs::remove_dir_all(&ingest_lake);
     }
-    // Fit on all days but the last two; evaluate on those.
+    // Fit on all days but the last two; evaluate on the first of those (its labels need the
+    // second), with a one-minute queue tick: the team-queue replay's cost is the window's and
+    // the tick's, not the lake's, and at the default 5 s it takes half an hour.
     let start = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
     let until = (start + chrono::Days::new(u64::from(days - 2))).to_string();
+    let eval_to = (start + chrono::Days::new(u64::from(days - 1))).to_string();
     let (skill, churn, models) = (dir.join("skill"), dir.join("churn"), dir.join("models"));
     let mode = a.mode.as_str();
     let stage = |name: &str| a.stages.iter().any(|x| x == name);
@@ -232,6 +235,10 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
                 s(&dir.join("evaluation")),
                 "--from",
                 &until,
+                "--to",
+                &eval_to,
+                "--tick-s",
+                "60",
                 "--rounds",
                 "200",
             ])?,

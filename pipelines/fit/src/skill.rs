@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 
 use mm_lake::Lake;
-use rayon::prelude::*;
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
@@ -11,6 +10,7 @@ use mm_trainer::skill::team::{
     FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel,
 };
 use mm_trainer::stats::{BinaryScore, mean_sd};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{FitError, config_err, output_err};
