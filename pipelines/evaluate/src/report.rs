@@ -41,7 +41,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
 fn pval(p: f64) -> String {
     if p == 0.0 {
         // Below the smallest positive double: the t statistic is beyond its tail.
-        "< 1e-300".into()
+        // In words, so that the HTML tables need no escaping.
+        "below 1e-300".into()
     } else if p < 1e-4 {
         format!("{p:.1e}")
     } else {
