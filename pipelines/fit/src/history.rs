@@ -52,13 +52,7 @@ impl History {
 
     /// The number of role `name` (1, 2, ...; see `role`), added to `role_names` when new.
     pub fn role_number(&mut self, name: &str) -> u16 {
-        match self.role_names.iter().position(|n| n == name) {
-            Some(k) => k as u16 + 1,
-            None => {
-                self.role_names.push(name.to_string());
-                self.role_names.len() as u16
-            }
-        }
+        role_number(&mut self.role_names, name)
     }
 
     /// Drops every match starting at `until_ms` or later, with the players seen only in them.
@@ -147,6 +141,17 @@ pub struct DayStream<'a> {
     pub role_names: Vec<String>,
 }
 
+/// Role `name`'s number in `names` (1-based; 0 is "no role"), adding it when new.
+fn role_number(names: &mut Vec<String>, name: &str) -> u16 {
+    match names.iter().position(|n| n == name) {
+        Some(k) => k as u16 + 1,
+        None => {
+            names.push(name.to_string());
+            names.len() as u16
+        }
+    }
+}
+
 impl<'a> DayStream<'a> {
     pub fn new(lake: &'a Lake, mode: Option<&str>, metric: Metric) -> Result<Self, FitError> {
         Ok(DayStream {
@@ -185,6 +190,29 @@ impl<'a> DayStream<'a> {
         Ok(self.ready.pop_front())
     }
 
+    /// Like [`DayStream::next_day`], with each day cut at `until_ms` (matches starting then or
+    /// later dropped): `None` at the first day with nothing before it, as at the end.
+    pub fn next_day_before(&mut self, until_ms: Option<i64>) -> Result<Option<History>, FitError> {
+        let Some(mut day) = self.next_day()? else {
+            return Ok(None);
+        };
+        if let Some(t) = until_ms {
+            day.truncate_from(t);
+        }
+        if day.matches.is_empty() {
+            // Every later day starts later still.
+            self.next = self.days.len();
+            self.ready.clear();
+            return Ok(None);
+        }
+        Ok(Some(day))
+    }
+
+    /// The lake's days (days since the epoch), in time order.
+    pub fn days(&self) -> &[i32] {
+        &self.days
+    }
+
     /// A day chunk with the stream's player and role numbers.
     fn numbered(&mut self, c: DayChunk) -> History {
         let mut global = Vec::with_capacity(c.id_ends.len());
@@ -208,14 +236,13 @@ impl<'a> DayStream<'a> {
             *p = global[*p as usize];
         }
         // Day-local role numbers to the stream's, by name.
-        let mut names = History {
-            role_names: std::mem::take(&mut self.role_names),
-            ..History::default()
-        };
         let roles: Vec<u16> = std::iter::once(0)
-            .chain(h.role_names.iter().map(|name| names.role_number(name)))
+            .chain(
+                h.role_names
+                    .iter()
+                    .map(|name| role_number(&mut self.role_names, name)),
+            )
             .collect();
-        self.role_names = names.role_names;
         for r in &mut h.role {
             *r = roles[*r as usize];
         }

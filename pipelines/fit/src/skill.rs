@@ -394,13 +394,7 @@ fn read_sample(
     let mut days = DayStream::new(lake, cfg.mode.as_deref(), cfg.metric)?;
     let mut h = History::default();
     let mut complete = true;
-    while let Some(mut day) = days.next_day()? {
-        if let Some(t) = cfg.until_ms {
-            day.truncate_from(t);
-        }
-        if day.matches.is_empty() {
-            break;
-        }
+    while let Some(day) = days.next_day_before(cfg.until_ms)? {
         if h.rows() > 0 && h.rows() + day.rows() > max_rows {
             complete = false;
             break;
@@ -440,7 +434,7 @@ fn replay_days(
     team_cfg: &TeamFitConfig,
 ) -> Result<FinalRun, FitError> {
     let mut days = DayStream::new(lake, cfg.mode.as_deref(), cfg.metric)?;
-    let span = lake.days()?;
+    let span = days.days();
     let span_ms = span
         .last()
         .zip(span.first())
@@ -452,12 +446,8 @@ fn replay_days(
     let (mut matches, mut two, mut rows, mut end_ms) = (0u64, 0u64, 0u64, 0i64);
     let mut pre: Vec<f32> = Vec::new();
     let mut meter = mm_lake::progress::Meter::new("skill: replay", "days", Some(span.len() as u64));
-    while let Some(mut day) = days.next_day()? {
+    while let Some(day) = days.next_day_before(cfg.until_ms)? {
         meter.add(1);
-        day.truncate_from(until);
-        if day.matches.is_empty() {
-            break;
-        }
         pre.clear();
         pre.resize(day.rows(), f32::NAN);
         let more = replay.feed(&day, &mut pre);
