@@ -116,6 +116,23 @@ pub fn p_stop(p: &Player, m: &MatchView) -> f64 {
     sigmoid(x)
 }
 
+/// The performance rank a match would have given had it ended in `outcome` (0 win, 1 draw,
+/// 2 loss), for the conditional truth; `realised` is the rank it did give.
+///
+/// In a 1v1 the rank is the outcome's: net kills are the score margin, so the winner ranks 1,
+/// the loser 0 and a draw 0.5 ([`crate::game::duel`]). Keeping the realised rank under another
+/// outcome would give an actual winner's loss the winner's rank (the stop model's
+/// `stop_low_performance` then halves a loss's true cost, 0.45 logit instead of 0.95) and tell
+/// the conditional truth which outcome happened. In a 6v6 the rank depends on the player's own
+/// kills and deaths more than on the team's outcome, so it stays as it was.
+#[must_use]
+pub fn perf_if(mode: Mode, outcome: u8, realised: f64) -> f64 {
+    match mode {
+        Mode::Duel => [1.0, 0.5, 0.0][usize::from(outcome.min(2))],
+        Mode::Tdm => realised,
+    }
+}
+
 /// P(a stopping player takes a long break), from the last three outcomes (EOMM Table 1).
 #[must_use]
 pub fn p_long(p: &Player) -> f64 {
@@ -269,5 +286,30 @@ mod tests {
             );
         }
         assert!((g.tail(0.0) - 1.0).abs() < 1e-12);
+    }
+
+    /// The conditional truth's 1v1 performance rank is the one the game gives that outcome:
+    /// over many duels of every skill gap, each side's rank is `perf_if` of its outcome.
+    #[test]
+    fn a_duel_outcome_decides_the_performance_rank() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut seen = [0usize; 3];
+        for k in 0..20_000 {
+            let d = f64::from(k % 41 - 20) * 0.25;
+            let slots = [
+                crate::game::Slot { team: 0, eff: d },
+                crate::game::Slot { team: 1, eff: 0.0 },
+            ];
+            let res = crate::game::duel(&slots, &mut rng);
+            let ranks = res.perf_ranks();
+            for (side, &rank) in ranks.iter().enumerate() {
+                let o = res.outcome(side);
+                seen[usize::from(o)] += 1;
+                // The realised rank passed in is the other side's: it must not matter.
+                assert_eq!(perf_if(Mode::Duel, o, ranks[1 - side]), rank, "{res:?}");
+            }
+        }
+        assert!(seen.iter().all(|&n| n > 1_000), "{seen:?}");
+        assert_eq!(perf_if(Mode::Tdm, 2, 0.7), 0.7);
     }
 }

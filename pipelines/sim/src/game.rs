@@ -84,6 +84,29 @@ impl Result {
     pub fn blowout(&self) -> bool {
         (self.team_score[0] - self.team_score[1]).abs() > BLOWOUT_DIFF
     }
+
+    /// Each line's performance rank in the lobby by kills minus deaths, 0 (worst) to 1 (best),
+    /// ties sharing the middle; 0.5 for a lobby of one.
+    #[must_use]
+    pub fn perf_ranks(&self) -> Vec<f64> {
+        let net: Vec<i32> = self
+            .lines
+            .iter()
+            .map(|l| l.kills - l.deaths_by_enemy - l.self_kills)
+            .collect();
+        let n = net.len();
+        net.iter()
+            .map(|&x| {
+                if n > 1 {
+                    let below = net.iter().filter(|&&y| y < x).count() as f64;
+                    let ties = net.iter().filter(|&&y| y == x).count() as f64 - 1.0;
+                    (below + 0.5 * ties) / (n as f64 - 1.0)
+                } else {
+                    0.5
+                }
+            })
+            .collect()
+    }
 }
 
 fn exp(mean: f64, rng: &mut ChaCha8Rng) -> f64 {

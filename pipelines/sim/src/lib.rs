@@ -22,7 +22,8 @@
 //! Output (all Parquet, one file per day, staged and committed atomically with the lake):
 //! `matches/day=*/` (the lake), `truth/player_matches/day=*/` (true skill, party bonus,
 //! effective skill, P(win), P(stop), churn probabilities at 8 h, 1 d, 7 d, 14 d, the 8-h churn
-//! probability under each outcome (`churn_8h_if_win`, `_draw`, `_loss`), and whether the
+//! probability under each outcome (`churn_8h_if_win`, `_draw`, `_loss`: the player's state
+//! and the match as they were, with the performance rank a 1v1 outcome decides), and whether the
 //! player stopped), `truth/skill_daily/day=*/` (every player's true skill each day),
 //! `truth/players.parquet` and `truth/params.json`. The same seed gives byte-identical Parquet.
 //!
@@ -500,36 +501,26 @@ impl Sim {
         };
         let end = now + res.duration_s.ceil() as i64;
         // Performance rank in the lobby by kills minus deaths.
-        let net: Vec<i32> = res
-            .lines
-            .iter()
-            .map(|l| l.kills - l.deaths_by_enemy - l.self_kills)
-            .collect();
-        let n = slots.len();
+        let perf = res.perf_ranks();
         let server = &REGIONS[lobby.server as usize];
         let mut continuing: Vec<Vec<u32>> = vec![Vec::new(); lobby.searches.len()];
         let start_ms = self.origin_ms + now * 1000;
         for (i, &(m, k, bonus)) in who.iter().enumerate() {
             let team = slots[i].team;
             let outcome = res.outcome(team);
-            let perf_pct = if n > 1 {
-                let below = net.iter().filter(|&&x| x < net[i]).count() as f64;
-                let ties = net.iter().filter(|&&x| x == net[i]).count() as f64 - 1.0;
-                (below + 0.5 * ties) / (n as f64 - 1.0)
-            } else {
-                0.5
-            };
+            let perf_pct = perf[i];
             let rating = self.rating(m);
             let p = &mut self.players[m as usize];
             // The same player's 8-h churn under each outcome, all else as it was (a loss
-            // is a blowout if this match was one).
+            // is a blowout if this match was one) except what the outcome decides: in a 1v1
+            // the performance rank (see `behaviour::perf_if`).
             let churn_8h_if = [0u8, 1, 2].map(|o| {
                 let mut q = p.clone();
                 q.record(o);
                 let view = MatchView {
                     outcome: o,
                     blowout_loss: o == 2 && res.blowout(),
-                    perf_pct,
+                    perf_pct: behaviour::perf_if(mode, o, perf_pct),
                 };
                 behaviour::p_stop(&q, &view) * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
             });
