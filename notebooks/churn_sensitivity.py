@@ -98,6 +98,20 @@ def main(root: Path) -> None:
             f"scoring rows {np.corrcoef(fit[score], true_d[score])[0, 1]:.3f}"
         )
 
+    # The same with the simulator's hidden per-player stop propensity, which no feature holds.
+    quit = rows.join(
+        pl.read_parquet(root / "lake/truth/players.parquet").select("player_id", "quit_base"),
+        on="player_id",
+        how="left",
+    )["quit_base"].to_numpy()
+    with_quit = np.column_stack([ols, base**2, quit, quit**2])
+    beta = np.linalg.lstsq(with_quit[train], true_d[train], rcond=None)[0]
+    fit = with_quit @ beta
+    print(
+        "least squares on the true sensitivity (linear + squares + the hidden quit_base): "
+        f"correlation {np.corrcoef(fit[score], true_d[score])[0, 1]:.3f}"
+    )
+
     y = rows["churned"].fill_null(False).to_numpy().astype(int)
     std = StandardScaler().fit(design(outcome)[train])
     for c in [0.001, 0.01, 0.1]:
