@@ -161,6 +161,7 @@ pub fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, F
 }
 
 /// The churn fit's state, per player: games, first match, window counts, slots by number.
+#[derive(Debug)]
 struct State {
     games: u64,
     first_seen_ms: Option<i64>,
@@ -169,37 +170,63 @@ struct State {
     slots: Vec<(i64, Played)>,
 }
 
+/// Rows of the state table turned into typed columns at a time: the table holds up to
+/// `history + 1` rows per player, and copying whole columns cost more than the table itself.
+const STATE_CHUNK: usize = 65_536;
+
 fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
+    read_state_chunked(path, STATE_CHUNK)
+}
+
+fn read_state_chunked(
+    path: &Path,
+    chunk: usize,
+) -> Result<(HashMap<String, State>, i64), FitError> {
     let df = read_frame(path)?;
-    let ids = strings(&df, path, "player_id")?;
-    let slot = i64s(&df, path, "slot")?;
-    let start = i64s(&df, path, "start_ms")?;
-    let win = bools(&df, path, "win")?;
-    let draw = bools(&df, path, "draw")?;
-    let diff = f64s(&df, path, "score_diff")?;
-    let perf = f64s(&df, path, "perf_rank")?;
-    let blow = bools(&df, path, "blowout_loss")?;
-    let games = i64s(&df, path, "games")?;
-    let asof = i64s(&df, path, "as_of_ms")?;
-    let first = i64s(&df, path, "first_seen_ms")?;
+    let mut out: HashMap<String, State> = HashMap::new();
+    let mut as_of = i64::MIN;
+    for offset in (0..df.height()).step_by(chunk) {
+        let part = df.slice(offset as i64, chunk);
+        read_state_rows(&part, path, offset, &mut out, &mut as_of)?;
+    }
+    Ok((out, as_of))
+}
+
+/// Adds the state rows of `df` (rows `offset..` of the file at `path`) to `out`.
+fn read_state_rows(
+    df: &DataFrame,
+    path: &Path,
+    offset: usize,
+    out: &mut HashMap<String, State>,
+    as_of: &mut i64,
+) -> Result<(), FitError> {
+    let ids = strings(df, path, "player_id")?;
+    let slot = i64s(df, path, "slot")?;
+    let start = i64s(df, path, "start_ms")?;
+    let win = bools(df, path, "win")?;
+    let draw = bools(df, path, "draw")?;
+    let diff = f64s(df, path, "score_diff")?;
+    let perf = f64s(df, path, "perf_rank")?;
+    let blow = bools(df, path, "blowout_loss")?;
+    let games = i64s(df, path, "games")?;
+    let asof = i64s(df, path, "as_of_ms")?;
+    let first = i64s(df, path, "first_seen_ms")?;
     // State tables built before the column existed: 0 (only the churn history features read it,
     // and a fit with them builds a new table).
     let gaps = if df.column("churned_gaps").is_ok() {
-        i64s(&df, path, "churned_gaps")?
+        i64s(df, path, "churned_gaps")?
     } else {
         vec![Some(0); df.height()]
     };
     let w: Vec<Vec<Option<i64>>> = ["8h", "1d", "1w", "1m"]
         .iter()
-        .map(|w| i64s(&df, path, &format!("matches_{w}")))
+        .map(|w| i64s(df, path, &format!("matches_{w}")))
         .collect::<Result<_, _>>()?;
-    let mut out: HashMap<String, State> = HashMap::new();
-    let mut as_of = i64::MIN;
     for (r, id) in ids.into_iter().enumerate() {
         let need = |v: Option<i64>, what: &str| {
-            v.ok_or_else(|| input_err(path, format!("row {r}: {what} is null")))
+            v.ok_or_else(|| input_err(path, format!("row {}: {what} is null", offset + r)))
         };
-        as_of = as_of.max(need(asof[r], "as_of_ms")?);
+        *as_of = (*as_of).max(need(asof[r], "as_of_ms")?);
         let outcome = match (win[r], draw[r]) {
             (Some(true), _) => Outcome3::Win,
             (_, Some(true)) => Outcome3::Draw,
@@ -224,7 +251,7 @@ fn read_state(path: &Path) -> Result<(HashMap<String, State>, i64), FitError> {
         });
         e.slots.push((need(slot[r], "slot")?, played));
     }
-    Ok((out, as_of))
+    Ok(())
 }
 
 fn next_version(store: &Store) -> Result<String, FitError> {
@@ -422,4 +449,71 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
         players: players.len(),
         files: m.files,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state table read a few rows at a time is the table read at once, players spread
+    /// over the chunk boundaries; a null names the file's row, not the chunk's.
+    #[test]
+    fn the_state_table_read_in_chunks_is_the_whole_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("churn_state.parquet");
+        let n = 23usize;
+        let ids: Vec<String> = (0..n).map(|r| format!("p{}", r / 4)).collect();
+        let slot: Vec<i64> = (0..n).map(|r| (r % 4) as i64 + 1).collect();
+        let start: Vec<i64> = (0..n).map(|r| 1_000 * r as i64).collect();
+        let win: Vec<bool> = (0..n).map(|r| r % 3 == 0).collect();
+        let draw: Vec<bool> = (0..n).map(|r| r % 3 == 1).collect();
+        let diff: Vec<Option<f64>> = (0..n).map(|r| (r % 5 != 0).then_some(r as f64)).collect();
+        let perf: Vec<f64> = (0..n).map(|r| r as f64 / n as f64).collect();
+        let blow: Vec<bool> = (0..n).map(|r| r % 7 == 0).collect();
+        let games: Vec<i64> = (0..n).map(|r| 10 + (r / 4) as i64).collect();
+        let asof: Vec<i64> = (0..n).map(|r| 50_000 + r as i64).collect();
+        let first: Vec<Option<i64>> = (0..n).map(|r| (r % 2 == 0).then_some(7)).collect();
+        let gaps: Vec<i64> = (0..n).map(|r| (r / 4) as i64).collect();
+        let mut df = df!(
+            "player_id" => ids, "slot" => slot, "start_ms" => start, "win" => win,
+            "draw" => draw, "score_diff" => diff, "perf_rank" => perf, "blowout_loss" => blow,
+            "games" => games, "as_of_ms" => asof, "first_seen_ms" => first,
+            "churned_gaps" => gaps, "matches_8h" => vec![1i64; n], "matches_1d" => vec![2i64; n],
+            "matches_1w" => vec![3i64; n], "matches_1m" => vec![4i64; n],
+        )
+        .unwrap();
+        ParquetWriter::new(std::fs::File::create(&path).unwrap())
+            .finish(&mut df)
+            .unwrap();
+        // Debug text in player order: a score difference of NaN is not equal to itself.
+        let text = |(m, as_of): (HashMap<String, State>, i64)| {
+            format!("{:?} {as_of}", m.into_iter().collect::<BTreeMap<_, _>>())
+        };
+        let whole = read_state_chunked(&path, 1_000).unwrap();
+        assert_eq!(whole.0.len(), 6);
+        assert_eq!(whole.0["p5"].slots.len(), 3);
+        assert_eq!(whole.1, 50_000 + n as i64 - 1);
+        let whole = text(whole);
+        for chunk in [1, 3, 4, 5, 22] {
+            assert_eq!(
+                text(read_state_chunked(&path, chunk).unwrap()),
+                whole,
+                "chunk {chunk}"
+            );
+        }
+
+        // A null in the last chunk: the error names the row of the file.
+        let mut nulls: Vec<Option<i64>> = (0..n).map(|r| Some(r as i64)).collect();
+        nulls[n - 2] = None;
+        df.replace("start_ms", Column::new("start_ms".into(), nulls))
+            .unwrap();
+        ParquetWriter::new(std::fs::File::create(&path).unwrap())
+            .finish(&mut df)
+            .unwrap();
+        let err = read_state_chunked(&path, 5).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("row {}: start_ms is null", n - 2)),
+            "{err}"
+        );
+    }
 }
