@@ -12,10 +12,12 @@ on the later scoring rows, beside a bound: least squares fitted to the true sens
 
 Usage (scikit-learn and polars from the peers' virtualenv, `task peers:setup`):
 
-    ~/.venvs/peers/bin/python notebooks/churn_sensitivity.py out/oracle/s9001
+    ~/.venvs/peers/bin/python notebooks/churn_sensitivity.py out/oracle/s9001 [churn]
 
-where the directory holds `lake/` (a simulated 1v1 lake) and `churn/` (`mm fit churn` on it),
-as `task evaluate:oracle` leaves them.
+where the directory holds `lake/` (a simulated 1v1 lake) and `churn/` (`mm fit churn` on it;
+the second argument names another fit's directory), as `task evaluate:oracle` leaves them.
+Last, it bounds what any model can know of the sensitivity from the players' histories
+(`observable_bound`).
 """
 
 import json
@@ -28,14 +30,14 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 
-def main(root: Path) -> None:
-    model = json.loads((root / "churn/churn_model.json").read_text())["model"]
+def main(root: Path, churn: str) -> None:
+    model = json.loads((root / churn / "churn_model.json").read_text())["model"]
     names = model["feature_names"]
     col = {n: k for k, n in enumerate(names)}
     coef, mean = np.array(model["coef"]), np.array(model["mean"])
     scale = np.array(model["scale"])
     scale = np.where(scale == 0, 1.0, scale)
-    feats = pl.read_parquet(root / "churn/churn_features.parquet")
+    feats = pl.read_parquet(root / churn / "churn_features.parquet")
     truth = pl.read_parquet(root / "lake/truth/player_matches/*/*.parquet").select(
         "match_id", "player_id", "churn_8h_if_win", "churn_8h_if_loss"
     )
@@ -61,6 +63,19 @@ def main(root: Path) -> None:
         if "past_churn_logodds" in col:
             z[:, col["now_win_x_past_churn"]] = win * z[:, col["past_churn_logodds"]]
             z[:, col["now_loss_x_past_churn"]] = loss * z[:, col["past_churn_logodds"]]
+        # The outcome pattern: the cell of the upcoming outcome and the k - 1 before it.
+        pattern = [n for n in names if n.startswith("now_pattern_")]
+        if pattern:
+            seq = np.full(len(z), "WDL"[outcome])
+            for k in range(1, len(pattern[0]) - len("now_pattern_")):
+                letter = np.where(
+                    x[:, col[f"last{k}_present"]] == 0,
+                    "-",
+                    np.where(x[:, col[f"last{k}_win"]] == 1, "W", np.where(x[:, col[f"last{k}_draw"]] == 1, "D", "L")),
+                )
+                seq = np.char.add(seq, letter)
+            for n in pattern:
+                z[:, col[n]] = (seq == n[len("now_pattern_") :]).astype(float)
         return 1.0 / (1.0 + np.exp(-(model["intercept"] + ((z - mean) / scale) @ coef)))
 
     true_d = rows["churn_8h_if_loss"].to_numpy() - rows["churn_8h_if_win"].to_numpy()
@@ -90,7 +105,18 @@ def main(root: Path) -> None:
     # A bound on what the features tell: least squares fitted to the true sensitivity itself
     # (the truth as the target, which no real fit has), on the training rows.
     ols = np.column_stack([np.ones(len(base)), base])
-    for label, design_ols in (("linear", ols), ("linear + squares", np.column_stack([ols, base**2]))):
+    # The last two outcomes as one of 9 sequences (the earlier part of a pattern of 3).
+    def outcome_of(k: int) -> np.ndarray:
+        w, d = x[:, col[f"last{k}_win"]], x[:, col[f"last{k}_draw"]]
+        return np.where(x[:, col[f"last{k}_present"]] == 0, -1, np.where(w == 1, 0, np.where(d == 1, 1, 2)))
+
+    o1, o2 = outcome_of(1), outcome_of(2)
+    runs = np.column_stack([((o1 == a) & (o2 == b)).astype(float) for a in range(3) for b in range(3)])
+    for label, design_ols in (
+        ("linear", ols),
+        ("linear + squares", np.column_stack([ols, base**2])),
+        ("linear + squares + the last two outcomes as one of 9 runs", np.column_stack([ols, base**2, runs])),
+    ):
         beta = np.linalg.lstsq(design_ols[train], true_d[train], rcond=None)[0]
         fit = design_ols @ beta
         print(
@@ -104,11 +130,11 @@ def main(root: Path) -> None:
         on="player_id",
         how="left",
     )["quit_base"].to_numpy()
-    with_quit = np.column_stack([ols, base**2, quit, quit**2])
+    with_quit = np.column_stack([ols, base**2, runs, quit, quit**2])
     beta = np.linalg.lstsq(with_quit[train], true_d[train], rcond=None)[0]
     fit = with_quit @ beta
     print(
-        "least squares on the true sensitivity (linear + squares + the hidden quit_base): "
+        "least squares on the true sensitivity (linear + squares + runs + the hidden quit_base): "
         f"correlation {np.corrcoef(fit[score], true_d[score])[0, 1]:.3f}"
     )
 
@@ -124,5 +150,55 @@ def main(root: Path) -> None:
         )
 
 
+def observable_bound(root: Path) -> None:
+    """How well the sensitivity can be known from what a player's history shows.
+
+    A learner that knew the simulator's stop model and every input of it except the hidden
+    `quit_base` (the session position, the outcomes, games played and the return-time
+    distribution, all read off the truth's own `p_stop` and conditional churn), and estimated
+    `quit_base` as its posterior mean given the player's earlier stop decisions (a grid over
+    its N(0, 0.35) prior, each earlier match a Bernoulli stop with the truth's probability).
+    What such a learner's sensitivity shares with the truth bounds what any churn model fitted
+    on this history can: the rest is the propensity the history has not yet revealed.
+    """
+    t = pl.read_parquet(root / "lake/truth/player_matches/*/*.parquet").filter(pl.col("mode") == "duel-1v1")
+    t = t.join(
+        pl.read_parquet(root / "lake/truth/players.parquet").select("player_id", "quit_base"), on="player_id"
+    ).sort("player_id", "start_time", "match_id")
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    p_stop, qb = t["p_stop"].to_numpy(), t["quit_base"].to_numpy()
+    tail = t["churn_8h"].to_numpy() / p_stop  # P(no match within 8 h | the player stops)
+    known = logit(p_stop) - qb  # the stop logit without the hidden propensity
+    stopped = t["stopped"].to_numpy()
+    # Stop logits under each hypothetical outcome, without quit_base (tail as realised).
+    x_if = {o: logit(np.clip(t[f"churn_8h_if_{o}"].to_numpy() / tail, 1e-9, 1 - 1e-9)) - qb for o in ("win", "loss")}
+    grid = np.linspace(-2.0, 2.0, 161)
+    prior = -0.5 * (grid / 0.35) ** 2
+    pid = t["player_id"].to_numpy()
+    est = {o: np.zeros(len(t)) for o in x_if}
+    ll = prior.copy()
+    for i in range(len(t)):
+        if i > 0 and pid[i] != pid[i - 1]:
+            ll = prior.copy()
+        w = np.exp(ll - ll.max())
+        w /= w.sum()
+        for o in x_if:
+            est[o][i] = tail[i] * (w @ sig(x_if[o][i] + grid))
+        p = sig(known[i] + grid)
+        ll += np.log(p) if stopped[i] else np.log1p(-p)
+    true_d = (t["churn_8h_if_loss"] - t["churn_8h_if_win"]).to_numpy()
+    est_d = est["loss"] - est["win"]
+    ms = t["start_time"].dt.epoch("ms").to_numpy()
+    late = ms >= np.quantile(ms, 0.75)
+    print(
+        "a learner knowing the stop model, quit_base estimated from the player's earlier stops: "
+        f"correlation with the true sensitivity {np.corrcoef(est_d[late], true_d[late])[0, 1]:.3f} "
+        "on the last quarter's rows"
+    )
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "out/oracle/s9001"))
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "out/oracle/s9001")
+    main(root, sys.argv[2] if len(sys.argv) > 2 else "churn")
+    observable_bound(root)

@@ -22,7 +22,14 @@
 //!   additive in the outcome: a loss costs every player nearly the same, and then every
 //!   pairing of a pool has the same expected churn (EOMM's Theorem: skill matching is optimal
 //!   when sensitivities are equal). The paper's Table 1 shows why they matter: how likely a
-//!   player is to leave after a loss depends on the outcomes before it.
+//!   player is to leave after a loss depends on the outcomes before it;
+//! - optionally (`outcome_pattern` = k), the player's last k outcomes *after* the upcoming
+//!   match, one-hot over the 3^k sequences (`now_pattern_LWD`: a loss now after a win and,
+//!   before it, a draw): the updated outcome state `o^K` of the paper's section 4 and the
+//!   rows of its Table 1. Pairwise interactions add up a loss's cost over the earlier
+//!   outcomes; a pattern gives every sequence its own, so "a loss after either of the last
+//!   two was lost" is one column rather than a sum that counts two earlier losses twice. All
+//!   0 when the player has fewer than k - 1 earlier matches.
 //!
 //! Missing values are explicit: a history slot that does not exist has `present = 0` and zeros
 //! elsewhere; an unknown score difference, performance or percentile has its own `known` flag,
@@ -114,7 +121,24 @@ pub struct FeatureSpec {
     /// before this field): without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub past_churn_horizon_ms: Option<i64>,
+    /// The length k of the outcome pattern ([`FeatureSpec::pattern_names`]): the upcoming
+    /// outcome and the k - 1 before it, one-hot over the 3^k sequences, last in the row. 0
+    /// (artifacts before this field): none. At most [`MAX_OUTCOME_PATTERN`], and k - 1 at
+    /// most `history`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outcome_pattern: usize,
 }
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The longest outcome pattern (3^4 = 81 columns).
+pub const MAX_OUTCOME_PATTERN: usize = 4;
+
+/// The letters of the outcome pattern's columns, in `Outcome3` order.
+const PATTERN_LETTERS: [char; 3] = ['W', 'D', 'L'];
 
 /// The churn history columns, in column order (last in the row).
 pub const PAST_CHURN_NAMES: [&str; 4] = [
@@ -142,6 +166,7 @@ impl Default for FeatureSpec {
             data_start_ms: None,
             outcome_interactions: 3,
             past_churn_horizon_ms: None,
+            outcome_pattern: 0,
         }
     }
 }
@@ -194,7 +219,34 @@ impl FeatureSpec {
         if self.past_churn_horizon_ms.is_some() {
             v.extend(PAST_CHURN_NAMES.map(String::from));
         }
+        v.extend(self.pattern_names());
         v
+    }
+
+    /// The outcome pattern's column names, in column order: `now_pattern_` and the sequence,
+    /// upcoming outcome first, then the earlier ones from the most recent (`W`, `D`, `L`);
+    /// column `j` is the sequence whose outcomes, read as base-3 digits in that order
+    /// (win 0, draw 1, loss 2), make `j`.
+    #[must_use]
+    pub fn pattern_names(&self) -> Vec<String> {
+        let k = self.outcome_pattern;
+        (0..self.pattern_columns())
+            .map(|j| {
+                let seq: String = (0..k)
+                    .map(|d| PATTERN_LETTERS[j / 3usize.pow((k - 1 - d) as u32) % 3])
+                    .collect();
+                format!("now_pattern_{seq}")
+            })
+            .collect()
+    }
+
+    /// Columns of the outcome pattern at the end of the row.
+    fn pattern_columns(&self) -> usize {
+        if self.outcome_pattern == 0 {
+            0
+        } else {
+            3usize.pow(self.outcome_pattern as u32)
+        }
     }
 
     /// Columns of the churn history features at the end of the row.
@@ -229,14 +281,36 @@ impl FeatureSpec {
         }
         let n = self.interactions();
         let tail = self.past_churn_columns();
-        let base = row.len() - tail - 4 * n;
+        let pattern = self.pattern_columns();
+        let end = row.len() - pattern;
+        let base = end - tail - 4 * n;
         let now_win = f64::from(u8::from(outcome == Outcome3::Win));
         let now_loss = f64::from(u8::from(outcome == Outcome3::Loss));
         if tail > 0 {
-            let end = row.len();
             let logodds = row[end - 3];
             row[end - 2] = now_win * logodds;
             row[end - 1] = now_loss * logodds;
+        }
+        if pattern > 0 {
+            // The upcoming outcome, then each earlier one, as base-3 digits; none without
+            // k - 1 earlier matches.
+            let mut j = Some(outcome as usize);
+            for k in 0..self.outcome_pattern - 1 {
+                let slot = &row[k * PER_SLOT.len()..(k + 1) * PER_SLOT.len()];
+                let earlier = if slot[1] == 1.0 {
+                    0
+                } else if slot[2] == 1.0 {
+                    1
+                } else {
+                    2
+                };
+                j = j.filter(|_| slot[0] == 1.0).map(|j| 3 * j + earlier);
+            }
+            let cells = &mut row[end..];
+            cells.fill(0.0);
+            if let Some(j) = j {
+                cells[j] = 1.0;
+            }
         }
         for k in 0..n {
             let slot = &row[k * PER_SLOT.len()..(k + 1) * PER_SLOT.len()];
@@ -374,6 +448,7 @@ impl FeatureSpec {
             let (w, logodds) = past_churn(churned_gaps + u64::from(last_churned), games);
             out.extend([w, logodds, 0.0, 0.0]);
         }
+        out.extend(std::iter::repeat_n(0.0, self.pattern_columns()));
         self.set_outcome(&mut out[start..], outcome);
     }
 }
@@ -403,6 +478,7 @@ mod tests {
             data_start_ms: None,
             outcome_interactions: 2,
             past_churn_horizon_ms: None,
+            outcome_pattern: 0,
         };
         let earlier = [
             played(0, Outcome3::Win, 3.0),
@@ -483,6 +559,7 @@ mod tests {
             data_start_ms: Some(0),
             outcome_interactions: 0,
             past_churn_horizon_ms: None,
+            outcome_pattern: 0,
         };
         let earlier = [
             played(1, Outcome3::Win, 1.0),
@@ -515,6 +592,7 @@ mod tests {
             data_start_ms: None,
             outcome_interactions: 0,
             past_churn_horizon_ms: None,
+            outcome_pattern: 0,
         };
         assert!(
             !old.names()
@@ -564,6 +642,7 @@ mod tests {
             data_start_ms: None,
             outcome_interactions: 1,
             past_churn_horizon_ms: Some(8 * H),
+            outcome_pattern: 0,
         };
         let earlier = [0, 10, 11, 30].map(|h| played(h, Outcome3::Win, 1.0));
         let names = spec.names();
@@ -608,6 +687,78 @@ mod tests {
         assert_eq!(back, spec);
         let old: FeatureSpec = serde_json::from_str(r#"{"history": 2}"#).expect("spec");
         assert_eq!(old.past_churn_horizon_ms, None);
+    }
+
+    /// The outcome pattern by hand: a win at hour 0, a draw at 2, a loss at 4, now at 5. A loss
+    /// now is `LLD` (column 2·9 + 2·3 + 1 = 25), a win now `WLD` (column 7); one earlier match
+    /// is too few for a pattern of 3. `set_outcome` moves the cell as `push_row` builds it.
+    #[test]
+    fn outcome_pattern_by_hand() {
+        let spec = FeatureSpec {
+            history: 3,
+            data_start_ms: None,
+            outcome_interactions: 1,
+            past_churn_horizon_ms: Some(8 * H),
+            outcome_pattern: 3,
+        };
+        let names = spec.names();
+        let cells = spec.pattern_names();
+        assert_eq!(cells.len(), 27);
+        assert_eq!(&names[names.len() - 27..], cells.as_slice());
+        assert_eq!(
+            (cells[0].as_str(), cells[25].as_str()),
+            ("now_pattern_WWW", "now_pattern_LLD")
+        );
+        let earlier = [
+            played(0, Outcome3::Win, 1.0),
+            played(2, Outcome3::Draw, 0.0),
+            played(4, Outcome3::Loss, -1.0),
+        ];
+        let now = Upcoming {
+            start_ms: 5 * H,
+            party: false,
+            skill_percentile: f64::NAN,
+        };
+        let pattern_of = |earlier: &[Played], o: Outcome3| {
+            let mut row = Vec::new();
+            spec.push_row(earlier, &now, o, &mut row);
+            assert_eq!(row.len(), names.len());
+            for other in [Outcome3::Win, Outcome3::Draw, Outcome3::Loss] {
+                let mut set = row.clone();
+                spec.set_outcome(&mut set, other);
+                let mut direct = Vec::new();
+                spec.push_row(earlier, &now, other, &mut direct);
+                assert_eq!(set, direct, "{o:?} set to {other:?}");
+            }
+            let tail = row[row.len() - 27..].to_vec();
+            let ones: Vec<usize> = (0..27).filter(|&j| tail[j] == 1.0).collect();
+            assert!(tail.iter().all(|&v| v == 0.0 || v == 1.0), "{tail:?}");
+            ones
+        };
+        assert_eq!(pattern_of(&earlier, Outcome3::Loss), [25]);
+        assert_eq!(pattern_of(&earlier, Outcome3::Win), [7]);
+        assert_eq!(cells[7], "now_pattern_WLD");
+        assert_eq!(pattern_of(&earlier, Outcome3::Draw), [16]);
+        assert_eq!(
+            pattern_of(&earlier[2..], Outcome3::Loss),
+            Vec::<usize>::new()
+        );
+        // Two earlier matches are enough: a loss now after a draw and a win.
+        assert_eq!(
+            cells[pattern_of(&earlier[..2], Outcome3::Loss)[0]],
+            "now_pattern_LDW"
+        );
+        // The spec round-trips; without a pattern it serialises as before the field existed.
+        let back: FeatureSpec =
+            serde_json::from_str(&serde_json::to_string(&spec).expect("json")).expect("spec");
+        assert_eq!(back, spec);
+        let plain = FeatureSpec::default();
+        assert!(
+            !serde_json::to_string(&plain)
+                .expect("json")
+                .contains("outcome_pattern")
+        );
+        assert!(plain.pattern_names().is_empty());
     }
 
     /// A first match: every slot absent, explicitly.

@@ -8,10 +8,20 @@ use sha2::{Digest, Sha256};
 /// The format this crate writes. 2 added the snapshot's `first_seen_ms` (the churn model's
 /// `log_games_known`); a format-1 reader refuses its snapshot, so format-2 artifacts need a
 /// format-2 reader ([`MIN_READER_FORMAT`]). 3 added the snapshot's `churned_gaps` (the
-/// churn history features); a format-2 reader refuses that snapshot too.
-pub const FORMAT_VERSION: u32 = 3;
-/// The oldest reader format that reads what this crate writes.
-pub const MIN_READER_FORMAT: u32 = 3;
+/// churn history features); a format-2 reader refuses that snapshot too. 4 added the churn
+/// model's outcome pattern (`FeatureSpec::outcome_pattern`): a format-3 reader does not know
+/// the field and would build rows without those columns, so an artifact whose model has a
+/// pattern needs a format-4 reader ([`min_reader_format`]); one without still reads with 3.
+pub const FORMAT_VERSION: u32 = 4;
+/// The oldest reader format that reads every artifact this crate writes.
+pub const MIN_READER_FORMAT: u32 = 4;
+
+/// The oldest reader format that reads an artifact whose churn model has `spec`: 4 with an
+/// outcome pattern, else 3.
+#[must_use]
+pub fn min_reader_format(spec: &crate::features::FeatureSpec) -> u32 {
+    if spec.outcome_pattern > 0 { 4 } else { 3 }
+}
 /// The oldest format this crate still reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 

@@ -94,6 +94,7 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
 pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>) {
     let spec = FeatureSpec {
         past_churn_horizon_ms: Some(8 * 3_600_000),
+        outcome_pattern: 3,
         ..FeatureSpec::default()
     };
     let names = spec.names();

@@ -150,6 +150,7 @@ proptest! {
             data_start_ms: lead.map(|l| all[0].start_ms - l * 3_600_000),
             outcome_interactions: 3,
             past_churn_horizon_ms: Some(horizon_h * 3_600_000),
+            outcome_pattern: 3,
         };
         let cut = cut.min(all.len());
         let as_of = all[..cut].last().map_or(0, |p| p.start_ms) + 1;
@@ -257,9 +258,9 @@ fn content_problems_are_named() {
         matches!(e.problem, Problem::FormatVersion { found: 0, .. }),
         "{e}"
     );
-    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 4.into()));
+    let e = refused(|v| rewrite(v, "manifest.json", |m| m["min_reader_format"] = 5.into()));
     assert!(
-        e.to_string().contains("this reader reads formats 1 to 3"),
+        e.to_string().contains("this reader reads formats 1 to 4"),
         "{e}"
     );
 

@@ -117,6 +117,7 @@ fn refuses_bad_shapes_and_single_class() {
         data_start_ms: None,
         outcome_interactions: 1,
         past_churn_horizon_ms: None,
+        outcome_pattern: 0,
     };
     let k = spec.names().len();
     let x = Array2::<f64>::zeros((4, k));

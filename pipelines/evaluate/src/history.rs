@@ -119,6 +119,7 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
         until_ms: None,
         history: 1,
         outcome_interactions: 0,
+        outcome_pattern: 0,
         past_churn: false,
         horizon_ms: spec.horizon_ms,
         blowout_margin: spec.blowout_margin,

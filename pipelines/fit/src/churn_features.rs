@@ -18,6 +18,8 @@
 //! 4. **churn history** (optional): the earlier matches followed by a gap longer than the
 //!    horizon (a cumulative sum of the player's gaps, the one into now included), as
 //!    `mm_artifact::features::past_churn` shrinks it, and crossed with the upcoming outcome;
+//!    then the **outcome pattern** (optional): the upcoming outcome and the k - 1 before it,
+//!    one-hot over the 3^k sequences;
 //! 5. **label**: censored (null) when the data end less than `horizon` after the match (all
 //!    such matches, so the labels near the end are not biased towards quick returns); else
 //!    churned unless the next match starts within `horizon`.
@@ -44,6 +46,9 @@ pub struct FeatureQuery {
     pub history: usize,
     /// Earlier matches crossed with the upcoming outcome (`FeatureSpec::outcome_interactions`).
     pub outcome_interactions: usize,
+    /// The outcome pattern's length (`FeatureSpec::outcome_pattern`; 0: none). At most
+    /// `history + 1`.
+    pub outcome_pattern: usize,
     /// The churn horizon, milliseconds.
     pub horizon_ms: i64,
     /// A loss by more than this many team-score points is a blowout.
@@ -514,7 +519,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         }
     }
     if !q.past_churn {
-        return Ok(per_match.select(out).with_columns(cross));
+        return Ok(with_pattern(q, per_match.select(out).with_columns(cross)));
     }
     // Row k of a player: k earlier matches, of which `churned` were followed by a gap longer
     // than the horizon (the gap from the previous match to now included).
@@ -531,7 +536,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     ]);
     // Last in the row, after the outcome interactions, as `FeatureSpec::names` orders them.
     let logodds = || col("_past_churn_logodds");
-    Ok(per_match
+    let table = per_match
         .select(out)
         .with_columns(cross)
         .with_columns([
@@ -546,7 +551,44 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
                 .cast(DataType::Float32)
                 .alias(PAST_CHURN_NAMES[3]),
         ])
-        .drop(cols(["_past_churn_w", "_past_churn_logodds"])))
+        .drop(cols(["_past_churn_w", "_past_churn_logodds"]));
+    Ok(with_pattern(q, table))
+}
+
+/// Step 3's outcome pattern (`FeatureSpec::pattern_names`), last in the row: for each
+/// sequence, the product of the upcoming outcome's indicator and each earlier match's (its
+/// slot present and of that outcome), so a row without k - 1 earlier matches has none.
+fn with_pattern(q: &FeatureQuery, table: LazyFrame) -> LazyFrame {
+    let k = q.outcome_pattern;
+    if k == 0 {
+        return table;
+    }
+    let earlier = |slot: usize, o: usize| -> Expr {
+        let c = |f: &str| col(format!("last{slot}_{f}"));
+        match o {
+            0 => c("win"),
+            1 => c("draw"),
+            _ => c("present") - c("win") - c("draw"),
+        }
+    };
+    let names = mm_artifact::features::FeatureSpec {
+        outcome_pattern: k,
+        ..mm_artifact::features::FeatureSpec::default()
+    }
+    .pattern_names();
+    let cells: Vec<Expr> = names
+        .iter()
+        .enumerate()
+        .map(|(j, name)| {
+            let digit = |d: usize| j / 3usize.pow((k - 1 - d) as u32) % 3;
+            let now = col(["now_win", "now_draw", "now_loss"][digit(0)]);
+            (1..k)
+                .fold(now, |e, d| e * earlier(d, digit(d)))
+                .cast(DataType::Float32)
+                .alias(name.as_str())
+        })
+        .collect();
+    table.with_columns(cells)
 }
 
 #[cfg(test)]

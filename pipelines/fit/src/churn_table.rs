@@ -101,6 +101,7 @@ pub fn build_key(
         "until_ms": q.until_ms,
         "history": q.history,
         "outcome_interactions": q.outcome_interactions,
+        "outcome_pattern": q.outcome_pattern,
         "horizon_ms": q.horizon_ms,
         "blowout_margin": q.blowout_margin,
         "censor_windows": q.censor_windows,

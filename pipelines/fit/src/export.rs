@@ -17,7 +17,7 @@ use mm_artifact::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
     TEAM_WIN_FILE, json_bytes as json,
 };
-use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manifest};
+use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, Manifest, min_reader_format};
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RawSkillParams;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
@@ -408,7 +408,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     metrics.insert("churn".to_string(), without_timings(churn_metrics.clone()));
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        min_reader_format: MIN_READER_FORMAT,
+        min_reader_format: min_reader_format(&churn.model.spec),
         name: name.clone(),
         model_version: version.clone(),
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

@@ -66,6 +66,7 @@ fn bucketed_shards_give_the_whole_query() {
             until_ms: None,
             history: 4,
             outcome_interactions: 2,
+            outcome_pattern: 3,
             past_churn: mode == "tdm-6v6",
             censor_windows: true,
             horizon_ms: 8 * 3_600_000,

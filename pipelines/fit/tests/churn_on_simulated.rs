@@ -229,6 +229,7 @@ fn polars_query_matches_the_reference() {
             data_start_ms: rows.iter().map(|r| r.start).min(),
             outcome_interactions: 3,
             past_churn_horizon_ms: Some(horizon_ms),
+            outcome_pattern: 3,
         };
         let want = reference(&rows, spec, horizon_ms, 30.0);
         let q = FeatureQuery {
@@ -237,6 +238,7 @@ fn polars_query_matches_the_reference() {
             mode: Some(mode.into()),
             history: spec.history,
             outcome_interactions: spec.outcome_interactions,
+            outcome_pattern: spec.outcome_pattern,
             past_churn: true,
             censor_windows: true,
             horizon_ms,

@@ -46,6 +46,13 @@ pub struct FitChurnArgs {
     /// outcomes before it (EOMM Table 1). 0 makes the model additive in the outcome.
     #[arg(long, default_value_t = 3)]
     pub interactions: usize,
+    /// The outcome pattern's length k: the upcoming outcome and the k - 1 before it, one-hot
+    /// over the 3^k sequences (`now_pattern_LWW`: a loss now after two wins), the paper's
+    /// Table 1 states. A loss's cost then depends on the exact run of outcomes before it, not
+    /// on a sum over them. 0 leaves it out (and the artifact reads with a format-3 reader);
+    /// at most 4.
+    #[arg(long, default_value_t = 3)]
+    pub outcome_pattern: usize,
     /// Leave out the player's churn history features (`past_churn_*`: how many of their
     /// earlier matches were followed by churn, shrunk by how many there are, and crossed with
     /// the upcoming outcome). With them, the artifact needs a format-3 reader.
@@ -141,6 +148,7 @@ impl FitChurnArgs {
                 data_start_ms: None,
                 outcome_interactions: self.interactions,
                 past_churn_horizon_ms: (!self.no_past_churn).then_some(horizon_ms),
+                outcome_pattern: self.outcome_pattern,
             },
             blowout_margin: self.blowout_margin,
             score_from_ms: day_ms(self.score_from),

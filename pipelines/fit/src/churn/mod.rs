@@ -99,6 +99,7 @@ impl ChurnConfig {
             horizon_ms,
             spec: FeatureSpec {
                 past_churn_horizon_ms: Some(horizon_ms),
+                outcome_pattern: 3,
                 ..FeatureSpec::default()
             },
             blowout_margin: 30.0,
@@ -163,6 +164,7 @@ fn feature_query(cfg: &ChurnConfig) -> Result<(FeatureQuery, Option<String>), Fi
         until_ms: cfg.until_ms,
         history: cfg.spec.history,
         outcome_interactions: cfg.spec.interactions(),
+        outcome_pattern: cfg.spec.outcome_pattern,
         past_churn: cfg.spec.past_churn_horizon_ms.is_some(),
         censor_windows: true,
         horizon_ms: cfg.horizon_ms,
@@ -176,8 +178,9 @@ fn feature_query(cfg: &ChurnConfig) -> Result<(FeatureQuery, Option<String>), Fi
 }
 
 impl ChurnConfig {
-    /// Checks the feature specification: 1 to 50 matches of history, and no more outcome
-    /// interactions than described matches. [`fit_churn`] and [`build_churn_shard`] run it
+    /// Checks the feature specification: 1 to 50 matches of history, no more outcome
+    /// interactions than described matches, and an outcome pattern of at most
+    /// `MAX_OUTCOME_PATTERN` reading only described matches. [`fit_churn`] and [`build_churn_shard`] run it
     /// first.
     ///
     /// # Errors
@@ -202,6 +205,17 @@ impl ChurnConfig {
                     "the churn history features count gaps of more than {h} ms, the label's \
                      horizon is {} ms: they must be the same",
                     self.horizon_ms
+                ),
+            });
+        }
+        let pattern = self.spec.outcome_pattern;
+        if pattern > mm_artifact::features::MAX_OUTCOME_PATTERN || pattern > history + 1 {
+            return Err(FitError::Config {
+                field: "outcome-pattern",
+                reason: format!(
+                    "{pattern} is more than {} or than --history {history} + 1: the pattern \
+                     reads the upcoming outcome and that many - 1 described matches",
+                    mm_artifact::features::MAX_OUTCOME_PATTERN
                 ),
             });
         }
