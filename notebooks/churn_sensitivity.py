@@ -112,6 +112,13 @@ def main(root: Path, churn: str) -> None:
 
     o1, o2 = outcome_of(1), outcome_of(2)
     runs = np.column_stack([((o1 == a) & (o2 == b)).astype(float) for a in range(3) for b in range(3)])
+    lost1, lost2 = o1 == 2, o2 == 2
+    for a in (False, True):
+        for b in (False, True):
+            m = (lost1 == a) & (lost2 == b)
+            print(f"  last match lost {a!s:<5}, the one before lost {b!s:<5}: mean true sensitivity {true_d[m].mean():.3f} ({m.sum()} rows)")
+    either = (lost1 | lost2).astype(float)
+    print(f"  correlation of 'either of the last two lost' with the true sensitivity: {np.corrcoef(either, true_d)[0, 1]:.3f}")
     for label, design_ols in (
         ("linear", ols),
         ("linear + squares", np.column_stack([ols, base**2])),

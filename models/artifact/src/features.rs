@@ -240,6 +240,24 @@ impl FeatureSpec {
             .collect()
     }
 
+    /// Whether rows can be built for this spec: the outcome pattern at most
+    /// [`MAX_OUTCOME_PATTERN`] long and reading only described matches (k - 1 at most
+    /// `history`). A loaded artifact is checked before its names are listed, so that a
+    /// corrupt pattern length is refused rather than listing 3^k names.
+    ///
+    /// # Errors
+    /// What is out of range, by field name.
+    pub fn check(&self) -> Result<(), String> {
+        let k = self.outcome_pattern;
+        if k > MAX_OUTCOME_PATTERN || k > self.history + 1 {
+            return Err(format!(
+                "outcome_pattern {k} is more than {MAX_OUTCOME_PATTERN} or than history {} + 1",
+                self.history
+            ));
+        }
+        Ok(())
+    }
+
     /// Columns of the outcome pattern at the end of the row.
     fn pattern_columns(&self) -> usize {
         if self.outcome_pattern == 0 {

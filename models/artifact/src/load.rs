@@ -211,6 +211,7 @@ fn check_churn(
             ));
         }
     }
+    m.spec.check().map_err(|why| invalid(path, why))?;
     if m.spec.names() != m.feature_names {
         return Err(invalid(
             path,

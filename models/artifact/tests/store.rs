@@ -266,6 +266,13 @@ fn content_problems_are_named() {
 
     let e = refused(|v| {
         rewrite(v, CHURN_FILE, |c| {
+            c["model"]["spec"]["outcome_pattern"] = 30.into();
+        })
+    });
+    assert!(e.to_string().contains("outcome_pattern 30"), "{e}");
+
+    let e = refused(|v| {
+        rewrite(v, CHURN_FILE, |c| {
             c["model"]["coef"].as_array_mut().unwrap().pop();
         })
     });

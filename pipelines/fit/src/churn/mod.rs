@@ -100,6 +100,7 @@ impl ChurnConfig {
             spec: FeatureSpec {
                 past_churn_horizon_ms: Some(horizon_ms),
                 outcome_pattern: 3,
+                outcome_interactions: 0,
                 ..FeatureSpec::default()
             },
             blowout_margin: 30.0,
