@@ -111,3 +111,22 @@ pub fn sha256_hex(content: &[u8]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::FeatureSpec;
+
+    /// Only a model with an outcome pattern needs a format-4 reader.
+    #[test]
+    fn a_pattern_raises_the_reader_format() {
+        let plain = FeatureSpec::default();
+        assert_eq!(min_reader_format(&plain), 3);
+        let pattern = FeatureSpec {
+            outcome_pattern: 3,
+            ..plain
+        };
+        assert_eq!(min_reader_format(&pattern), MIN_READER_FORMAT);
+        assert!(MIN_READER_FORMAT <= FORMAT_VERSION);
+    }
+}

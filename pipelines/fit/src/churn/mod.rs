@@ -209,17 +209,10 @@ impl ChurnConfig {
                 ),
             });
         }
-        let pattern = self.spec.outcome_pattern;
-        if pattern > mm_artifact::features::MAX_OUTCOME_PATTERN || pattern > history + 1 {
-            return Err(FitError::Config {
-                field: "outcome-pattern",
-                reason: format!(
-                    "{pattern} is more than {} or than --history {history} + 1: the pattern \
-                     reads the upcoming outcome and that many - 1 described matches",
-                    mm_artifact::features::MAX_OUTCOME_PATTERN
-                ),
-            });
-        }
+        self.spec.check().map_err(|reason| FitError::Config {
+            field: "outcome-pattern",
+            reason,
+        })?;
         if history == 0 || history > 50 {
             return Err(FitError::Config {
                 field: "history",
@@ -482,4 +475,34 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     };
     write::write_report(cfg, &mut report, &model, outputs, t0)?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(history: usize, interactions: usize, pattern: usize) -> Option<&'static str> {
+        let mut cfg = ChurnConfig::new("lake", "out");
+        cfg.spec.history = history;
+        cfg.spec.outcome_interactions = interactions;
+        cfg.spec.outcome_pattern = pattern;
+        match cfg.check() {
+            Ok(()) => None,
+            Err(FitError::Config { field, .. }) => Some(field),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The defaults pass; a pattern longer than the described matches (plus the upcoming
+    /// one) or than the longest allowed is refused by its flag, as are too many interactions.
+    #[test]
+    fn the_feature_spec_is_checked_by_flag() {
+        assert_eq!(field_of(10, 0, 3), None);
+        assert_eq!(field_of(2, 0, 3), None);
+        assert_eq!(field_of(1, 0, 3), Some("outcome-pattern"));
+        assert_eq!(field_of(10, 0, 5), Some("outcome-pattern"));
+        assert_eq!(field_of(2, 3, 0), Some("interactions"));
+        let d = ChurnConfig::new("lake", "out").spec;
+        assert_eq!((d.outcome_pattern, d.outcome_interactions), (3, 0));
+    }
 }
