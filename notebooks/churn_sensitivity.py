@@ -51,6 +51,11 @@ def main(root: Path, churn: str) -> None:
             return x[:, col[f"last{k}_win"]]
         return x[:, col[f"last{k}_present"]] - x[:, col[f"last{k}_win"]] - x[:, col[f"last{k}_draw"]]
 
+    def outcome_of(k: int) -> np.ndarray:
+        """Earlier match k's outcome: 0 win, 1 draw, 2 loss, -1 absent."""
+        w, d = x[:, col[f"last{k}_win"]], x[:, col[f"last{k}_draw"]]
+        return np.where(x[:, col[f"last{k}_present"]] == 0, -1, np.where(w == 1, 0, np.where(d == 1, 1, 2)))
+
     def ours(outcome: int) -> np.ndarray:
         """The exported model's churn with the upcoming outcome set (0 win, 2 loss)."""
         z = x.copy()
@@ -68,12 +73,7 @@ def main(root: Path, churn: str) -> None:
         if pattern:
             seq = np.full(len(z), "WDL"[outcome])
             for k in range(1, len(pattern[0]) - len("now_pattern_")):
-                letter = np.where(
-                    x[:, col[f"last{k}_present"]] == 0,
-                    "-",
-                    np.where(x[:, col[f"last{k}_win"]] == 1, "W", np.where(x[:, col[f"last{k}_draw"]] == 1, "D", "L")),
-                )
-                seq = np.char.add(seq, letter)
+                seq = np.char.add(seq, np.array(["W", "D", "L", "-"])[outcome_of(k)])
             for n in pattern:
                 z[:, col[n]] = (seq == n[len("now_pattern_") :]).astype(float)
         return 1.0 / (1.0 + np.exp(-(model["intercept"] + ((z - mean) / scale) @ coef)))
@@ -106,10 +106,6 @@ def main(root: Path, churn: str) -> None:
     # (the truth as the target, which no real fit has), on the training rows.
     ols = np.column_stack([np.ones(len(base)), base])
     # The last two outcomes as one of 9 sequences (the earlier part of a pattern of 3).
-    def outcome_of(k: int) -> np.ndarray:
-        w, d = x[:, col[f"last{k}_win"]], x[:, col[f"last{k}_draw"]]
-        return np.where(x[:, col[f"last{k}_present"]] == 0, -1, np.where(w == 1, 0, np.where(d == 1, 1, 2)))
-
     o1, o2 = outcome_of(1), outcome_of(2)
     runs = np.column_stack([((o1 == a) & (o2 == b)).astype(float) for a in range(3) for b in range(3)])
     lost1, lost2 = o1 == 2, o2 == 2
