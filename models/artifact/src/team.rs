@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The logistic function.
 #[must_use]
+#[inline]
 pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
@@ -74,6 +75,7 @@ impl PartyAdjustment {
 impl TeamWinModel {
     /// Log-odds that A beats B in a decisive match.
     #[must_use]
+    #[inline]
     pub fn logit(&self, s: &TeamSample) -> f64 {
         self.skill_coef * s.skill_diff
             + self.party_members_coef * s.party_members_diff
@@ -82,12 +84,20 @@ impl TeamWinModel {
 
     /// `(P(A wins), P(draw), P(B wins))`.
     #[must_use]
+    #[inline]
     pub fn probs(&self, s: &TeamSample) -> (f64, f64, f64) {
+        self.probs_given_decisive(s, sigmoid(self.logit(s)))
+    }
+
+    /// [`Self::probs`] when `P(A wins | decisive)`, `sigmoid(self.logit(s))`, is known already
+    /// (a search that checks it first saves computing it twice).
+    #[must_use]
+    #[inline]
+    pub fn probs_given_decisive(&self, s: &TeamSample, decisive: f64) -> (f64, f64, f64) {
         let d = self.draw.map_or(0.0, |d| {
             sigmoid(d.intercept + d.abs_diff_coef * s.skill_diff.abs())
         });
-        let w = sigmoid(self.logit(s));
-        ((1.0 - d) * w, d, (1.0 - d) * (1.0 - w))
+        ((1.0 - d) * decisive, d, (1.0 - d) * (1.0 - decisive))
     }
 
     /// A's expected score, `P(win) + P(draw) / 2`.

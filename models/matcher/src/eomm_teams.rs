@@ -10,8 +10,8 @@
 //! win model (raw-skill sums and party terms) and each player's churn by outcome from the churn
 //! model, as the paper proposes: a player's churn depends on the others only through the
 //! outcome. The best split of a set of parties is found by enumerating every split of equal team
-//! sizes (Gray-code order, sums updated by one party per step) up to `exact_split_parties`
-//! parties; larger sets use the skill-balanced split.
+//! sizes (depth first over the parties, team sums carried, only subsets of team size reached)
+//! up to `exact_split_parties` parties; larger sets use the skill-balanced split.
 //!
 //! Each tick:
 //! 1. **Construction**: every search in turn (oldest first) anchors a lobby drawn from its top K
@@ -24,6 +24,7 @@
 //! [`exhaustive_min_churn`] solves small queues exactly (every partition into lobbies, every
 //! split) so that the gap can be measured; the README reports it.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -96,90 +97,127 @@ fn best_churn_split(
     max_imbalance: Option<f64>,
     exact_parties: usize,
 ) -> Option<(f64, [Vec<usize>; 2])> {
-    let ok = |s: &TeamSample| {
-        max_imbalance.is_none_or(|cap| (sigmoid(models.win.logit(s)) - 0.5).abs() <= cap + 1e-12)
-    };
+    let ok = |decisive: f64| max_imbalance.is_none_or(|cap| (decisive - 0.5).abs() <= cap + 1e-12);
     let p = ids.len();
     if p == 0 {
         return None;
     }
-    if p > exact_parties {
+    if p > exact_parties.min(63) {
         let teams = balanced_split(views, ids, team_size)?;
         let s = team_sample(views, &teams);
-        if !ok(&s) {
+        let decisive = sigmoid(models.win.logit(&s));
+        if !ok(decisive) {
             return None;
         }
-        let (w, d, l) = models.win.probs(&s);
+        let (w, d, l) = models.win.probs_given_decisive(&s, decisive);
         return Some((split_churn(views, &teams, [w, d, l]), teams));
     }
-    // Totals, then team A's sums, starting with party 0 alone on A.
-    let v = |k: usize| &views[ids[k]];
-    let total = |f: &dyn Fn(&View) -> f64| (0..p).map(|k| f(v(k))).sum::<f64>();
-    let (t_raw, t_mem, t_spr) = (
-        total(&|x| x.raw_sum),
-        total(&|x| x.party_members),
-        total(&|x| x.party_spread),
-    );
-    let t_churn = [
-        total(&|x| x.churn[0]),
-        total(&|x| x.churn[1]),
-        total(&|x| x.churn[2]),
-    ];
-    let t_size: usize = (0..p).map(|k| v(k).size).sum();
-    if t_size != 2 * team_size {
+    // Each party's size and sums (raw skill, party members, party spread, churn by outcome),
+    // contiguous; then every subset of team size holding party 0 (the mirror splits are the
+    // same lobbies), depth first with the sums carried, so only subsets of the right size are
+    // reached.
+    let parts: Vec<(usize, Sums)> = ids
+        .iter()
+        .map(|&i| {
+            let x = &views[i];
+            let c = x.churn;
+            (
+                x.size,
+                [x.raw_sum, x.party_members, x.party_spread, c[0], c[1], c[2]],
+            )
+        })
+        .collect();
+    let mut total = [0.0; 6];
+    for (_, x) in &parts {
+        add(&mut total, x);
+    }
+    if parts.iter().map(|x| x.0).sum::<usize>() != 2 * team_size {
         return None;
     }
-    let mut size = v(0).size;
-    let (mut raw, mut mem, mut spr) = (v(0).raw_sum, v(0).party_members, v(0).party_spread);
-    let mut ch = v(0).churn;
-    let mut in_a = vec![false; p];
-    in_a[0] = true;
-    let mut best: Option<(f64, Vec<bool>)> = None;
-    let rest = p - 1;
-    for m in 0u64..(1u64 << rest) {
-        if m > 0 {
-            // Gray code: flip party 1 + trailing_zeros(m).
-            let k = 1 + m.trailing_zeros() as usize;
-            let x = v(k);
-            let sign = if in_a[k] { -1.0 } else { 1.0 };
-            in_a[k] = !in_a[k];
-            if in_a[k] {
-                size += x.size;
-            } else {
-                size -= x.size;
-            }
-            raw += sign * x.raw_sum;
-            mem += sign * x.party_members;
-            spr += sign * x.party_spread;
-            for (c, &xc) in ch.iter_mut().zip(&x.churn) {
-                *c += sign * xc;
-            }
-        }
-        if size != team_size {
-            continue;
-        }
-        let s = TeamSample {
-            skill_diff: 2.0 * raw - t_raw,
-            party_members_diff: 2.0 * mem - t_mem,
-            party_spread_diff: 2.0 * spr - t_spr,
-            outcome: 0.0,
-        };
-        if !ok(&s) {
-            continue;
-        }
-        let (w, d, l) = models.win.probs(&s);
-        let cb = [t_churn[0] - ch[0], t_churn[1] - ch[1], t_churn[2] - ch[2]];
-        let c = w * ch[0] + d * ch[1] + l * ch[2] + l * cb[0] + d * cb[1] + w * cb[2];
-        if best.as_ref().is_none_or(|b| c < b.0 - 1e-15) {
-            best = Some((c, in_a.clone()));
-        }
+    // `rest[k]`: the players of parties k and after.
+    let mut rest = vec![0; p + 1];
+    for k in (0..p).rev() {
+        rest[k] = rest[k + 1] + parts[k].0;
     }
-    let (c, mask) = best?;
+    let mut search = SplitSearch {
+        parts: &parts,
+        rest: &rest,
+        team_size,
+        total,
+        models,
+        ok: &ok,
+        best: None,
+    };
+    search.visit(1, parts[0].0, parts[0].1, 1);
+    let (c, mask) = search.best?;
     let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
-    for k in 0..p {
-        teams[usize::from(!mask[k])].push(ids[k]);
+    for (k, &id) in ids.iter().enumerate() {
+        teams[usize::from(mask >> k & 1 == 0)].push(id);
     }
     Some((c, teams))
+}
+
+/// A party's (or a team's) raw-skill sum, party members, party spread and churn sums after a
+/// win, a draw and a loss.
+type Sums = [f64; 6];
+
+fn add(a: &mut Sums, b: &Sums) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// The exact split search of [`best_churn_split`]: team A's parties as a bit mask.
+struct SplitSearch<'a> {
+    parts: &'a [(usize, Sums)],
+    rest: &'a [usize],
+    team_size: usize,
+    total: Sums,
+    models: &'a LobbyModels,
+    ok: &'a dyn Fn(f64) -> bool,
+    best: Option<(f64, u64)>,
+}
+
+impl SplitSearch<'_> {
+    /// Parties from `k` on, with team A at `size` players, sums `a` and parties `mask`.
+    fn visit(&mut self, k: usize, size: usize, a: Sums, mask: u64) {
+        if size == self.team_size {
+            self.leaf(&a, mask);
+            return;
+        }
+        // Too many players on A (a party larger than a team), or too few left to fill it.
+        if size > self.team_size || size + self.rest[k] < self.team_size {
+            return;
+        }
+        let (n, x) = &self.parts[k];
+        if size + n <= self.team_size {
+            let mut with = a;
+            add(&mut with, x);
+            self.visit(k + 1, size + n, with, mask | 1 << k);
+        }
+        self.visit(k + 1, size, a, mask);
+    }
+
+    /// Team A is full: the rest are team B.
+    fn leaf(&mut self, a: &Sums, mask: u64) {
+        let t = &self.total;
+        let s = TeamSample {
+            skill_diff: 2.0 * a[0] - t[0],
+            party_members_diff: 2.0 * a[1] - t[1],
+            party_spread_diff: 2.0 * a[2] - t[2],
+            outcome: 0.0,
+        };
+        let decisive = sigmoid(self.models.win.logit(&s));
+        if !(self.ok)(decisive) {
+            return;
+        }
+        let (w, d, l) = self.models.win.probs_given_decisive(&s, decisive);
+        let b = [t[3] - a[3], t[4] - a[4], t[5] - a[5]];
+        let c = w * a[3] + d * a[4] + l * a[5] + l * b[0] + d * b[1] + w * b[2];
+        if self.best.is_none_or(|(bc, _)| c < bc - 1e-15) {
+            self.best = Some((c, mask));
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -266,6 +304,11 @@ impl EommTeams {
                 owner[i] = l;
             }
         }
+        // A pair of lobbies whose every swap was tried without improvement is not tried again
+        // until one of the two changes: the outcome is the same, with far fewer re-splits
+        // (every pair is reached from both sides, and again in each later pass).
+        let mut version = vec![0u64; lobbies.len()];
+        let mut settled: HashMap<(usize, usize), (u64, u64)> = HashMap::new();
         for _ in 0..self.config.passes {
             let mut improved = false;
             for a in 0..lobbies.len() {
@@ -281,6 +324,12 @@ impl EommTeams {
                 neigh.sort_unstable();
                 neigh.dedup();
                 for b in neigh {
+                    let key = (a.min(b), a.max(b));
+                    let versions = (version[key.0], version[key.1]);
+                    if settled.get(&key) == Some(&versions) {
+                        continue;
+                    }
+                    let mut swapped = false;
                     'pairs: for x in 0..lobbies[a].ids.len() {
                         for y in 0..lobbies[b].ids.len() {
                             let (i, j) = (lobbies[a].ids[x], lobbies[b].ids[y]);
@@ -308,10 +357,16 @@ impl EommTeams {
                                 lobbies[b].ids = ib;
                                 lobbies[b].churn = cb.0;
                                 lobbies[b].teams = cb.1;
+                                version[a] += 1;
+                                version[b] += 1;
                                 improved = true;
+                                swapped = true;
                                 break 'pairs;
                             }
                         }
+                    }
+                    if !swapped {
+                        settled.insert(key, versions);
                     }
                 }
             }
@@ -506,4 +561,118 @@ fn lobbies_with(
 #[must_use]
 pub fn lobbies_churn(lobbies: &[Lobby]) -> f64 {
     lobbies.iter().map(|l| l.expected_churn).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mm_artifact::team::{DrawModel, TeamWinModel};
+    use proptest::prelude::*;
+
+    fn view(size: usize, raw: f64, members: f64, spread: f64, churn: [f64; 3]) -> View {
+        View {
+            size,
+            skill: 0.5,
+            pct_min: 0.5,
+            pct_max: 0.5,
+            raw_sum: raw,
+            adj_sum: raw,
+            party_members: members,
+            party_spread: spread,
+            exp: 0.0,
+            churn,
+            age_s: 0.0,
+            xyz: [0.0; 3],
+        }
+    }
+
+    /// Every split by brute force: each of the 2^p team assignments with equal team sizes,
+    /// scored through the lobby code's own sample and churn sums; the least expected churn.
+    fn brute_force(
+        views: &[View],
+        team_size: usize,
+        models: &LobbyModels,
+        cap: Option<f64>,
+    ) -> Option<f64> {
+        let p = views.len();
+        let mut best: Option<f64> = None;
+        for mask in 0u32..(1 << p) {
+            let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+            for k in 0..p {
+                teams[usize::from(mask >> k & 1 == 0)].push(k);
+            }
+            let size = |t: usize| teams[t].iter().map(|&i| views[i].size).sum::<usize>();
+            if size(0) != team_size || size(1) != team_size {
+                continue;
+            }
+            let s = team_sample(views, &teams);
+            let pa = sigmoid(models.win.logit(&s));
+            if cap.is_some_and(|c| (pa - 0.5).abs() > c + 1e-12) {
+                continue;
+            }
+            let (w, d, l) = models.win.probs(&s);
+            let c = split_churn(views, &teams, [w, d, l]);
+            best = Some(best.map_or(c, |b: f64| b.min(c)));
+        }
+        best
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// The depth-first split search finds the brute force's least expected churn, and the
+        /// split it returns has equal team sizes and is scored at what it reports.
+        #[test]
+        fn the_split_search_matches_brute_force(
+            parties in prop::collection::vec(
+                (1usize..=3, -1.0f64..1.0, 0.0f64..0.4, 0.02f64..0.6, 0.0f64..0.2),
+                2..=10,
+            ),
+            skill_coef in 0.5f64..6.0,
+            party_coefs in (-0.5f64..0.5, -1.0f64..1.0),
+            draw in prop::option::of((-4.0f64..-1.0, -3.0f64..0.0)),
+            cap in prop::option::of(0.05f64..0.45),
+        ) {
+            // Parties as drawn while their sizes fit in an even lobby; the last one trimmed.
+            let mut views = Vec::new();
+            let mut players = 0;
+            for (size, raw, spread, c, sens) in parties {
+                let n = size as f64;
+                let members = if size > 1 { n } else { 0.0 };
+                let churn = [n * c, n * (c + sens / 2.0), n * (c + sens)];
+                views.push(view(size, n * raw, members, members * spread, churn));
+                players += size;
+            }
+            if players % 2 == 1 {
+                views.push(view(1, 0.1, 0.0, 0.0, [0.2, 0.25, 0.3]));
+                players += 1;
+            }
+            let team_size = players / 2;
+            let models = LobbyModels {
+                win: TeamWinModel {
+                    skill_coef,
+                    party_members_coef: party_coefs.0,
+                    party_spread_coef: party_coefs.1,
+                    draw: draw.map(|(intercept, abs_diff_coef)| DrawModel {
+                        intercept,
+                        abs_diff_coef,
+                    }),
+                    samples: 0,
+                    draws: 0,
+                },
+                party: None,
+            };
+            let ids: Vec<usize> = (0..views.len()).collect();
+            let got = best_churn_split(&views, &ids, team_size, &models, cap, 14);
+            let want = brute_force(&views, team_size, &models, cap);
+            prop_assert_eq!(got.is_some(), want.is_some());
+            if let (Some((c, teams)), Some(w)) = (got, want) {
+                prop_assert!((c - w).abs() < 1e-9, "search {c}, brute force {w}");
+                let size = |t: usize| teams[t].iter().map(|&i| views[i].size).sum::<usize>();
+                prop_assert_eq!((size(0), size(1)), (team_size, team_size));
+                let (pw, pd, pl) = models.win.probs(&team_sample(&views, &teams));
+                prop_assert!((split_churn(&views, &teams, [pw, pd, pl]) - c).abs() < 1e-9);
+            }
+        }
+    }
 }
