@@ -633,7 +633,7 @@ mod tests {
             draw in prop::option::of((-4.0f64..-1.0, -3.0f64..0.0)),
             cap in prop::option::of(0.05f64..0.45),
         ) {
-            // Parties as drawn while their sizes fit in an even lobby; the last one trimmed.
+            // The parties as drawn, and a solo player when their count of players is odd.
             let mut views = Vec::new();
             let mut players = 0;
             for (size, raw, spread, c, sens) in parties {

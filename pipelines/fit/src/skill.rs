@@ -71,9 +71,12 @@ pub struct SkillConfig {
 /// Default of [`SkillConfig::max_tune_rows`].
 pub const MAX_TUNE_ROWS: usize = 10_000_000;
 
-/// The most team samples the day-by-day replay keeps for the final team model (a systematic
-/// sample of the matches when there are more).
-const MAX_TEAM_SAMPLES: usize = 4_000_000;
+/// The most team samples the day-by-day replay keeps per window (tuning, scoring) for the final
+/// team model: a systematic sample of the matches when there are more. A million matches pins
+/// a model of five coefficients far more tightly than the replay's own noise; at 4M the two
+/// windows and their concatenation held about 270 MB at 100M rows, most of the growth of the
+/// stage's peak from 10M rows (issue 26).
+const MAX_TEAM_SAMPLES: usize = 1_000_000;
 
 /// The Call of Duty paper's spread: the 80th and 50th percentiles of raw skill differ by 0.1, a
 /// standard deviation of 0.1 / 0.8416 for a normal population.
