@@ -97,7 +97,6 @@ fn best_churn_split(
     max_imbalance: Option<f64>,
     exact_parties: usize,
 ) -> Option<(f64, [Vec<usize>; 2])> {
-    let ok = |decisive: f64| max_imbalance.is_none_or(|cap| (decisive - 0.5).abs() <= cap + 1e-12);
     let p = ids.len();
     if p == 0 {
         return None;
@@ -106,7 +105,7 @@ fn best_churn_split(
         let teams = balanced_split(views, ids, team_size)?;
         let s = team_sample(views, &teams);
         let decisive = sigmoid(models.win.logit(&s));
-        if !ok(decisive) {
+        if !within_cap(decisive, max_imbalance) {
             return None;
         }
         let (w, d, l) = models.win.probs_given_decisive(&s, decisive);
@@ -145,7 +144,7 @@ fn best_churn_split(
         team_size,
         total,
         models,
-        ok: &ok,
+        max_imbalance,
         best: None,
     };
     search.visit(1, parts[0].0, parts[0].1, 1);
@@ -155,6 +154,11 @@ fn best_churn_split(
         teams[usize::from(mask >> k & 1 == 0)].push(id);
     }
     Some((c, teams))
+}
+
+/// Whether a split with `P(A wins | decisive)` = `decisive` is within the imbalance cap.
+fn within_cap(decisive: f64, max_imbalance: Option<f64>) -> bool {
+    max_imbalance.is_none_or(|cap| (decisive - 0.5).abs() <= cap + 1e-12)
 }
 
 /// A party's (or a team's) raw-skill sum, party members, party spread and churn sums after a
@@ -174,7 +178,7 @@ struct SplitSearch<'a> {
     team_size: usize,
     total: Sums,
     models: &'a LobbyModels,
-    ok: &'a dyn Fn(f64) -> bool,
+    max_imbalance: Option<f64>,
     best: Option<(f64, u64)>,
 }
 
@@ -208,7 +212,7 @@ impl SplitSearch<'_> {
             outcome: 0.0,
         };
         let decisive = sigmoid(self.models.win.logit(&s));
-        if !(self.ok)(decisive) {
+        if !within_cap(decisive, self.max_imbalance) {
             return;
         }
         let (w, d, l) = self.models.win.probs_given_decisive(&s, decisive);
