@@ -298,7 +298,7 @@ fn bench_scale_measures_each_stage_at_each_size() {
         "--players",
         "1500",
         "--stages",
-        "ingest,fit-skill",
+        "ingest,fit-skill,churn-features",
         "--work",
         dir.path().to_str().unwrap(),
         "--json",
@@ -313,27 +313,37 @@ fn bench_scale_measures_each_stage_at_each_size() {
             "simulate",
             "ingest",
             "fit-skill",
+            "churn-features",
             "simulate",
             "ingest",
-            "fit-skill"
+            "fit-skill",
+            "churn-features"
         ]
     );
     let (small, large) = (
         runs[0]["rows"].as_u64().unwrap(),
-        runs[3]["rows"].as_u64().unwrap(),
+        runs[4]["rows"].as_u64().unwrap(),
     );
     assert!(small > 0 && large > 2 * small, "{small} then {large}");
     for r in runs {
         // A child's own peak: more than an empty process, far less than this machine.
         let mib = r["peak_rss_mib"].as_f64().unwrap();
         assert!(mib > 5.0 && mib < 4096.0, "{r}");
-        assert!(r["seconds"].as_f64().unwrap() > 0.0, "{r}");
+        let seconds = r["seconds"].as_f64().unwrap();
+        assert!(seconds > 0.0, "{r}");
+        // The child's CPU time: some, and no more than its wall time on every core.
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        let cpu = r["cpu_seconds"].as_f64().unwrap();
+        assert!(cpu > 0.0 && cpu <= seconds * cores + 0.05, "{r}");
+        let per_cpu = r["rows_per_cpu_s"].as_f64().unwrap();
+        assert!((per_cpu * cpu - r["rows"].as_f64().unwrap()).abs() < 1.0, "{r}");
+        assert_eq!(r["unit"], "rows");
     }
     let scaling = v["scaling"].as_array().unwrap();
-    assert_eq!(scaling.len(), 3);
+    assert_eq!(scaling.len(), 4);
     let fit = scaling.iter().find(|g| g["stage"] == "fit-skill").unwrap();
     let ratio =
-        runs[5]["peak_rss_mib"].as_f64().unwrap() / runs[2]["peak_rss_mib"].as_f64().unwrap();
+        runs[6]["peak_rss_mib"].as_f64().unwrap() / runs[2]["peak_rss_mib"].as_f64().unwrap();
     assert!((fit["rss_ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
     // Both simulated lakes stay in the work directory for the next run to reuse.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);

@@ -115,11 +115,13 @@ pub struct BenchScaleArgs {
     /// The mode fitted and evaluated.
     #[arg(long, default_value = "tdm-6v6")]
     pub mode: String,
-    /// Stages to run after the simulation (which is measured when it runs).
+    /// Stages to run after the simulation (which is measured when it runs). `churn-features`
+    /// is the churn feature build alone (`mm fit churn --shard 0/1`, into a table of its own),
+    /// which `fit-churn` runs again before its fit.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ingest,fit-skill,fit-churn,export,evaluate"
+        default_value = "ingest,fit-skill,churn-features,fit-churn,export,evaluate"
     )]
     pub stages: Vec<String>,
     /// Work directory (lakes, generated CSV, fitted outputs), reused between runs.

@@ -1,7 +1,8 @@
 //! `mm bench scale`: every stage of the pipeline at several lake sizes, each stage run as its
 //! own child process so that its peak memory is its own (the child's VmHWM, which it writes
-//! as it exits), with rows per second and the ratio of the largest size to the
-//! smallest. Lakes are simulated with a fixed number of players over more days, so that a
+//! as it exits), with rows per second of wall time and of CPU time (the child's user and
+//! system seconds, all threads: rows per second per core busy) and the ratio of the largest
+//! size to the smallest. Lakes are simulated with a fixed number of players over more days, so that a
 //! stage whose memory is bounded by players and chunks shows the same peak at every size.
 
 use std::path::Path;
@@ -21,9 +22,16 @@ const ROWS_PER_PLAYER_DAY: f64 = 1.43;
 #[derive(Debug, Clone, Serialize)]
 pub struct StageRun {
     pub stage: String,
+    /// What the stage processed: lake rows, except for `evaluate`, whose work is one day's
+    /// searches whatever the lake's size (its `unit` is then `searches`).
     pub rows: u64,
+    pub unit: String,
     pub seconds: f64,
     pub rows_per_s: f64,
+    /// The child's CPU time, user and system, all threads.
+    pub cpu_seconds: f64,
+    /// `rows / cpu_seconds`: rows per second per core busy.
+    pub rows_per_cpu_s: f64,
     pub peak_rss_mib: f64,
 }
 
@@ -42,12 +50,16 @@ struct Report {
     scaling: Vec<StageScaling>,
 }
 
-/// Set on each stage's child: the file where `mm` writes its peak resident memory (bytes, the
-/// kernel's VmHWM) as it exits.
+/// Set on each stage's child: the file where `mm` writes, as it exits, its peak resident memory
+/// (bytes, the kernel's VmHWM) and its CPU seconds, separated by a space.
 pub const PEAK_RSS_ENV: &str = "MM_PEAK_RSS_FILE";
 
-/// Runs `cmd` to its end; returns its wall time and peak resident memory (MiB), or its stderr.
-fn measure(mut cmd: Command, work: &Path) -> Result<(f64, f64)> {
+/// What [`measure`] returns: wall seconds, CPU seconds, peak resident memory (MiB).
+type Measured = (f64, f64, f64);
+
+/// Runs `cmd` to its end; returns its wall time, CPU time and peak resident memory (MiB), or
+/// its stderr.
+fn measure(mut cmd: Command, work: &Path) -> Result<Measured> {
     let peak_file = work.join(".peak_rss");
     let _ = std::fs::remove_file(&peak_file);
     cmd.env(PEAK_RSS_ENV, &peak_file)
@@ -62,11 +74,13 @@ fn measure(mut cmd: Command, work: &Path) -> Result<(f64, f64)> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let bytes: f64 = std::fs::read_to_string(&peak_file)
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .with_context(|| format!("{cmd:?} reported no peak memory"))?;
-    Ok((seconds, bytes / 1_048_576.0))
+    let text = std::fs::read_to_string(&peak_file).unwrap_or_default();
+    let mut fields = text.split_whitespace().map(str::parse::<f64>);
+    let Some(Ok(bytes)) = fields.next() else {
+        bail!("{cmd:?} reported no peak memory");
+    };
+    let cpu = fields.next().and_then(Result::ok).unwrap_or(f64::NAN);
+    Ok((seconds, cpu, bytes / 1_048_576.0))
 }
 
 fn mm(args: &[&str]) -> Result<Command> {
@@ -92,17 +106,20 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
     let dir = a.work.join(format!("{}x{days}", a.players));
     std::fs::create_dir_all(&dir)?;
     let lake = dir.join("lake");
-    let mut push = |stage: &str, rows: u64, (seconds, rss): (f64, f64)| {
+    let mut push = |stage: &str, rows: u64, unit: &str, (seconds, cpu, rss): Measured| {
         let r = StageRun {
             stage: stage.into(),
             rows,
+            unit: unit.into(),
             seconds,
             rows_per_s: rows as f64 / seconds.max(1e-9),
+            cpu_seconds: cpu,
+            rows_per_cpu_s: rows as f64 / cpu.max(1e-9),
             peak_rss_mib: rss,
         };
         eprintln!(
-            "  {:<10} {:>12} rows  {:>8.2} s  {:>12.0} rows/s  {:>8.0} MiB",
-            r.stage, r.rows, r.seconds, r.rows_per_s, r.peak_rss_mib
+            "  {:<14} {:>12} {unit}  {:>8.2} s  {:>12.0} /s  {:>12.0} /cpu-s  {:>8.0} MiB",
+            r.stage, r.rows, r.seconds, r.rows_per_s, r.rows_per_cpu_s, r.peak_rss_mib
         );
         out.push(r);
     };
@@ -130,7 +147,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             ])?,
             &dir,
         )?;
-        push("simulate", lake_rows(&lake)?, t);
+        push("simulate", lake_rows(&lake)?, "rows", t);
     }
     let rows = lake_rows(&lake)?;
     if a.stages.iter().any(|x| x == "ingest") {
@@ -144,7 +161,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             mm(&["ingest", s(&csv), "--lake", s(&ingest_lake), "-q"])?,
             &dir,
         )?;
-        push("ingest", rows, t);
+        push("ingest", rows, "rows", t);
         let _ = std::fs::remove_dir_all(&ingest_lake);
     }
     // Fit on all days but the last two; evaluate on the first of those (its labels need the
@@ -172,7 +189,39 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             ])?,
             &dir,
         )?;
-        push("fit-skill", rows, t);
+        push("fit-skill", rows, "rows", t);
+    }
+    // The skill percentile feature when the skill fit has run (this run or an earlier).
+    let with_skill = skill.join("match_skill.parquet").exists();
+    if stage("churn-features") {
+        // The feature build alone: one shard of one builds and commits the whole table and
+        // stops. Its own table, so that fit-churn's is left as it is.
+        let tables = dir.join("churn-features-bench");
+        let _ = std::fs::remove_dir_all(&tables);
+        let out = tables.join("out");
+        let mut args = vec![
+            "fit",
+            "churn",
+            "--lake",
+            s(&lake),
+            "--out",
+            s(&out),
+            "--tables",
+            s(&tables),
+            "--shard",
+            "0/1",
+            "--mode",
+            mode,
+            "--until",
+            &until,
+            "-q",
+        ];
+        if with_skill {
+            args.extend(["--skill", s(&skill)]);
+        }
+        let t = measure(mm(&args)?, &dir)?;
+        push("churn-features", rows, "rows", t);
+        let _ = std::fs::remove_dir_all(&tables);
     }
     if stage("fit-churn") {
         let t = measure(
@@ -195,15 +244,14 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
                     // Build the feature table again (an earlier run's would be found and reused).
                     "--rebuild",
                 ];
-                // The skill percentile feature when the skill fit has run (this run or an earlier).
-                if skill.join("match_skill.parquet").exists() {
+                if with_skill {
                     args.extend(["--skill", s(&skill)]);
                 }
                 args
             })?,
             &dir,
         )?;
-        push("fit-churn", rows, t);
+        push("fit-churn", rows, "rows", t);
     }
     if stage("export") {
         let _ = std::fs::remove_dir_all(&models);
@@ -221,7 +269,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             ])?,
             &dir,
         )?;
-        push("export", rows, t);
+        push("export", rows, "rows", t);
     }
     if stage("evaluate") {
         let t = measure(
@@ -244,7 +292,13 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             ])?,
             &dir,
         )?;
-        push("evaluate", rows, t);
+        // Its work is one day's searches, whatever the lake's size.
+        let searches = std::fs::read_to_string(dir.join("evaluation/evaluation.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("searches")?.as_u64())
+            .context("evaluation.json has no search count")?;
+        push("evaluate", searches, "searches", t);
     }
     Ok(())
 }
@@ -273,7 +327,14 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
 }
 
 pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
-    const STAGES: [&str; 5] = ["ingest", "fit-skill", "fit-churn", "export", "evaluate"];
+    const STAGES: [&str; 6] = [
+        "ingest",
+        "fit-skill",
+        "churn-features",
+        "fit-churn",
+        "export",
+        "evaluate",
+    ];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(
             "unknown stage {bad:?}: the stages are {}",
@@ -298,21 +359,32 @@ pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
         report.players
     );
     println!(
-        "{:<10} {:>12} {:>9} {:>12} {:>10}",
-        "stage", "rows", "s", "rows/s", "peak MiB"
+        "{:<14} {:>12} {:>9} {:>9} {:>12} {:>12} {:>10}",
+        "stage", "rows", "s", "cpu s", "rows/s", "rows/cpu-s", "peak MiB"
     );
     for r in &report.runs {
         println!(
-            "{:<10} {:>12} {:>9.2} {:>12.0} {:>10.0}",
-            r.stage, r.rows, r.seconds, r.rows_per_s, r.peak_rss_mib
+            "{:<14} {:>12} {:>9.2} {:>9.2} {:>12.0} {:>12.0} {:>10.0}{}",
+            r.stage,
+            r.rows,
+            r.seconds,
+            r.cpu_seconds,
+            r.rows_per_s,
+            r.rows_per_cpu_s,
+            r.peak_rss_mib,
+            if r.unit == "rows" {
+                String::new()
+            } else {
+                format!("  (rows are {})", r.unit)
+            }
         );
     }
     if !report.scaling.is_empty() {
         println!("largest size over smallest:");
-        println!("{:<10} {:>10} {:>12}", "stage", "peak RSS", "throughput");
+        println!("{:<14} {:>10} {:>12}", "stage", "peak RSS", "throughput");
         for g in &report.scaling {
             println!(
-                "{:<10} {:>9.2}x {:>11.2}x",
+                "{:<14} {:>9.2}x {:>11.2}x",
                 g.stage, g.rss_ratio, g.throughput_ratio
             );
         }
@@ -329,8 +401,11 @@ mod tests {
         let run = |stage: &str, rows: u64, seconds: f64, rss: f64| StageRun {
             stage: stage.into(),
             rows,
+            unit: "rows".into(),
             seconds,
             rows_per_s: rows as f64 / seconds,
+            cpu_seconds: seconds,
+            rows_per_cpu_s: rows as f64 / seconds,
             peak_rss_mib: rss,
         };
         let g = scaling(&[

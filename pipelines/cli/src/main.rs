@@ -62,11 +62,13 @@ fn main() -> ExitCode {
     let t0 = Instant::now();
     let json_logs = cli.out.log_format == LogFormat::Json;
     let result = run(cli, &run_id);
-    // For `mm bench scale`, which runs each stage as a child: the child's own peak memory.
+    // For `mm bench scale`, which runs each stage as a child: the child's own peak memory and
+    // CPU time.
     if let Some(path) = std::env::var_os(mm_bench::scale::PEAK_RSS_ENV)
         && let Some(bytes) = mm_lake::peak_rss_bytes()
     {
-        let _ = std::fs::write(path, bytes.to_string());
+        let cpu = mm_lake::cpu_seconds().unwrap_or(f64::NAN);
+        let _ = std::fs::write(path, format!("{bytes} {cpu}"));
     }
     let seconds = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     match result {

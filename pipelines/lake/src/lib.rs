@@ -85,6 +85,20 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+/// The CPU time this process has used so far, user and system, all threads (Linux
+/// `/proc/self/stat`), for run reports; `None` where `/proc` is not available.
+#[must_use]
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces, inside parentheses): the state is
+    // field 3, utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second: the
+    // kernel's fixed unit for these files).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 pub use delta::AsOf;
 pub use error::LakeError;
 pub use location::Location;
