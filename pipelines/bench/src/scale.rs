@@ -191,66 +191,54 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         )?;
         push("fit-skill", rows, "rows", t);
     }
-    // The skill percentile feature when the skill fit has run (this run or an earlier).
+    // `mm fit churn` on this lake's mode up to `until`, with the skill percentile feature when
+    // the skill fit has run (this run or an earlier).
     let with_skill = skill.join("match_skill.parquet").exists();
-    if stage("churn-features") {
-        // The feature build alone: one shard of one builds and commits the whole table and
-        // stops. Its own table, so that fit-churn's is left as it is.
-        let tables = dir.join("churn-features-bench");
-        let _ = std::fs::remove_dir_all(&tables);
-        let out = tables.join("out");
+    let fit_churn = |out: &Path, extra: &[&str]| -> Result<Command> {
         let mut args = vec![
             "fit",
             "churn",
             "--lake",
             s(&lake),
             "--out",
-            s(&out),
-            "--tables",
-            s(&tables),
-            "--shard",
-            "0/1",
+            s(out),
             "--mode",
             mode,
             "--until",
             &until,
-            "-q",
         ];
+        args.extend_from_slice(extra);
         if with_skill {
             args.extend(["--skill", s(&skill)]);
         }
-        let t = measure(mm(&args)?, &dir)?;
+        mm(&args)
+    };
+    if stage("churn-features") {
+        // The feature build alone: one shard of one builds and commits the whole table and
+        // stops. Its own table, so that fit-churn's is left as it is.
+        let tables = dir.join("churn-features-bench");
+        let _ = std::fs::remove_dir_all(&tables);
+        let cmd = fit_churn(
+            &tables.join("out"),
+            &["--tables", s(&tables), "--shard", "0/1", "-q"],
+        )?;
+        let t = measure(cmd, &dir)?;
         push("churn-features", rows, "rows", t);
         let _ = std::fs::remove_dir_all(&tables);
     }
     if stage("fit-churn") {
-        let t = measure(
-            mm(&{
-                let mut args = vec![
-                    "fit",
-                    "churn",
-                    "--lake",
-                    s(&lake),
-                    "--out",
-                    s(&churn),
-                    "--mode",
-                    mode,
-                    "--until",
-                    &until,
-                    "--c-grid",
-                    "0.01",
-                    "--folds",
-                    "2",
-                    // Build the feature table again (an earlier run's would be found and reused).
-                    "--rebuild",
-                ];
-                if with_skill {
-                    args.extend(["--skill", s(&skill)]);
-                }
-                args
-            })?,
-            &dir,
+        let cmd = fit_churn(
+            &churn,
+            &[
+                "--c-grid",
+                "0.01",
+                "--folds",
+                "2",
+                // Build the feature table again (an earlier run's would be found and reused).
+                "--rebuild",
+            ],
         )?;
+        let t = measure(cmd, &dir)?;
         push("fit-churn", rows, "rows", t);
     }
     if stage("export") {

@@ -160,10 +160,11 @@ fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
 /// the parts are the tables other engines read.
 #[derive(Clone, Copy)]
 enum Written {
-    /// LZ4: a third of zstd's compression time, files half as large again.
+    /// LZ4: polars wrote a 0.8M-row part of the table in 0.95 s against zstd's 1.62 s, in
+    /// files 1.5 times as large.
     Spill,
     /// zstd at level 1: polars' default level 3 spent 18% of the feature build's second pass
-    /// compressing (`perf`, 2026-11-26); level 1 writes files within a few percent of its size.
+    /// compressing (`perf`, 2026-11-26); at level 1 the 11.2M-row table is 8% larger.
     Part,
 }
 
