@@ -336,7 +336,10 @@ fn bench_scale_measures_each_stage_at_each_size() {
         let cpu = r["cpu_seconds"].as_f64().unwrap();
         assert!(cpu > 0.0 && cpu <= seconds * cores + 0.05, "{r}");
         let per_cpu = r["rows_per_cpu_s"].as_f64().unwrap();
-        assert!((per_cpu * cpu - r["rows"].as_f64().unwrap()).abs() < 1.0, "{r}");
+        assert!(
+            (per_cpu * cpu - r["rows"].as_f64().unwrap()).abs() < 1.0,
+            "{r}"
+        );
         assert_eq!(r["unit"], "rows");
     }
     let scaling = v["scaling"].as_array().unwrap();
