@@ -2,8 +2,9 @@
 //! own child process so that its peak memory is its own (the child's VmHWM, which it writes
 //! as it exits), with rows per second of wall time and of CPU time (the child's user and
 //! system seconds, all threads: rows per second per core busy) and the ratio of the largest
-//! size to the smallest. Lakes are simulated with a fixed number of players over more days, so that a
-//! stage whose memory is bounded by players and chunks shows the same peak at every size.
+//! size to the smallest. Lakes are simulated with a fixed number of players over more days, so
+//! that a stage whose memory is bounded by players and chunks shows the same peak at every
+//! size.
 
 use std::path::Path;
 use std::process::Command;
@@ -114,7 +115,12 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             seconds,
             rows_per_s: rows as f64 / seconds.max(1e-9),
             cpu_seconds: cpu,
-            rows_per_cpu_s: rows as f64 / cpu.max(1e-9),
+            // NaN when the child could not read its CPU time (no `/proc`).
+            rows_per_cpu_s: if cpu > 0.0 {
+                rows as f64 / cpu
+            } else {
+                f64::NAN
+            },
             peak_rss_mib: rss,
         };
         eprintln!(

@@ -156,7 +156,7 @@ pub(crate) fn scan(files: &[PathBuf]) -> PolarsResult<LazyFrame> {
 /// [`features_of_sorted`] and [`state_of_sorted`]. Besides the row number (`row`) it adds an
 /// integer player key (`pid`: 1 for the first player, counting up) and the number of the
 /// player's earlier rows (`since`): the steps after compare and group players by these, not by
-/// their string ids (string comparisons were a tenth of the feature build's time in `perf`).
+/// their string ids (string comparisons were a tenth of the per-bucket pass's `perf` samples).
 pub(crate) fn sorted(per_match: LazyFrame) -> LazyFrame {
     let new_player = col("player_id")
         .neq(col("player_id").shift(lit(1)))
@@ -471,7 +471,7 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
     let perf_known = prev1
         .clone()
         .and(col("perf_rank").shift(lit(1)).is_not_null());
-    // Rows are sorted by player: earlier matches = row index - the player's first index.
+    // The player's earlier matches: `since` (rows are sorted by player and start).
     let log_games = col("since").cast(DataType::Float64).log1p();
     if q.censor_windows {
         // Games played are known only for a player first seen a month or more after the

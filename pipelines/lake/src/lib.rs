@@ -85,6 +85,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
 /// The CPU time this process has used so far, user and system, all threads (Linux
 /// `/proc/self/stat`), for run reports; `None` where `/proc` is not available.
 #[must_use]
