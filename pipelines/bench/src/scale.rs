@@ -266,6 +266,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         push("export", rows, "rows", t);
     }
     if stage("evaluate") {
+        let evaluation = dir.join("evaluation");
         let t = measure(
             mm(&[
                 "evaluate",
@@ -274,7 +275,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
                 "--artifact",
                 s(&models.join("scale")),
                 "--out",
-                s(&dir.join("evaluation")),
+                s(&evaluation),
                 "--from",
                 &until,
                 "--to",
@@ -287,7 +288,7 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             &dir,
         )?;
         // Its work is one day's searches, whatever the lake's size.
-        let searches = std::fs::read_to_string(dir.join("evaluation/evaluation.json"))
+        let searches = std::fs::read_to_string(evaluation.join("evaluation.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("searches")?.as_u64())
