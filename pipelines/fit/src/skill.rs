@@ -16,7 +16,9 @@ use serde::Serialize;
 use crate::error::{FitError, config_err, output_err};
 use crate::history::{DayStream, History, Metric};
 use crate::replay::{OursReplay, OursRun, Windows, run_baseline, run_ours};
-use crate::report::skill::{ModelScore, SkillReport, TunePoint, TuningSample, WindowDates};
+use crate::report::skill::{
+    FinalWindow, ModelScore, SkillReport, TunePoint, TuningSample, WindowDates,
+};
 use crate::skill_out::{MatchSkillWriter, write_players};
 
 /// What `fit_skill` does.
@@ -77,6 +79,32 @@ pub const MAX_TUNE_ROWS: usize = 10_000_000;
 /// windows and their concatenation held up to about 270 MB at 100M rows, and the stage's peak
 /// grew 1.68x from 10M rows; at 1M, 1.06x (issue 26, README).
 const MAX_TEAM_SAMPLES: usize = 1_000_000;
+
+/// The fewest decisive matches in the scoring window for the exported team model to be fitted
+/// on that window alone ([`fit_final_team`]); with fewer, it is fitted on both windows.
+pub const MIN_LATEST_DECISIVE: usize = 1_000;
+
+/// The exported team win model: fitted on the scoring window, the latest matches, when it holds
+/// at least [`MIN_LATEST_DECISIVE`] decisive ones; otherwise on the tuning and scoring windows
+/// together.
+///
+/// Raw skill sharpens as players accumulate matches, so the same skill difference predicts
+/// more of the outcome later in the history, and the matcher serves the ratings as they are at
+/// its end. On a simulated 1v1 world of 3,000 players (seed 9001, issue 29) the coefficient of
+/// a fit on each ten days' decisive matches rose from 1.76 (days 0-10) to 4.67 (days 50-60);
+/// one fit over both windows gave 3.59, too flat for the ratings the evaluation replays.
+fn fit_final_team(
+    tune: &[TeamSample],
+    score: &[TeamSample],
+    cfg: &TeamFitConfig,
+) -> Result<(TeamWinModel, FinalWindow), FitError> {
+    let decisive = score.iter().filter(|s| s.outcome != 0.5).count();
+    if decisive >= MIN_LATEST_DECISIVE {
+        return Ok((TeamWinModel::fit(score, cfg)?, FinalWindow::Score));
+    }
+    let all: Vec<TeamSample> = tune.iter().chain(score).copied().collect();
+    Ok((TeamWinModel::fit(&all, cfg)?, FinalWindow::Both))
+}
 
 /// The Call of Duty paper's spread: the 80th and 50th percentiles of raw skill differ by 0.1, a
 /// standard deviation of 0.1 / 0.8416 for a normal population.
@@ -257,7 +285,7 @@ struct Fitted {
     /// The party adjustment `run` credited to parties (None: none).
     offsets: Option<PartyAdjustment>,
     team: Option<TeamWinModel>,
-    team_final: Option<TeamWinModel>,
+    team_final: Option<(TeamWinModel, FinalWindow)>,
     party_iterations: Vec<PartyAdjustment>,
     ours_score: Option<BinaryScore>,
     model_score: Option<ModelScore>,
@@ -304,8 +332,7 @@ fn fit_models(
     }
     let ours_score = team.map(|t| log_loss_of(&t, &run.score));
     let team_final = if team.is_some() {
-        let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
-        Some(TeamWinModel::fit(&all, team_cfg)?)
+        Some(fit_final_team(&run.tune, &run.score, team_cfg)?)
     } else {
         None
     };
@@ -416,7 +443,7 @@ fn read_sample(
 struct FinalRun {
     run: OursRun,
     ids: Vec<String>,
-    team_final: Option<TeamWinModel>,
+    team_final: Option<(TeamWinModel, FinalWindow)>,
     matches: u64,
     two_team_matches: u64,
     rows: u64,
@@ -465,9 +492,8 @@ fn replay_days(
     }
     let run = replay.finish();
     days.ids.truncate(run.last_seen.len());
-    let all: Vec<TeamSample> = run.tune.iter().chain(&run.score).copied().collect();
-    let team_final = if all.len() >= 20 {
-        Some(TeamWinModel::fit(&all, team_cfg)?)
+    let team_final = if run.tune.len() + run.score.len() >= 20 {
+        Some(fit_final_team(&run.tune, &run.score, team_cfg)?)
     } else {
         None
     };
@@ -579,7 +605,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         &fin.ids,
         &h,
         model,
-        fin.team_final.as_ref(),
+        fin.team_final.as_ref().map(|(t, _)| t),
         &team_cfg,
     );
     let report = SkillReport {
@@ -613,7 +639,8 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         models,
         pairwise: run.pairwise.metrics(),
         team_model: team,
-        team_model_final: fin.team_final,
+        team_model_final: fin.team_final.map(|(t, _)| t),
+        team_model_final_window: fin.team_final.map(|(_, w)| w),
         party_adjustment: party_iterations.last().copied(),
         party_iterations,
         truth,
@@ -706,4 +733,67 @@ fn write_json(path: &Path, v: &impl Serialize) -> Result<(), FitError> {
     let bytes = serde_json::to_vec_pretty(v).map_err(|e| output_err(path, e))?;
     mm_lake::parquet_io::write_atomic(path, &bytes)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use mm_trainer::stats::sigmoid;
+
+    use super::*;
+
+    /// `n` matches with skill differences spread over [-0.3, 0.3], won by team A with
+    /// probability `sigmoid(coef × difference)`; every `draw_every`-th one (when not 0) a draw.
+    /// The coins are a hash of `seed` and the index.
+    fn matches(n: usize, coef: f64, seed: u64, draw_every: usize) -> Vec<TeamSample> {
+        (0..n)
+            .map(|k| {
+                let u = |salt: u64| {
+                    let h = xxhash_rust::xxh3::xxh3_64_with_seed(
+                        &(k as u64).to_le_bytes(),
+                        seed ^ salt,
+                    );
+                    (h >> 11) as f64 / (1u64 << 53) as f64
+                };
+                let d = 0.6 * u(1) - 0.3;
+                let outcome = if draw_every != 0 && k % draw_every == 0 {
+                    0.5
+                } else {
+                    f64::from(u(2) < sigmoid(coef * d))
+                };
+                TeamSample {
+                    skill_diff: d,
+                    outcome,
+                    ..TeamSample::default()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_exported_team_model_is_fitted_on_the_latest_window_when_it_can_be() {
+        let cfg = TeamFitConfig::default();
+        // Ratings that predict more later, as raw skill does once players have history.
+        let tune = matches(20_000, 2.0, 1, 0);
+        let score = matches(20_000, 5.0, 2, 0);
+        let (late, w) = fit_final_team(&tune, &score, &cfg).unwrap();
+        assert_eq!(w, FinalWindow::Score);
+        assert!((late.skill_coef - 5.0).abs() < 0.4, "{late:?}");
+        assert_eq!(late.samples, score.len() as u64);
+
+        // Too few decisive matches in the scoring window: both windows, and the coefficient is
+        // the pooled one (20,000 matches at 2 and 999 at 5).
+        let few = &score[..MIN_LATEST_DECISIVE - 1];
+        let (both, w) = fit_final_team(&tune, few, &cfg).unwrap();
+        assert_eq!(w, FinalWindow::Both);
+        assert_eq!(both.samples, (tune.len() + few.len()) as u64);
+        assert!((both.skill_coef - 2.0).abs() < 0.4, "{both:?}");
+
+        // Draws do not count towards the minimum: every other match a draw, so 1,998 matches
+        // hold 999 decisive ones (both windows) and 2,000 hold 1,000 (the latest).
+        let drawn = matches(2 * MIN_LATEST_DECISIVE, 5.0, 3, 2);
+        let (_, w) = fit_final_team(&tune, &drawn, &cfg).unwrap();
+        assert_eq!(w, FinalWindow::Score);
+        let (_, w) = fit_final_team(&tune, &drawn[..2 * MIN_LATEST_DECISIVE - 2], &cfg).unwrap();
+        assert_eq!(w, FinalWindow::Both);
+    }
 }

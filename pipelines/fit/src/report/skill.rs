@@ -13,6 +13,27 @@ use crate::history::Metric;
 use crate::html::{Series, decimals, escape, line_chart, page_head};
 use crate::replay::DistPoint;
 
+/// The matches the exported team model was fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinalWindow {
+    /// The scoring window: the latest matches.
+    Score,
+    /// The tuning and scoring windows together (the scoring window had too few decisive
+    /// matches).
+    Both,
+}
+
+impl FinalWindow {
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            FinalWindow::Score => "the scoring window, the latest matches",
+            FinalWindow::Both => "both windows (too few decisive matches in the scoring window)",
+        }
+    }
+}
+
 /// One model's line of the metrics table.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelScore {
@@ -86,8 +107,10 @@ pub struct SkillReport {
     pub pairwise: BinaryMetrics,
     /// The team win model fitted on the tuning window (the one scored).
     pub team_model: Option<TeamWinModel>,
-    /// The same model refitted on the tuning and scoring windows together: the one to export.
+    /// The same model refitted for export: on the scoring window (the latest matches) when it
+    /// has enough decisive matches, else on both windows (`team_model_final_window`).
     pub team_model_final: Option<TeamWinModel>,
+    pub team_model_final_window: Option<FinalWindow>,
     pub party_adjustment: Option<PartyAdjustment>,
     /// The party adjustment after each replay (the first credits parties nothing).
     pub party_iterations: Vec<PartyAdjustment>,
@@ -258,9 +281,10 @@ pub fn skill_html(
     if let Some(t) = &r.team_model_final {
         let _ = write!(
             h,
-            "<h2>Team win model (exported; fitted on both windows)</h2><p>logit P(A wins | decisive) = \
+            "<h2>Team win model (exported; fitted on {})</h2><p>logit P(A wins | decisive) = \
              {} × skill-sum difference + {} × party-member difference + {} × party-spread difference; \
              {} matches, {} draws.</p>",
+            r.team_model_final_window.map_or("?", FinalWindow::describe),
             decimals(t.skill_coef, 3),
             decimals(t.party_members_coef, 4),
             decimals(t.party_spread_coef, 4),
