@@ -91,8 +91,9 @@ pub const MIN_LATEST_DECISIVE: usize = 1_000;
 /// Raw skill sharpens as players accumulate matches, so the same skill difference predicts
 /// more of the outcome later in the history, and the matcher serves the ratings as they are at
 /// its end. On a simulated 1v1 world of 3,000 players (seed 9001, issue 29) the coefficient of
-/// a fit on each ten days' decisive matches rose from 1.76 (days 0-10) to 4.67 (days 50-60);
-/// one fit over both windows gave 3.59, too flat for the ratings the evaluation replays.
+/// a fit on each ten days' decisive matches rose from 1.76 (days 0-10) to 4.67 (days 50-56, the
+/// last before the fit's cutoff); one fit over both windows gave 3.59, too flat for the ratings
+/// the evaluation replays.
 fn fit_final_team(
     tune: &[TeamSample],
     score: &[TeamSample],
