@@ -110,6 +110,7 @@ pub struct SkillReport {
     /// The same model refitted for export: on the scoring window (the latest matches) when it
     /// has enough decisive matches, else on both windows (`team_model_final_window`).
     pub team_model_final: Option<TeamWinModel>,
+    /// Which window `team_model_final` was fitted on.
     pub team_model_final_window: Option<FinalWindow>,
     pub party_adjustment: Option<PartyAdjustment>,
     /// The party adjustment after each replay (the first credits parties nothing).
