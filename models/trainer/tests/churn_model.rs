@@ -140,3 +140,61 @@ fn refuses_bad_shapes_and_single_class() {
     .unwrap_err();
     assert!(e.to_string().contains("labels"), "{e}");
 }
+
+/// The export's refit: at the chosen C on more rows, it is the fit a grid of that one C gives
+/// on those rows (same coefficients), keeps the cross-validation that chose C, and on the same
+/// rows it is the fit itself. More rows from the same world bring it closer to the truth.
+#[test]
+fn a_refit_at_the_chosen_c_is_the_fit_on_the_new_rows() {
+    let spec = FeatureSpec::default();
+    let k = spec.names().len();
+    let (x, y, _, g) = data(300, 11);
+    let x = Array2::from_shape_vec((y.len(), k), x).unwrap();
+    let cfg = ChurnFitConfig {
+        c_grid: vec![1e-3, 1e-1],
+        ..ChurnFitConfig::default()
+    };
+    let m = ChurnModel::fit(spec, x.view(), &y, &g, &cfg).unwrap();
+    let same = m.refit(x.view(), &y, &cfg).unwrap();
+    assert_eq!(same, m);
+
+    // Twice the players: the first 300 and 300 more.
+    let (x2, y2, _, g2) = data(300, 12);
+    let mut xa = x.clone().into_raw_vec_and_offset().0;
+    xa.extend(&x2);
+    let ya: Vec<bool> = y.iter().chain(&y2).copied().collect();
+    let ga: Vec<u32> = g
+        .iter()
+        .copied()
+        .chain(g2.iter().map(|p| p + 300))
+        .collect();
+    let xa = Array2::from_shape_vec((ya.len(), k), xa).unwrap();
+    let r = m.refit(xa.view(), &ya, &cfg).unwrap();
+    let one_c = ChurnFitConfig {
+        c_grid: vec![m.c],
+        ..cfg.clone()
+    };
+    let direct = ChurnModel::fit(spec, xa.view(), &ya, &ga, &one_c).unwrap();
+    assert_eq!(
+        (r.coef.clone(), r.intercept),
+        (direct.coef, direct.intercept)
+    );
+    assert_eq!(
+        (r.c, r.grid.clone(), r.cv_rows),
+        (m.c, m.grid.clone(), m.cv_rows)
+    );
+    assert_eq!(r.rows, ya.len() as u64);
+    assert_eq!(r.positives, ya.iter().filter(|&&v| v).count() as u64);
+
+    // Held-out players: the refit on twice the rows is at least as close to the truth.
+    let (xt, _, truth, _) = data(1000, 13);
+    let mae = |m: &ChurnModel| {
+        xt.chunks(k)
+            .zip(&truth)
+            .map(|(row, t)| (m.predict(row) - t).abs())
+            .sum::<f64>()
+            / truth.len() as f64
+    };
+    assert!(mae(&r) < mae(&m), "{} vs {}", mae(&r), mae(&m));
+    assert!(m.refit(xa.view(), &ya[1..], &cfg).is_err());
+}

@@ -145,9 +145,53 @@ pub trait FitChurnModel: Sized {
         groups: &[u32],
         cfg: &ChurnFitConfig,
     ) -> Result<Self, ChurnFitError>;
+
+    /// The same model (its spec, its C and the cross-validation that chose it) fitted again
+    /// at that C on other rows, without cross-validation: the export's refit on every
+    /// labelled row once the later window has scored the first fit.
+    fn refit(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+    ) -> Result<Self, ChurnFitError>;
 }
 
 impl FitChurnModel for ChurnModel {
+    fn refit(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+    ) -> Result<ChurnModel, ChurnFitError> {
+        if x.ncols() != self.feature_names.len() || x.nrows() != y.len() {
+            return Err(ChurnFitError::Data(format!(
+                "{} rows x {} columns, {} labels; the model has {} features",
+                x.nrows(),
+                x.ncols(),
+                y.len(),
+                self.feature_names.len()
+            )));
+        }
+        let pos = y.iter().filter(|&&v| v).count();
+        if pos == 0 || pos == y.len() {
+            return Err(ChurnFitError::Data(format!(
+                "{pos} of {} rows churn: both classes are needed",
+                y.len()
+            )));
+        }
+        let m = logistic(x, y, self.c, cfg)?;
+        Ok(ChurnModel {
+            mean: m.mean,
+            scale: m.sd,
+            coef: m.coef,
+            intercept: m.intercept,
+            rows: y.len() as u64,
+            positives: pos as u64,
+            ..self.clone()
+        })
+    }
+
     /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
     fn fit(
         spec: FeatureSpec,

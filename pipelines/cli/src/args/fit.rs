@@ -112,6 +112,10 @@ pub struct FitChurnArgs {
     /// and others are not.
     #[arg(long)]
     pub rebuild: bool,
+    /// Export the model fitted on the training window, as scored. By default the exported
+    /// model is refitted at the chosen C on every labelled row, the scoring window's included.
+    #[arg(long)]
+    pub no_refit: bool,
 }
 
 impl FitChurnArgs {
@@ -167,6 +171,7 @@ impl FitChurnArgs {
             tables: self.tables.clone(),
             chunk_rows: self.chunk_rows.max(1),
             rebuild: self.rebuild,
+            refit: !self.no_refit,
             ..base
         };
         cfg.check()?;

@@ -20,7 +20,7 @@ use crate::churn_build::{self, BuildInput, BuildStats, Shard};
 use crate::churn_features::FeatureQuery;
 use crate::churn_table::{CompleteBuild, build_key, commit_shard, complete_build};
 use crate::error::{FitError, output_err};
-pub use crate::report::churn::{BuildInfo, ChurnReport, GroupScore, TruthCheck};
+pub use crate::report::churn::{BuildInfo, ChurnReport, GroupScore, Refit, TruthCheck};
 
 mod sample;
 mod score;
@@ -61,6 +61,9 @@ pub struct ChurnConfig {
     pub chunk_rows: usize,
     /// Build the feature table in this process even when shards of it are present but not all.
     pub rebuild: bool,
+    /// Export a model refitted at the chosen C on every labelled row (the scoring window's
+    /// included) instead of the training window's model that the report scores.
+    pub refit: bool,
 }
 
 /// Parses a horizon such as `8h`, `1d`, `7d`, `14d` or `90m` into milliseconds.
@@ -113,6 +116,7 @@ impl ChurnConfig {
             tables: None,
             chunk_rows: 1_000_000,
             rebuild: false,
+            refit: true,
         }
     }
 }
@@ -429,7 +433,12 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
 
     std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
     let sc = score::score(cfg, files, &names, &model, score_from, keep, build.rows)?;
-    let outputs = write::write_model_and_state(cfg, &model, &build, sc.table)?;
+    let (exported, refit) = if cfg.refit {
+        refit_on_every_row(cfg, files, &names, &model, &counts)?
+    } else {
+        (model.clone(), None)
+    };
+    let outputs = write::write_model_and_state(cfg, &exported, &build, sc.table)?;
     let mut report = ChurnReport {
         lake: cfg.lake.clone(),
         lake_version: lake.version(),
@@ -466,6 +475,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             .iter()
             .map(|(k, g)| g.result(k.clone()))
             .collect(),
+        refit,
         build: build_info,
         features_seconds,
         fit_seconds,
@@ -473,8 +483,44 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         peak_rss_bytes: None,
         outputs: Vec::new(),
     };
-    write::write_report(cfg, &mut report, &model, outputs, t0)?;
+    write::write_report(cfg, &mut report, &exported, outputs, t0)?;
     Ok(report)
+}
+
+/// The exported model: `model` refitted at its C on every labelled row, the scoring window's
+/// included (the same bounded player-hash sample when there are more than `max_train_rows`).
+/// The report's figures stay those of `model` on the later window; this is what is served.
+/// On the simulated 1v1 world of seed 9001 (issue 29), the refit on 119,916 rows against
+/// 92,792 lowered the held-out days' churn log-loss from 0.66462 to 0.66450 and its
+/// calibration error from 0.0084 to 0.0050, and raised the share of the oracle's retention
+/// gain that EOMM realises from 39% to 42% (README).
+fn refit_on_every_row(
+    cfg: &ChurnConfig,
+    files: &[PathBuf],
+    names: &[String],
+    model: &ChurnModel,
+    counts: &sample::Counts,
+) -> Result<(ChurnModel, Option<Refit>), FitError> {
+    let labelled = counts.candidates + counts.score;
+    let keep = (cfg.max_train_rows as f64 / labelled.max(1) as f64).min(1.0);
+    let all = training_sample(files, names, i64::MAX, keep)?;
+    let t = Instant::now();
+    let exported = model
+        .refit(all.x.view(), &all.y, &cfg.fit)
+        .map_err(fit_err)?;
+    let rows = all.y.len() as u64;
+    let info = Refit {
+        rows,
+        churn_rate: all.y.iter().filter(|&&v| v).count() as f64 / rows.max(1) as f64,
+        rows_unused: all.unused,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+    tracing::info!(
+        rows,
+        c = model.c,
+        "churn model refitted for export on {rows} labelled rows of both windows"
+    );
+    Ok((exported, Some(info)))
 }
 
 #[cfg(test)]

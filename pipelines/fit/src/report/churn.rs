@@ -37,6 +37,16 @@ pub struct GroupScore {
 }
 
 /// Everything `mm fit churn` reports (`churn_metrics.json`).
+/// The exported churn model refitted at the chosen C on every labelled row.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Refit {
+    pub rows: u64,
+    pub churn_rate: f64,
+    /// Labelled rows left out by `max_train_rows`.
+    pub rows_unused: u64,
+    pub seconds: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ChurnReport {
     pub lake: PathBuf,
@@ -57,6 +67,9 @@ pub struct ChurnReport {
     pub churn_rate_score: f64,
     pub c: f64,
     pub grid: Vec<mm_trainer::churn::model::GridPoint>,
+    /// The exported model's refit on every labelled row (None: the exported model is the
+    /// training window's, the one scored).
+    pub refit: Option<Refit>,
     pub scored: BinaryMetrics,
     pub auc: f64,
     pub reliability: Vec<ReliabilityBin>,
@@ -131,6 +144,16 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         m.c,
         m.cv_rows,
     );
+    if let Some(f) = &r.refit {
+        let _ = write!(
+            h,
+            "<p>The exported model was refitted at this C on {} labelled rows of both windows \
+             (churn rate {}); the figures below are those of the training window's model on the \
+             later window, and the coefficients those of the exported model.</p>",
+            f.rows,
+            decimals(f.churn_rate, 4)
+        );
+    }
     let s = &r.scored;
     let _ = write!(
         h,
