@@ -6,6 +6,11 @@ fits StandardScaler + LogisticRegression(C=<ours>, lbfgs) on the rows marked `tr
 rows marked `score`, and prints one JSON object: both AUCs and log-losses on the scoring rows,
 their difference, and the largest difference of the standardised coefficients.
 
+When the exported model was refitted on every labelled row (`refit` in `churn_metrics.json`, the
+default), the predictions on the scoring rows are still the training window's model's, and the
+coefficients compared are those of a second scikit-learn fit on the rows marked `train` and
+`score` together (when no labelled row was left out by the row cap).
+
     python tests/peers/churn_sklearn.py out/churn [--max-diff 0.002]
 
 Exits 1 when the AUCs differ by more than --max-diff.
@@ -49,13 +54,24 @@ def main():
     auc_sk = float(roc_auc_score(ysc, p_sk))
     auc_mm = float(roc_auc_score(ysc, p_mm))
     # StandardScaler leaves constant columns at scale 1, as ours does.
-    coef_diff = float(np.max(np.abs(lr.coef_[0] - np.asarray(model["coef"]))))
+    coef = lr.coef_[0]
+    metrics = json.load(open(os.path.join(a.out, "churn_metrics.json")))
+    refit = metrics.get("refit")
+    if refit is not None:
+        if refit["rows_unused"] > 0:
+            sys.exit("the refit left rows out by the row cap; its rows are not marked in the table")
+        both = df.filter(pl.col("split").is_in(["train", "score"]))
+        xb = both.select(names).to_numpy().astype(np.float64)
+        sb = StandardScaler().fit(xb)
+        coef = LogisticRegression(C=model["c"], solver="lbfgs", max_iter=5000, tol=1e-8).fit(
+            sb.transform(xb), both["churned"].to_numpy().astype(np.int64)).coef_[0]
+    coef_diff = float(np.max(np.abs(coef - np.asarray(model["coef"]))))
     res = {
         "train_rows": int(len(ytr)), "score_rows": int(len(ysc)), "features": len(names),
         "C": model["c"], "sklearn_fit_s": fit_s, "sklearn_n_iter": int(lr.n_iter_[0]),
         "auc_mm": auc_mm, "auc_sklearn": auc_sk, "auc_diff": auc_mm - auc_sk,
         "log_loss_mm": float(log_loss(ysc, p_mm)), "log_loss_sklearn": float(log_loss(ysc, p_sk)),
-        "max_abs_coef_diff": coef_diff,
+        "max_abs_coef_diff": coef_diff, "coef_of": "refit on train + score" if refit else "train",
         "max_abs_prediction_diff": float(np.max(np.abs(p_mm - p_sk))),
     }
     print(json.dumps(res, indent=1))

@@ -287,6 +287,12 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
             t.column, t.ece_vs_truth, t.mean_abs_diff, t.model_auc, t.truth_auc
         );
     }
+    if let Some(f) = &r.refit {
+        println!(
+            "exported: refitted at C = {} on {} labelled rows of both windows (churn {:.4}); the figures above are the training window's model",
+            r.c, f.rows, f.churn_rate
+        );
+    }
     let b = &r.build;
     println!(
         "feature table: build {} in {} ({} shard{}, {}), features v{}",

@@ -431,7 +431,12 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
             rows: u64_at(&skill_metrics, "player_matches"),
             matches: u64_at(&skill_metrics, "matches"),
             players: players.len() as u64,
-            churn_train_rows: u64_at(&churn_metrics, "train_rows"),
+            // The rows the exported model was fitted on: the refit's when there was one.
+            churn_train_rows: churn_metrics
+                .get("refit")
+                .and_then(|r| r.get("rows"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or_else(|| u64_at(&churn_metrics, "train_rows")),
             churn_censored_rows: u64_at(&churn_metrics, "censored"),
         },
         snapshot_as_of_ms: as_of,
