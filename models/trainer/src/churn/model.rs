@@ -135,6 +135,18 @@ fn fold_of(group: u32, folds: usize) -> usize {
     (h % folds as u64) as usize
 }
 
+/// The churned rows of `y`, which must hold both classes.
+fn positives(y: &[bool]) -> Result<usize, ChurnFitError> {
+    let pos = y.iter().filter(|&&v| v).count();
+    if pos == 0 || pos == y.len() {
+        return Err(ChurnFitError::Data(format!(
+            "{pos} of {} rows churn: both classes are needed",
+            y.len()
+        )));
+    }
+    Ok(pos)
+}
+
 /// Fitting, which needs ndarray; the model itself is the artifact crate's.
 pub trait FitChurnModel: Sized {
     /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
@@ -173,13 +185,7 @@ impl FitChurnModel for ChurnModel {
                 self.feature_names.len()
             )));
         }
-        let pos = y.iter().filter(|&&v| v).count();
-        if pos == 0 || pos == y.len() {
-            return Err(ChurnFitError::Data(format!(
-                "{pos} of {} rows churn: both classes are needed",
-                y.len()
-            )));
-        }
+        let pos = positives(y)?;
         let m = logistic(x, y, self.c, cfg)?;
         Ok(ChurnModel {
             mean: m.mean,
@@ -211,13 +217,7 @@ impl FitChurnModel for ChurnModel {
                 names.len()
             )));
         }
-        let pos = y.iter().filter(|&&v| v).count();
-        if pos == 0 || pos == y.len() {
-            return Err(ChurnFitError::Data(format!(
-                "{pos} of {} rows churn: both classes are needed",
-                y.len()
-            )));
-        }
+        let pos = positives(y)?;
         if cfg.folds < 2
             || cfg.c_grid.is_empty()
             || cfg.c_grid.iter().any(|c| !c.is_finite() || *c <= 0.0)

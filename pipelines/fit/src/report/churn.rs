@@ -36,7 +36,6 @@ pub struct GroupScore {
     pub ece: f64,
 }
 
-/// Everything `mm fit churn` reports (`churn_metrics.json`).
 /// The exported churn model refitted at the chosen C on every labelled row.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Refit {
@@ -47,6 +46,7 @@ pub struct Refit {
     pub seconds: f64,
 }
 
+/// Everything `mm fit churn` reports (`churn_metrics.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ChurnReport {
     pub lake: PathBuf,
