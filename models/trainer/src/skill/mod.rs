@@ -5,3 +5,4 @@ pub mod baselines;
 pub mod percentile;
 pub mod raw;
 pub mod team;
+pub mod win;
