@@ -14,7 +14,7 @@ use crate::manifest::{FORMAT_VERSION, Manifest, OLDEST_READABLE_FORMAT, sha256_h
 use crate::percentile::PercentileMap;
 use crate::skill::RawSkillParams;
 use crate::snapshot::{Snapshot, parse_snapshot};
-use crate::team::{PartyAdjustment, TeamWinModel};
+use crate::team::{PartyAdjustment, SkillBasis, TeamWinModel};
 
 /// The parameter files of format 1.
 pub const SKILL_FILE: &str = "skill.json";
@@ -258,7 +258,7 @@ fn check_churn(
 
 impl Artifact {
     /// The snapshot's state of `player_id`, or, for a player it does not hold, a new player's
-    /// as of the snapshot: raw skill 0, at that skill's percentile, no games. The one
+    /// as of the snapshot: raw skill 0, at that skill's percentile, win skill 0, no games. The one
     /// definition of "a new player" that the matcher, the pools and the evaluation share.
     #[must_use]
     pub fn player_or_new(&self, player_id: &str) -> crate::snapshot::PlayerState {
@@ -276,6 +276,16 @@ impl Artifact {
             self.percentiles.percentile(0.0),
             0.0,
         )
+    }
+
+    /// The skill the team win model reads of `state` (its [`TeamWinModel::basis`]; raw skill
+    /// without a team model).
+    #[must_use]
+    pub fn outcome_skill(&self, state: &crate::snapshot::PlayerState) -> f64 {
+        match self.team_win.map(|t| t.basis) {
+            Some(SkillBasis::WinSkill) => state.win_skill,
+            _ => state.raw_skill,
+        }
     }
 
     /// Loads and verifies the artifact in `dir`.
@@ -389,6 +399,14 @@ impl Artifact {
         });
         sum?;
         let snapshot = parsed?;
+        if team_win.is_some_and(|t| t.basis == SkillBasis::WinSkill) && !snapshot.has_win_skill() {
+            return Err(invalid(
+                &p(PLAYERS_FILE),
+                format!(
+                    "{TEAM_WIN_FILE} reads the win skill, and the snapshot has no win_skill column"
+                ),
+            ));
+        }
         Ok(Artifact {
             dir: dir.to_path_buf(),
             manifest,

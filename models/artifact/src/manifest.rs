@@ -12,15 +12,25 @@ use sha2::{Digest, Sha256};
 /// model's outcome pattern (`FeatureSpec::outcome_pattern`): a format-3 reader does not know
 /// the field and would build rows without those columns, so an artifact whose model has a
 /// pattern needs a format-4 reader ([`min_reader_format`]); one without still reads with 3.
-pub const FORMAT_VERSION: u32 = 4;
+/// 5 added the win skill: a team win model that reads it (`basis: win-skill`) and the
+/// snapshot's `win_skill` column; a format-4 reader refuses that snapshot's columns, so such an
+/// artifact needs a format-5 reader, and one whose model reads raw skill is written as before.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest reader format that reads every artifact this crate writes.
-pub const MIN_READER_FORMAT: u32 = 4;
+pub const MIN_READER_FORMAT: u32 = 5;
 
-/// The oldest reader format that reads an artifact whose churn model has `spec`: 4 with an
+/// The oldest reader format that reads an artifact whose churn model has `spec` and whose team
+/// win model reads the win skill or not (`win_skill`): 5 with the win skill, else 4 with an
 /// outcome pattern, else 3.
 #[must_use]
-pub fn min_reader_format(spec: &crate::features::FeatureSpec) -> u32 {
-    if spec.outcome_pattern > 0 { 4 } else { 3 }
+pub fn min_reader_format(spec: &crate::features::FeatureSpec, win_skill: bool) -> u32 {
+    if win_skill {
+        5
+    } else if spec.outcome_pattern > 0 {
+        4
+    } else {
+        3
+    }
 }
 /// The oldest format this crate still reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
@@ -117,16 +127,18 @@ mod tests {
     use super::*;
     use crate::features::FeatureSpec;
 
-    /// Only a model with an outcome pattern needs a format-4 reader.
+    /// Only a model with an outcome pattern needs a format-4 reader, only one with the win skill a
+    /// format-5 reader.
     #[test]
     fn a_pattern_raises_the_reader_format() {
         let plain = FeatureSpec::default();
-        assert_eq!(min_reader_format(&plain), 3);
+        assert_eq!(min_reader_format(&plain, false), 3);
         let pattern = FeatureSpec {
             outcome_pattern: 3,
             ..plain
         };
-        assert_eq!(min_reader_format(&pattern), MIN_READER_FORMAT);
+        assert_eq!(min_reader_format(&pattern, false), 4);
+        assert_eq!(min_reader_format(&plain, true), MIN_READER_FORMAT);
         const { assert!(MIN_READER_FORMAT <= FORMAT_VERSION) };
     }
 }

@@ -13,7 +13,7 @@ use crate::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manifest};
 use crate::percentile::PercentileMap;
 use crate::skill::RawSkillParams;
 use crate::snapshot::{PlayerState, Snapshot, write_snapshot};
-use crate::team::{DrawModel, TeamWinModel};
+use crate::team::{DrawModel, SkillBasis, TeamWinModel};
 
 /// splitmix64: enough for synthetic data.
 struct Mix(u64);
@@ -67,6 +67,7 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
             PlayerState {
                 player_id: format!("p{i:08}"),
                 raw_skill: raw,
+                win_skill: 4.0 * raw,
                 percentile: r.unit(),
                 games: n as u64 + r.next() % 200,
                 churned_gaps: r.next() % (n as u64 + 1),
@@ -127,6 +128,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
         skill: vec![0.0, 1.0],
     });
     let team = TeamWinModel {
+        basis: SkillBasis::RawSkill,
         skill_coef: 5.7,
         party_members_coef: 0.06,
         party_spread_coef: 1.7,
@@ -153,7 +155,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
         (CHURN_FILE.to_string(), json(&churn)),
         (
             PLAYERS_FILE.to_string(),
-            write_snapshot(spec.history, &states).unwrap_or_default(),
+            write_snapshot(spec.history, &states, false).unwrap_or_default(),
         ),
     ];
     let mut metrics = BTreeMap::new();

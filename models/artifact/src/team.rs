@@ -13,12 +13,12 @@ pub fn sigmoid(x: f64) -> f64 {
 /// One match seen from team A's side, with the teams' state before it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TeamSample {
-    /// `sum r_A - sum r_B`, raw skill.
+    /// `sum s_A - sum s_B` of the skill the model reads ([`TeamWinModel::basis`]).
     pub skill_diff: f64,
     /// `members_A - members_B`: players in parties of two or more.
     pub party_members_diff: f64,
-    /// `spread_A - spread_B`: per team, the sum over its party members of their party's
-    /// raw-skill standard deviation.
+    /// `spread_A - spread_B`: per team, the sum over its party members of the standard
+    /// deviation of their party's skills (the skill the model reads).
     pub party_spread_diff: f64,
     /// 1 when A won, 0 when B won, 1/2 for a draw.
     pub outcome: f64,
@@ -44,10 +44,37 @@ pub struct DrawModel {
     pub abs_diff_coef: f64,
 }
 
-/// The fitted model. Coefficients are in log-odds per raw-skill unit (skill), per party member
-/// (members) and per party member per unit of party raw-skill standard deviation (spread).
+/// Which per-player skill the team win model reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkillBasis {
+    /// The online raw skill (`raw_skill`), what every artifact before format 5 used.
+    #[default]
+    RawSkill,
+    /// The whole-history Bradley-Terry strength (`win_skill` in the snapshot, format 5 on;
+    /// `mm-trainer`'s `skill::win` documents it).
+    WinSkill,
+}
+
+impl SkillBasis {
+    /// The snapshot column the model reads.
+    #[must_use]
+    pub fn column(self) -> &'static str {
+        match self {
+            SkillBasis::RawSkill => "raw_skill",
+            SkillBasis::WinSkill => "win_skill",
+        }
+    }
+}
+
+/// The fitted model. Coefficients are in log-odds per unit of the skill it reads (skill), per
+/// party member (members) and per party member per unit of the party's skill standard
+/// deviation (spread).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TeamWinModel {
+    /// Which skill `skill_diff` is of (raw skill when absent: artifacts before format 5).
+    #[serde(default)]
+    pub basis: SkillBasis,
     pub skill_coef: f64,
     pub party_members_coef: f64,
     pub party_spread_coef: f64,
@@ -108,10 +135,11 @@ impl TeamWinModel {
     }
 
     /// The party coefficients in raw-skill units per party member; `None` when the skill
-    /// coefficient is not positive (the skill does not predict, and nothing can be converted).
+    /// coefficient is not positive (the skill does not predict, and nothing can be converted)
+    /// or the model reads the win skill (its units are not raw skill's).
     #[must_use]
     pub fn party_adjustment(&self) -> Option<PartyAdjustment> {
-        (self.skill_coef > 0.0).then(|| PartyAdjustment {
+        (self.skill_coef > 0.0 && self.basis == SkillBasis::RawSkill).then(|| PartyAdjustment {
             per_member: self.party_members_coef / self.skill_coef,
             per_member_per_sd: self.party_spread_coef / self.skill_coef,
         })

@@ -377,3 +377,51 @@ fn committed_artifacts_of_every_format_load() {
     }
     assert!(seen >= mm_artifact::FORMAT_VERSION as usize);
 }
+
+/// Format 5: a team win model that reads the win skill needs the snapshot's `win_skill`
+/// column. Without it the artifact is refused, naming the snapshot; with it, each player's
+/// outcome skill is their win skill, round-tripped through the file, and new players get 0.
+#[test]
+fn a_win_skill_model_needs_the_win_skill_column() {
+    let e = refused(|v| rewrite(v, TEAM_WIN_FILE, |t| t["basis"] = "win-skill".into()));
+    assert!(e.file.ends_with(PLAYERS_FILE), "{e}");
+    assert!(e.to_string().contains("win_skill"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let (m, mut files) = synthetic::artifact(50, 9);
+    let history = FeatureSpec::default().history;
+    let mut states = synthetic::player_states(50, history, m.snapshot_as_of_ms, 9);
+    states.sort_by(|a, b| a.player_id.cmp(&b.player_id));
+    for (k, s) in states.iter_mut().enumerate() {
+        s.win_skill = k as f64 / 10.0 - 2.0;
+    }
+    for (name, bytes) in &mut files {
+        if name == PLAYERS_FILE {
+            *bytes = mm_artifact::snapshot::write_snapshot(history, &states, true).unwrap();
+        } else if name == TEAM_WIN_FILE {
+            let mut t: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            t["basis"] = "win-skill".into();
+            *bytes = serde_json::to_vec_pretty(&t).unwrap();
+        }
+    }
+    store.publish("v1", m, &files, true, None).unwrap();
+    let art = store.open_latest().unwrap();
+    assert!(art.snapshot.has_win_skill());
+    for s in &states {
+        let got = art.snapshot.get(&s.player_id).unwrap();
+        assert_eq!(got.win_skill, s.win_skill);
+        assert_eq!(art.outcome_skill(&got), s.win_skill);
+        assert_ne!(art.outcome_skill(&got), got.raw_skill);
+    }
+    assert_eq!(art.outcome_skill(&art.player_or_new("newcomer")), 0.0);
+
+    // The same snapshot under a raw-skill model: the column is there, raw skill is read.
+    let raw = synthetic::artifact(50, 9);
+    let plain = Store::new(dir.path().join("plain"));
+    plain.publish("v1", raw.0, &raw.1, true, None).unwrap();
+    let art = plain.open_latest().unwrap();
+    assert!(!art.snapshot.has_win_skill());
+    let p = art.snapshot.player(0);
+    assert_eq!(art.outcome_skill(&p), p.raw_skill);
+}

@@ -111,7 +111,7 @@ fn best_churn_split(
         let (w, d, l) = models.win.probs_given_decisive(&s, decisive);
         return Some((split_churn(views, &teams, [w, d, l]), teams));
     }
-    // Each party's size and sums (raw skill, party members, party spread, churn by outcome),
+    // Each party's size and sums (outcome skill, party members, party spread, churn by outcome),
     // contiguous; then every subset of team size holding party 0 (the mirror splits are the
     // same lobbies), depth first with the sums carried, so only subsets of the right size are
     // reached.
@@ -122,7 +122,14 @@ fn best_churn_split(
             let c = x.churn;
             (
                 x.size,
-                [x.raw_sum, x.party_members, x.party_spread, c[0], c[1], c[2]],
+                [
+                    x.outcome_sum,
+                    x.party_members,
+                    x.party_spread,
+                    c[0],
+                    c[1],
+                    c[2],
+                ],
             )
         })
         .collect();
@@ -581,6 +588,7 @@ mod tests {
             pct_max: 0.5,
             raw_sum: raw,
             adj_sum: raw,
+            outcome_sum: raw,
             party_members: members,
             party_spread: spread,
             exp: 0.0,
@@ -654,6 +662,7 @@ mod tests {
             let team_size = players / 2;
             let models = LobbyModels {
                 win: TeamWinModel {
+                    basis: mm_artifact::team::SkillBasis::RawSkill,
                     skill_coef,
                     party_members_coef: party_coefs.0,
                     party_spread_coef: party_coefs.1,

@@ -24,8 +24,11 @@ pub enum ArtifactScoringError {
 #[derive(Debug, Clone)]
 pub struct ArtifactPool {
     win: mm_artifact::team::TeamWinModel,
-    /// Raw skill per player.
+    /// Raw skill per player (SkillMM's order, disparity).
     pub skills: Vec<f64>,
+    /// The skill the team win model reads per player (raw skill, or the win skill when the
+    /// artifact's model reads it).
+    pub outcome_skills: Vec<f64>,
     /// Churn per player after a win, a draw and a loss.
     pub churn: TabularChurn,
     /// Players the snapshot did not hold (scored as new players).
@@ -43,6 +46,7 @@ impl ArtifactPool {
         let win = art.team_win.ok_or(ArtifactScoringError::NoWinModel)?;
         let spec = art.churn.model.spec;
         let mut skills = Vec::with_capacity(ids.len());
+        let mut outcome_skills = Vec::with_capacity(ids.len());
         let mut churn = Vec::with_capacity(ids.len());
         let mut unknown = Vec::new();
         for (i, id) in ids.iter().enumerate() {
@@ -54,12 +58,14 @@ impl ArtifactPool {
             }
             let p = art.player_or_new(id);
             skills.push(p.raw_skill);
+            outcome_skills.push(art.outcome_skill(&p));
             let row = features_of(&spec, &p, now_ms, false, Outcome::Win);
             churn.push(art.churn.model.counterfactual(&row));
         }
         Ok(ArtifactPool {
             win,
             skills,
+            outcome_skills,
             churn: TabularChurn { by_outcome: churn },
             unknown,
         })
@@ -74,10 +80,16 @@ impl ArtifactPool {
         win: mm_artifact::team::TeamWinModel,
         members: impl IntoIterator<Item = &'a crate::queue::Member>,
     ) -> Self {
-        let (skills, churn) = members.into_iter().map(|m| (m.raw_skill, m.churn)).unzip();
+        let (mut skills, mut outcome_skills, mut churn) = (Vec::new(), Vec::new(), Vec::new());
+        for m in members {
+            skills.push(m.raw_skill);
+            outcome_skills.push(m.outcome_skill);
+            churn.push(m.churn);
+        }
         ArtifactPool {
             win,
             skills,
+            outcome_skills,
             churn: TabularChurn { by_outcome: churn },
             unknown: Vec::new(),
         }
@@ -128,7 +140,7 @@ pub fn pair_pool(
 impl WinModel for ArtifactPool {
     fn outcome_probs(&self, i: usize, j: usize) -> OutcomeProbs {
         let (win, draw, loss) = self.win.probs(&TeamSample {
-            skill_diff: self.skills[i] - self.skills[j],
+            skill_diff: self.outcome_skills[i] - self.outcome_skills[j],
             ..TeamSample::default()
         });
         OutcomeProbs { win, draw, loss }
@@ -181,7 +193,17 @@ mod tests {
                     assert!(pool.churn.by_outcome[i][k] > 0.0 && pool.churn.by_outcome[i][k] < 1.0);
                 }
             }
-            for j in 0..ids.len() {
+            // The win model reads the artifact's outcome skill (raw skill here).
+            let p = art.player_or_new(&ids[i]);
+            assert_eq!(pool.outcome_skills[i], art.outcome_skill(&p));
+            assert_eq!(pool.skills[i], p.raw_skill);
+            for (j, id_j) in ids.iter().enumerate() {
+                let q = art.player_or_new(id_j);
+                let (w, _, _) = art.team_win.unwrap().probs(&TeamSample {
+                    skill_diff: art.outcome_skill(&p) - art.outcome_skill(&q),
+                    ..TeamSample::default()
+                });
+                assert_eq!(pool.outcome_probs(i, j).win, w);
                 let a = pool.outcome_probs(i, j);
                 let b = pool.outcome_probs(j, i);
                 assert!((a.win + a.draw + a.loss - 1.0).abs() < 1e-12);

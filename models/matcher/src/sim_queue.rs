@@ -109,6 +109,7 @@ pub fn realistic_searches(
                     let loss = (base * rng.random_range(1.2..2.0)).min(0.95);
                     Member {
                         raw_skill: raw,
+                        outcome_skill: raw,
                         percentile: 1.0 / (1.0 + (-1.702 * raw / 0.25).exp()),
                         games: games.sample(&mut rng).round().max(0.0) as u64,
                         churn: [win, (win + loss) / 2.0, loss],

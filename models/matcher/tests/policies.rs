@@ -24,6 +24,7 @@ fn member(rng: &mut ChaCha8Rng) -> Member {
     let l: f64 = rng.random_range(w..0.9);
     Member {
         raw_skill: raw,
+        outcome_skill: raw,
         percentile: (raw + 1.0) / 2.0,
         games: rng.random_range(0..5000),
         churn: [w, (w + l) / 2.0, l],
@@ -234,6 +235,7 @@ fn figure_10_through_a_tick_and_the_explanation() {
         members: vec![
             Member {
                 raw_skill: 0.0,
+                outcome_skill: 0.0,
                 percentile: skill,
                 games: 100,
                 churn: [0.1, 0.1, 0.1],

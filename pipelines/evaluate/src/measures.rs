@@ -106,7 +106,7 @@ pub(crate) fn team_sample(
 ) -> TeamSample {
     let side = |lo: u32, hi: u32| -> (f64, f64, f64) {
         let r: Vec<usize> = (lo as usize..hi as usize).collect();
-        let skill: f64 = r.iter().map(|&k| sc.members[k].raw_skill).sum();
+        let skill: f64 = r.iter().map(|&k| sc.members[k].outcome_skill).sum();
         let mut members = 0.0;
         let mut spread = 0.0;
         if party_adj {
@@ -117,7 +117,7 @@ pub(crate) fn team_sample(
                 let xs: Vec<f64> = r
                     .iter()
                     .filter(|&&k| h.party[k] == key)
-                    .map(|&k| sc.members[k].raw_skill)
+                    .map(|&k| sc.members[k].outcome_skill)
                     .collect();
                 if xs.len() < 2 {
                     continue;

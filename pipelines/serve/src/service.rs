@@ -58,6 +58,11 @@ fn state_of(
     if !(s.raw_skill.is_finite() && (-1.0..=1.0).contains(&s.raw_skill)) {
         return Err(bad(format!("raw_skill {} is not in [-1, 1]", s.raw_skill)));
     }
+    let win_skill = match s.win_skill {
+        Some(w) if !w.is_finite() => return Err(bad(format!("win_skill {w} is not finite"))),
+        Some(w) => w,
+        None => art.snapshot.get(id).map_or(0.0, |p| p.win_skill),
+    };
     let window_counts = match s.window_counts.as_slice() {
         [] => [0; 4],
         &[a, b, c, d] => [a, b, c, d],
@@ -115,6 +120,7 @@ fn state_of(
     Ok(PlayerState {
         player_id: id.to_string(),
         raw_skill: s.raw_skill,
+        win_skill,
         percentile: art.percentiles.percentile(s.raw_skill),
         games: s.games,
         last_seen_ms: s.last_seen_ms,
@@ -166,12 +172,13 @@ fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreRespon
             let t = usize::try_from(t).ok().filter(|&t| t < 2).ok_or_else(|| {
                 Status::invalid_argument(format!("player {k}: team {t} is not 0 or 1"))
             })?;
-            sums[t] += m.raw_skill;
+            sums[t] += m.outcome_skill;
         }
         players.push(proto::PlayerScore {
             id: p.id.clone(),
             known: art.snapshot.position(&p.id).is_some(),
             raw_skill: m.raw_skill,
+            outcome_skill: m.outcome_skill,
             percentile: m.percentile,
             games: m.games,
             churn_after_win: m.churn[0],
@@ -414,6 +421,7 @@ mod tests {
                 .collect(),
             before_recent_ms: st.before_recent_ms,
             churned_gaps: st.churned_gaps,
+            win_skill: Some(st.win_skill),
         };
         let with_state = proto::ScoreRequest {
             players: vec![proto::Player {

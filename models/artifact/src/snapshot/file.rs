@@ -17,17 +17,21 @@ use super::{NONE, PlayerState, ROW_GROUP, Snapshot, decode_outcome, outcome_code
 use crate::error::{ArtifactError, Problem};
 
 /// Which columns a snapshot file has: format 1 had no `first_seen_ms`, formats 1 and 2 no
-/// `churned_gaps`.
+/// `churned_gaps`; from format 5, `win_skill` when the team win model reads it.
 #[derive(Debug, Clone, Copy)]
 struct Format {
     first_seen: bool,
     churned_gaps: bool,
+    win_skill: bool,
 }
 
-const CURRENT: Format = Format {
-    first_seen: true,
-    churned_gaps: true,
-};
+const fn current(win_skill: bool) -> Format {
+    Format {
+        first_seen: true,
+        churned_gaps: true,
+        win_skill,
+    }
+}
 
 /// The snapshot's columns in a format.
 fn schema(history: usize, format: Format) -> String {
@@ -61,6 +65,9 @@ fn schema(history: usize, format: Format) -> String {
     if format.churned_gaps {
         s.push_str("  required int64 churned_gaps;\n");
     }
+    if format.win_skill {
+        s.push_str("  required double win_skill;\n");
+    }
     s.push('}');
     s
 }
@@ -86,11 +93,15 @@ fn finite(x: f64) -> Option<f64> {
 }
 
 /// Writes the players (sorted by id) as Parquet bytes (deterministic: same players, same
-/// bytes).
+/// bytes), with the `win_skill` column when `win_skill` (a team win model that reads it).
 ///
 /// # Errors
 /// Parquet's, as text.
-pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>, String> {
+pub fn write_snapshot(
+    history: usize,
+    players: &[PlayerState],
+    win_skill: bool,
+) -> Result<Vec<u8>, String> {
     if let Some(w) = players
         .windows(2)
         .find(|w| w[0].player_id >= w[1].player_id)
@@ -101,7 +112,8 @@ pub fn write_snapshot(history: usize, players: &[PlayerState]) -> Result<Vec<u8>
         ));
     }
     let h = history;
-    let schema = Arc::new(parse_message_type(&schema(h, CURRENT)).map_err(|e| e.to_string())?);
+    let schema =
+        Arc::new(parse_message_type(&schema(h, current(win_skill))).map_err(|e| e.to_string())?);
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -136,6 +148,10 @@ fn write_column(
 ) -> parquet::errors::Result<usize> {
     const FIXED: usize = 11;
     match (col, w) {
+        (c, ColumnWriter::DoubleColumnWriter(w)) if c == FIXED + 5 * history + 1 => {
+            let v: Vec<f64> = rows.iter().map(|p| p.win_skill).collect();
+            w.write_batch(&v, None, None)
+        }
         (c, ColumnWriter::Int64ColumnWriter(w)) if c == FIXED + 5 * history => {
             let v: Vec<i64> = rows.iter().map(|p| p.churned_gaps as i64).collect();
             w.write_batch(&v, None, None)
@@ -460,6 +476,25 @@ fn read_group(
     } else {
         s.churned_gaps = vec![0; rows];
     }
+    if format.win_skill {
+        let c = fixed + 5 * h + usize::from(format.churned_gaps);
+        column!(
+            col(c)?,
+            DoubleColumnReader,
+            rows,
+            true,
+            f64::NAN,
+            &mut s.win_skill,
+            "win_skill"
+        )?;
+        if let Some(r) = s.win_skill.iter().position(|x| !x.is_finite()) {
+            return Err(format!(
+                "player {}: win_skill is not a finite number",
+                s.id(r)
+            ));
+        }
+        s.win_column = true;
+    }
     // Checks, per player.
     let mut games_ok = Vec::with_capacity(rows);
     let mut counts_ok = Vec::with_capacity(rows);
@@ -514,12 +549,13 @@ pub fn parse_snapshot(
     let bad = |m: String| ArtifactError::new(path, Problem::Parse(m));
     let reader = SerializedFileReader::new(bytes).map_err(|e| bad(e.to_string()))?;
     let got = reader.metadata().file_metadata().schema();
-    // Format 2 added `first_seen_ms` and format 3 `churned_gaps`; an older snapshot has every
-    // other column.
+    // Format 2 added `first_seen_ms`, format 3 `churned_gaps` and format 5 the optional
+    // `win_skill`; an older snapshot has every other column.
     let has = |name: &str| got.get_fields().iter().any(|f| f.name() == name);
     let format = Format {
         first_seen: has("first_seen_ms"),
         churned_gaps: has("churned_gaps"),
+        win_skill: has("win_skill"),
     };
     let expected = parse_message_type(&schema(history, format)).map_err(|e| bad(e.to_string()))?;
     if got.get_fields().len() != expected.get_fields().len()
@@ -566,6 +602,7 @@ pub fn parse_snapshot(
     }
     parts.sort_by_key(|(g, _)| *g);
     let mut snap = Snapshot::empty(history, as_of_ms);
+    snap.win_column = format.win_skill;
     for (_, p) in parts {
         snap.append(p);
     }

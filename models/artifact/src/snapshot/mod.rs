@@ -12,9 +12,11 @@
 //!   (2 win, 1 draw, 0 loss), `last{k}_score_diff`, `last{k}_perf_rank`, `last{k}_blowout_loss`;
 //!   all null when the player has fewer than `k` matches; score difference and performance rank
 //!   also null when unknown;
-//! - `churned_gaps`, last: of the player's matches in the data, how many were followed by the
+//! - `churned_gaps`: of the player's matches in the data, how many were followed by the
 //!   next more than the churn horizon later (format 3 on: an older snapshot loads it as 0; only
-//!   a churn model with the churn history features reads it).
+//!   a churn model with the churn history features reads it);
+//! - `win_skill`, last and only when the team win model reads it (format 5 on): the player's
+//!   whole-history Bradley-Terry strength in log-odds (`mm-trainer`'s `skill::win`).
 //!
 //! It is written with parquet's own column API (no arrow), zstd, in row groups of
 //! [`ROW_GROUP`] rows that load in parallel.
@@ -33,6 +35,9 @@ pub const ROW_GROUP: usize = 131_072;
 pub struct PlayerState {
     pub player_id: String,
     pub raw_skill: f64,
+    /// The whole-history win skill, log-odds (0 for a new player, and for every player of a
+    /// snapshot without the column: only a team model that reads it needs it).
+    pub win_skill: f64,
     /// In [0, 1].
     pub percentile: f64,
     /// Matches played.
@@ -59,6 +64,7 @@ impl PlayerState {
         PlayerState {
             player_id: player_id.to_string(),
             raw_skill,
+            win_skill: 0.0,
             percentile,
             games: 0,
             last_seen_ms: i64::MIN,
@@ -152,6 +158,9 @@ pub struct Snapshot {
     ids: String,
     id_end: Vec<usize>,
     raw_skill: Vec<f64>,
+    /// Empty when the snapshot has no `win_skill` column (`win_column` false).
+    win_skill: Vec<f64>,
+    win_column: bool,
     percentile: Vec<f64>,
     games: Vec<u64>,
     last_seen_ms: Vec<i64>,
@@ -194,10 +203,12 @@ impl Snapshot {
             });
         }
         let mut s = Snapshot::empty(history, players.first().map_or(0, |p| p.counts_as_of_ms));
+        s.win_column = true;
         for p in &players {
             s.ids.push_str(&p.player_id);
             s.id_end.push(s.ids.len());
             s.raw_skill.push(p.raw_skill);
+            s.win_skill.push(p.win_skill);
             s.percentile.push(p.percentile);
             s.games.push(p.games);
             s.last_seen_ms.push(p.last_seen_ms);
@@ -228,6 +239,12 @@ impl Snapshot {
             blowout: vec![Vec::new(); history],
             ..Snapshot::default()
         }
+    }
+
+    /// Whether the snapshot holds the players' win skill (the `win_skill` column).
+    #[must_use]
+    pub fn has_win_skill(&self) -> bool {
+        self.win_column
     }
 
     #[must_use]
@@ -282,6 +299,7 @@ impl Snapshot {
         PlayerState {
             player_id: self.id(i).to_string(),
             raw_skill: self.raw_skill[i],
+            win_skill: self.win_skill.get(i).copied().unwrap_or(0.0),
             percentile: self.percentile[i],
             games: self.games[i],
             last_seen_ms: self.last_seen_ms[i],
@@ -312,6 +330,7 @@ impl Snapshot {
         self.ids.push_str(&o.ids);
         self.id_end.extend(o.id_end.iter().map(|e| e + base));
         self.raw_skill.append(&mut o.raw_skill);
+        self.win_skill.append(&mut o.win_skill);
         self.percentile.append(&mut o.percentile);
         self.games.append(&mut o.games);
         self.last_seen_ms.append(&mut o.last_seen_ms);

@@ -34,6 +34,7 @@ impl LobbyModels {
     pub fn skill_only(skill_coef: f64) -> LobbyModels {
         LobbyModels {
             win: TeamWinModel {
+                basis: mm_artifact::team::SkillBasis::RawSkill,
                 skill_coef,
                 party_members_coef: 0.0,
                 party_spread_coef: 0.0,
@@ -220,7 +221,7 @@ pub(crate) fn team_sample(views: &[View], teams: &[Vec<usize>; 2]) -> TeamSample
     let sum =
         |t: usize, f: &dyn Fn(&View) -> f64| teams[t].iter().map(|&i| f(&views[i])).sum::<f64>();
     TeamSample {
-        skill_diff: sum(0, &|v| v.raw_sum) - sum(1, &|v| v.raw_sum),
+        skill_diff: sum(0, &|v| v.outcome_sum) - sum(1, &|v| v.outcome_sum),
         party_members_diff: sum(0, &|v| v.party_members) - sum(1, &|v| v.party_members),
         party_spread_diff: sum(0, &|v| v.party_spread) - sum(1, &|v| v.party_spread),
         outcome: 0.0,

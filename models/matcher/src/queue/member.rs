@@ -19,8 +19,13 @@ pub enum Input {
 /// One player of a search, as the policies need it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Member {
-    /// Raw skill in [-1, 1] (team balance, win probability).
+    /// Raw skill in [-1, 1] (team balance, SkillMM's order).
     pub raw_skill: f64,
+    /// The skill the artifact's team win model reads (win probability): the win skill when
+    /// the model reads it, else raw skill ([`Artifact::outcome_skill`]). Absent in a serialised
+    /// member of an older version: raw skill's models read 0 there, so give it explicitly.
+    #[serde(default)]
+    pub outcome_skill: f64,
     /// Skill percentile in [0, 1] (skill rules, candidate distance).
     pub percentile: f64,
     /// Matches played (experience).
@@ -38,6 +43,7 @@ impl Member {
         let row = features_of(&spec, state, now_ms, in_party, Outcome::Win);
         Member {
             raw_skill: state.raw_skill,
+            outcome_skill: art.outcome_skill(state),
             percentile: state.percentile,
             games: state.games,
             churn: art.churn.model.counterfactual(&row),

@@ -22,7 +22,10 @@ pub(crate) struct View {
     pub raw_sum: f64,
     /// Raw-skill sum plus the party adjustment (team balance).
     pub adj_sum: f64,
-    /// Players in a party of two or more, and the sum over them of their party's raw-skill sd.
+    /// Sum of the skill the team win model reads ([`crate::queue::Member::outcome_skill`]).
+    pub outcome_sum: f64,
+    /// Players in a party of two or more, and the sum over them of the standard deviation of
+    /// their party's outcome skills (the win model's party spread).
     pub party_members: f64,
     pub party_spread: f64,
     /// Mean experience, `ln(1 + games)` (the Dota 2 post's logarithmic experience).
@@ -44,6 +47,7 @@ impl View {
             pct_max: f64::NEG_INFINITY,
             raw_sum: 0.0,
             adj_sum: 0.0,
+            outcome_sum: 0.0,
             party_members: 0.0,
             party_spread: 0.0,
             exp: s
@@ -60,24 +64,23 @@ impl View {
             v.pct_min = v.pct_min.min(m.percentile);
             v.pct_max = v.pct_max.max(m.percentile);
             v.raw_sum += m.raw_skill;
+            v.outcome_sum += m.outcome_skill;
             for k in 0..3 {
                 v.churn[k] += m.churn[k];
             }
         }
         v.adj_sum = v.raw_sum;
         if s.members.len() >= 2 {
-            let mean = v.raw_sum / n;
-            let var = s
-                .members
-                .iter()
-                .map(|m| (m.raw_skill - mean).powi(2))
-                .sum::<f64>()
-                / n;
-            let sd = var.max(0.0).sqrt();
+            let sd = |x: &dyn Fn(&super::Member) -> f64, sum: f64| {
+                let mean = sum / n;
+                let var = s.members.iter().map(|m| (x(m) - mean).powi(2)).sum::<f64>() / n;
+                var.max(0.0).sqrt()
+            };
             v.party_members = n;
-            v.party_spread = n * sd;
+            v.party_spread = n * sd(&|m| m.outcome_skill, v.outcome_sum);
             if let Some(adj) = party {
-                v.adj_sum += n * adj.for_spread(sd);
+                // The adjustment is in raw-skill units, per unit of the raw skills' spread.
+                v.adj_sum += n * adj.for_spread(sd(&|m| m.raw_skill, v.raw_sum));
             }
         }
         v

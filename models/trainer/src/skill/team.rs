@@ -26,7 +26,7 @@ use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
 use crate::logit::{LogitFit, fit_logistic};
-pub use mm_artifact::team::{DrawModel, PartyAdjustment, TeamSample, TeamWinModel};
+pub use mm_artifact::team::{DrawModel, PartyAdjustment, SkillBasis, TeamSample, TeamWinModel};
 
 /// What to fit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -140,6 +140,7 @@ impl FitTeamWinModel for TeamWinModel {
             None
         };
         Ok(TeamWinModel {
+            basis: SkillBasis::RawSkill,
             skill_coef: w[0],
             party_members_coef: if party { w[1] } else { 0.0 },
             party_spread_coef: if party { w[2] } else { 0.0 },
