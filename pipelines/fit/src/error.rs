@@ -15,6 +15,8 @@ pub enum FitError {
     Lake(#[from] mm_lake::LakeError),
     #[error(transparent)]
     Team(#[from] TeamFitError),
+    #[error(transparent)]
+    WinSkill(#[from] mm_trainer::skill::win::WinSkillError),
     #[error("{path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("feature query: {0}")]

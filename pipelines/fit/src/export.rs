@@ -22,7 +22,7 @@ use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RawSkillParams;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
 use mm_artifact::store::Store;
-use mm_artifact::team::{PartyAdjustment, TeamWinModel};
+use mm_artifact::team::{PartyAdjustment, SkillBasis, TeamWinModel};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -275,10 +275,17 @@ fn snapshot(
     state: HashMap<String, State>,
     history: usize,
     as_of: i64,
+    win_skill: bool,
 ) -> Result<Vec<PlayerState>, FitError> {
     let df = read_frame(skill_players)?;
     let ids = strings(&df, skill_players, "player_id")?;
     let raw = f64s(&df, skill_players, "raw_skill")?;
+    // Only a team model that reads the win skill needs the column.
+    let win = if win_skill {
+        f64s(&df, skill_players, "win_skill")?
+    } else {
+        Vec::new()
+    };
     let pct = f64s(&df, skill_players, "percentile")?;
     let games = i64s(&df, skill_players, "games")?;
     let seen = i64s(&df, skill_players, "last_seen_ms")?;
@@ -293,6 +300,11 @@ fn snapshot(
             .filter(|x| x.is_finite())
             .ok_or_else(|| bad("percentile"))?;
         let mut p = PlayerState::new_player(&id, as_of, percentile, raw_skill);
+        if win_skill {
+            p.win_skill = win[r]
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| bad("win_skill"))?;
+        }
         p.games = games[r].unwrap_or(0).max(0) as u64;
         p.last_seen_ms = seen[r].unwrap_or(i64::MIN);
         if let Some(mut s) = state.remove(&id) {
@@ -360,8 +372,15 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     }
     let history = churn.model.spec.history;
     let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
-    let players = snapshot(&cfg.skill.join("players.parquet"), state, history, as_of)?;
-    let players_bytes = write_snapshot(history, &players)
+    let win_skill = team.model.is_some_and(|t| t.basis == SkillBasis::WinSkill);
+    let players = snapshot(
+        &cfg.skill.join("players.parquet"),
+        state,
+        history,
+        as_of,
+        win_skill,
+    )?;
+    let players_bytes = write_snapshot(history, &players, win_skill)
         .map_err(|e| input_err(&cfg.skill.join("players.parquet"), e))?;
 
     let files: Vec<(String, Vec<u8>)> = vec![
@@ -408,7 +427,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     metrics.insert("churn".to_string(), without_timings(churn_metrics.clone()));
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        min_reader_format: min_reader_format(&churn.model.spec),
+        min_reader_format: min_reader_format(&churn.model.spec, win_skill),
         name: name.clone(),
         model_version: version.clone(),
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

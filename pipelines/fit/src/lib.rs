@@ -27,6 +27,7 @@ mod skill;
 pub mod skill_out;
 pub mod skill_truth;
 pub mod table;
+pub mod win_skill;
 
 pub use error::FitError;
 pub use history::Metric;

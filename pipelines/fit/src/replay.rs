@@ -66,33 +66,47 @@ pub struct OursRun {
 /// Pre-match team features of a two-team match from the players' skills (`skill(player)`).
 #[must_use]
 pub fn team_sample(h: &History, m: &MatchRef, skill: &impl Fn(u32) -> f64) -> TeamSample {
-    let side = |lo: u32, hi: u32| {
+    let (lo, hi) = (m.lo as usize, m.hi as usize);
+    let values: Vec<f64> = h.player[lo..hi].iter().map(|&p| skill(p)).collect();
+    sample_of(
+        &values,
+        &h.party[lo..hi],
+        (m.split - m.lo) as usize,
+        m.score_a,
+    )
+}
+
+/// Team A's features of one match from its rows' skills `values` and parties `parties` (team A
+/// the first `split` rows): the skill sums' difference, and per team its party members and the
+/// sum over them of their party's skill standard deviation.
+#[must_use]
+pub fn sample_of(values: &[f64], parties: &[u16], split: usize, outcome: f64) -> TeamSample {
+    let side = |lo: usize, hi: usize| {
+        let (vals, pars) = (&values[lo..hi], &parties[lo..hi]);
         let (mut sum, mut members, mut spread) = (0.0, 0.0, 0.0);
-        for r in lo..hi {
-            let r = r as usize;
-            sum += skill(h.player[r]);
-            if h.party[r] != 0 {
+        for (&x, &p) in vals.iter().zip(pars) {
+            sum += x;
+            if p != 0 {
                 members += 1.0;
-                spread += party_sd(h, lo, hi, h.party[r], skill);
+                spread += party_sd(vals, pars, p);
             }
         }
         (sum, members, spread)
     };
-    let (a, b) = (side(m.lo, m.split), side(m.split, m.hi));
+    let (a, b) = (side(0, split), side(split, values.len()));
     TeamSample {
         skill_diff: a.0 - b.0,
         party_members_diff: a.1 - b.1,
         party_spread_diff: a.2 - b.2,
-        outcome: m.score_a,
+        outcome,
     }
 }
 
-/// Standard deviation of the skills of party `p` among rows `lo..hi`.
-fn party_sd(h: &History, lo: u32, hi: u32, p: u16, skill: &impl Fn(u32) -> f64) -> f64 {
+/// Standard deviation of the skills of party `p`.
+fn party_sd(values: &[f64], parties: &[u16], p: u16) -> f64 {
     let (mut n, mut s, mut s2) = (0.0, 0.0, 0.0);
-    for r in lo..hi {
-        if h.party[r as usize] == p {
-            let x = skill(h.player[r as usize]);
+    for (&x, &q) in values.iter().zip(parties) {
+        if q == p {
             n += 1.0;
             s += x;
             s2 += x * x;
@@ -294,9 +308,11 @@ impl OursReplay {
             }
             self.offs.clear();
             if let Some(adj) = self.offsets {
-                self.offs.extend(rows.clone().map(|r| match h.party[r] {
+                let parties = &h.party[rows.clone()];
+                let values: Vec<f64> = rows.clone().map(|r| skill(h.player[r])).collect();
+                self.offs.extend(parties.iter().map(|&p| match p {
                     0 => 0.0,
-                    p => adj.for_spread(party_sd(h, m.lo, m.hi, p, &skill)),
+                    p => adj.for_spread(party_sd(&values, parties, p)),
                 }));
             }
             self.model.update_with_roles(&self.lobby, &self.offs, roles);

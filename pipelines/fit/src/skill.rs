@@ -20,6 +20,7 @@ use crate::report::skill::{
     FinalWindow, ModelScore, SkillReport, TunePoint, TuningSample, WindowDates,
 };
 use crate::skill_out::{MatchSkillWriter, write_players};
+use crate::win_skill::WinCollector;
 
 /// What `fit_skill` does.
 #[derive(Debug, Clone)]
@@ -68,6 +69,11 @@ pub struct SkillConfig {
     /// the party adjustment are fitted on the lake's first days up to this many rows, and when
     /// the lake has more, the chosen model then replays every day of it one day at a time.
     pub max_tune_rows: usize,
+    /// Fit the whole-history win skill and export it with its team win model when it predicts
+    /// the latest matches better than raw skill (`crate::win_skill`).
+    pub win_skill: bool,
+    /// The most recent two-team matches the win skill is fitted on.
+    pub max_win_matches: usize,
 }
 
 /// Default of [`SkillConfig::max_tune_rows`].
@@ -136,11 +142,13 @@ impl SkillConfig {
             html: true,
             target_sd: Some(COD_SKILL_SD),
             max_tune_rows: MAX_TUNE_ROWS,
+            win_skill: true,
+            max_win_matches: crate::win_skill::MAX_WIN_MATCHES,
         }
     }
 }
 
-fn date(ms: i64) -> String {
+pub(crate) fn date(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
         .unwrap_or_default()
@@ -450,6 +458,7 @@ struct FinalRun {
     rows: u64,
     end_ms: i64,
     match_skill: MatchSkillWriter,
+    win: WinCollector,
 }
 
 /// Replays every day of the lake (before `cfg.until_ms`) one day at a time with the chosen
@@ -463,6 +472,7 @@ fn replay_days(
     offsets: Option<PartyAdjustment>,
     win: &Windows,
     team_cfg: &TeamFitConfig,
+    mut collector: WinCollector,
 ) -> Result<FinalRun, FitError> {
     let mut days = DayStream::new(lake, cfg.mode.as_deref(), cfg.metric)?;
     let span = days.days();
@@ -483,6 +493,7 @@ fn replay_days(
         pre.resize(day.rows(), f32::NAN);
         let more = replay.feed(&day, &mut pre);
         out.push(&days.ids, &day, &pre)?;
+        collector.feed(&day, &pre);
         matches += day.matches.len() as u64;
         two += day.matches.iter().filter(|m| m.two_teams()).count() as u64;
         rows += day.rows() as u64;
@@ -507,6 +518,7 @@ fn replay_days(
         rows,
         end_ms,
         match_skill: out,
+        win: collector,
     })
 }
 
@@ -563,9 +575,18 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     models.extend(score_baselines(cfg, &h, &win));
     std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
 
+    let mut collector = WinCollector::new(
+        if cfg.win_skill {
+            cfg.max_win_matches
+        } else {
+            1
+        },
+        cfg.until_ms.unwrap_or(i64::MAX),
+    );
     let fin = if complete {
         let mut out = MatchSkillWriter::new(&cfg.out)?;
         out.push(&h.ids, &h, &run.pre_skill)?;
+        collector.feed(&h, &run.pre_skill);
         FinalRun {
             ids: h.ids.clone(),
             team_final,
@@ -574,12 +595,46 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             rows: h.rows() as u64,
             end_ms: h.matches.last().map_or(0, |m| m.start_ms),
             match_skill: out,
+            win: collector,
             run,
         }
     } else {
         drop(run);
         tracing::info!("skill: replaying every day of the lake with the chosen model");
-        replay_days(&lake, cfg, check(params)?, offsets, &win, &team_cfg)?
+        replay_days(
+            &lake,
+            cfg,
+            check(params)?,
+            offsets,
+            &win,
+            &team_cfg,
+            collector,
+        )?
+    };
+    let (win_fit, win_report) = if cfg.win_skill {
+        let (fit, report) = fin.win.fit(fin.ids.len(), &team_cfg)?;
+        tracing::info!(
+            exported = report.exported,
+            "skill: win skill {} ({})",
+            if report.exported {
+                "exported"
+            } else {
+                "not exported"
+            },
+            if report.exported {
+                format!(
+                    "log-loss {:.4} against raw skill's {:.4} over the last {} days",
+                    report.win_log_loss.unwrap_or(f64::NAN),
+                    report.raw_log_loss.unwrap_or(f64::NAN),
+                    crate::win_skill::CALIBRATION_DAYS
+                )
+            } else {
+                report.reason.clone()
+            }
+        );
+        (fit, Some(report))
+    } else {
+        (None, None)
     };
     let run = &fin.run;
     let model = &run.model;
@@ -594,7 +649,14 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
     let skills: Vec<f64> = (0..fin.ids.len()).map(|i| model.skill(i)).collect();
     let (mean, sd) = mean_sd(&skills);
-    write_players(&cfg.out, &fin.ids, model, &run.last_seen, &map)?;
+    write_players(
+        &cfg.out,
+        &fin.ids,
+        model,
+        &run.last_seen,
+        &map,
+        win_fit.as_ref().map(|w| w.theta.as_slice()),
+    )?;
     let count = |f: &dyn Fn(i64) -> bool| {
         h.matches
             .iter()
@@ -642,6 +704,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         team_model: team,
         team_model_final: fin.team_final.map(|(t, _)| t),
         team_model_final_window: fin.team_final.map(|(_, w)| w),
+        win_skill: win_report,
         party_adjustment: party_iterations.last().copied(),
         party_iterations,
         truth,
@@ -653,11 +716,15 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     fin.match_skill.finish(&map)?;
     write_json(&cfg.out.join("percentiles.json"), &map)?;
     if let Some(t) = &report.team_model_final {
+        // The exported model reads the win skill when it was chosen; the party adjustment, in
+        // raw-skill units, is always raw skill's model's.
+        let exported = win_fit.as_ref().map_or(*t, |w| w.model);
         write_json(
             &cfg.out.join("team_model.json"),
             &serde_json::json!({
-                "model": t,
+                "model": exported,
                 "party_adjustment": t.party_adjustment(),
+                "raw_skill_model": t,
                 "raw_skill": params,
                 "metric": cfg.metric,
             }),

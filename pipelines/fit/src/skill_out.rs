@@ -148,33 +148,40 @@ impl Drop for MatchSkillWriter {
     }
 }
 
-/// `players.parquet`: each player's raw skill, percentile, matches and last match.
+/// `players.parquet`: each player's raw skill, percentile, matches and last match, and their win
+/// skill when the exported team win model reads it.
 pub fn write_players(
     out: &Path,
     ids: &[String],
     model: &RawSkill,
     last_seen: &[i64],
     map: &PercentileMap,
+    win_skill: Option<&[f64]>,
 ) -> Result<(), FitError> {
     let skill: Vec<f64> = (0..ids.len()).map(|i| model.skill(i)).collect();
     let games: Vec<i64> = (0..ids.len())
         .map(|i| model.players().get(i).map_or(0, |p| i64::from(p.games)))
         .collect();
     let pct: Vec<f64> = skill.iter().map(|&s| map.percentile(s)).collect();
-    let schema = Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new("player_id", DataType::Utf8, false),
         Field::new("raw_skill", DataType::Float64, false),
         Field::new("percentile", DataType::Float64, false),
         Field::new("games", DataType::Int64, false),
         Field::new("last_seen_ms", DataType::Int64, false),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
+    ];
+    let mut cols: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(ids.to_vec())),
         Arc::new(Float64Array::from(skill)),
         Arc::new(Float64Array::from(pct)),
         Arc::new(Int64Array::from(games)),
         Arc::new(Int64Array::from(last_seen.to_vec())),
     ];
+    if let Some(w) = win_skill {
+        fields.push(Field::new("win_skill", DataType::Float64, false));
+        cols.push(Arc::new(Float64Array::from(w.to_vec())));
+    }
+    let schema = Arc::new(Schema::new(fields));
     let path = out.join("players.parquet");
     let batch = RecordBatch::try_new(schema, cols).map_err(|e| output_err(&path, e))?;
     let tmp = mm_artifact::fsio::temp_path(&path);

@@ -274,6 +274,15 @@ pub struct FitSkillArgs {
     /// then replayed with the chosen model one day at a time (memory bounded by the players).
     #[arg(long, default_value_t = mm_fit::MAX_TUNE_ROWS)]
     pub max_tune_rows: usize,
+    /// Do not fit the whole-history win skill: the exported team win model reads raw skill.
+    /// By default the win skill (a Bradley-Terry fit on the most recent two-team matches) is
+    /// exported with its model when it predicts the last 10 days better than raw skill.
+    #[arg(long)]
+    pub no_win_skill: bool,
+    /// The most recent two-team matches the win skill is fitted on (memory: about 100 bytes a
+    /// 6v6 match).
+    #[arg(long, default_value_t = mm_fit::win_skill::MAX_WIN_MATCHES)]
+    pub max_win_matches: usize,
 }
 
 impl FitSkillArgs {
@@ -336,6 +345,8 @@ impl FitSkillArgs {
             html: !self.no_html,
             target_sd: self.scale.is_none().then_some(mm_fit::COD_SKILL_SD),
             max_tune_rows: self.max_tune_rows,
+            win_skill: !self.no_win_skill,
+            max_win_matches: self.max_win_matches,
             ..mm_fit::SkillConfig::new(self.lake.clone(), self.out.clone())
         })
     }

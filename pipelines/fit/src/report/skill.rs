@@ -112,6 +112,9 @@ pub struct SkillReport {
     pub team_model_final: Option<TeamWinModel>,
     /// Which window `team_model_final` was fitted on.
     pub team_model_final_window: Option<FinalWindow>,
+    /// The whole-history win skill: its fit, its calibrated team win model, and whether that
+    /// model was exported in place of `team_model_final` (None: not fitted, `--no-win-skill`).
+    pub win_skill: Option<crate::win_skill::WinSkillReport>,
     pub party_adjustment: Option<PartyAdjustment>,
     /// The party adjustment after each replay (the first credits parties nothing).
     pub party_iterations: Vec<PartyAdjustment>,
@@ -279,12 +282,18 @@ pub fn skill_html(
     h.push_str("</table>");
 
     // The team model and the party adjustment.
+    let win_exported = r.win_skill.as_ref().is_some_and(|w| w.exported);
     if let Some(t) = &r.team_model_final {
         let _ = write!(
             h,
-            "<h2>Team win model (exported; fitted on {})</h2><p>logit P(A wins | decisive) = \
+            "<h2>Team win model on raw skill ({}fitted on {})</h2><p>logit P(A wins | decisive) = \
              {} × skill-sum difference + {} × party-member difference + {} × party-spread difference; \
              {} matches, {} draws.</p>",
+            if win_exported {
+                "not exported: the win skill's is; "
+            } else {
+                "exported; "
+            },
             r.team_model_final_window.map_or("?", FinalWindow::describe),
             decimals(t.skill_coef, 3),
             decimals(t.party_members_coef, 4),
@@ -300,6 +309,9 @@ pub fn skill_html(
                 decimals(d.abs_diff_coef, 3)
             );
         }
+    }
+    if let Some(w) = &r.win_skill {
+        win_skill_html(&mut h, w);
     }
     if !r.party_iterations.is_empty() {
         h.push_str(
@@ -326,4 +338,62 @@ pub fn skill_html(
         r.pairwise.n
     );
     h
+}
+
+/// The win skill's section: what it was fitted on, how it compared with raw skill, its model.
+fn win_skill_html(h: &mut String, w: &crate::win_skill::WinSkillReport) {
+    let _ = write!(
+        h,
+        "<h2>Win skill (whole-history Bradley-Terry; {})</h2><p>Fitted on the {} most recent \
+         two-team matches of {} ({} to {}; {} decisive, {} players, L2 penalty {}). Calibrated on \
+         the {} matches from {} ({} decisive) with the strengths fitted before them ({} decisive \
+         matches): log-loss of the decisive ones {} against raw skill's {} (each through a team \
+         model fitted on those matches).{}</p>",
+        if w.exported {
+            "exported: the team win model reads it"
+        } else {
+            "not exported"
+        },
+        w.kept_matches,
+        w.offered_matches,
+        escape(&w.first_kept),
+        escape(&w.last_kept),
+        w.decisive,
+        w.players,
+        decimals(w.alpha, 3),
+        w.calibration_matches,
+        escape(&w.calibration_from),
+        w.calibration_decisive,
+        w.early_decisive,
+        w.win_log_loss
+            .map_or_else(|| "-".to_string(), |x| decimals(x, 4)),
+        w.raw_log_loss
+            .map_or_else(|| "-".to_string(), |x| decimals(x, 4)),
+        if w.reason.is_empty() {
+            String::new()
+        } else {
+            format!(" Not exported: {}.", escape(&w.reason))
+        }
+    );
+    if let (true, Some(t)) = (w.exported, &w.model) {
+        let _ = write!(
+            h,
+            "<p>Exported model: logit P(A wins | decisive) = {} × win-skill-sum difference + {} \
+             × party-member difference + {} × party-spread difference (win-skill units); final \
+             fit {} L-BFGS iterations{}.</p>",
+            decimals(t.skill_coef, 3),
+            decimals(t.party_members_coef, 4),
+            decimals(t.party_spread_coef, 4),
+            w.iterations,
+            if w.converged { "" } else { ", not converged" }
+        );
+        if let Some(d) = t.draw {
+            let _ = write!(
+                h,
+                "<p>logit P(draw) = {} + {} × |win-skill-sum difference|.</p>",
+                decimals(d.intercept, 3),
+                decimals(d.abs_diff_coef, 3)
+            );
+        }
+    }
 }
