@@ -23,8 +23,10 @@ world of `task evaluate:oracle` after its fits:
         --out out/oracle/s9001/evaluation-bt --pool-sizes 300 --rounds 3000
 
 The arguments are the world's directory, the skill fit's folder in it and the fit's `--until`.
-This is a diagnostic, not a pipeline stage: the artifact it leads to mixes a skill that `mm fit
-skill` does not produce with the raw skill's percentiles.
+This is a diagnostic, not a pipeline stage. `mm fit skill` now fits its own win skill
+(`pipelines/fit/src/win_skill.rs`, a `win_skill` column beside raw skill, read by a team win model
+with `basis: win-skill`); this script swaps the raw skill column itself, so SkillMM pairs on it
+too, and it needs scikit-learn.
 """
 
 import json
