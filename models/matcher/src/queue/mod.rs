@@ -224,6 +224,9 @@ fn validate_search(s: &Search, mode: Mode) -> Result<(), QueueError> {
         if !m.raw_skill.is_finite() {
             return Err(bad("raw_skill", m.raw_skill, "must be finite"));
         }
+        if !m.outcome_skill.is_finite() {
+            return Err(bad("outcome_skill", m.outcome_skill, "must be finite"));
+        }
         for &c in &m.churn {
             if !(0.0..=1.0).contains(&c) {
                 return Err(bad("churn", c, "must be a probability"));
