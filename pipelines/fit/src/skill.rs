@@ -493,7 +493,9 @@ fn replay_days(
         pre.resize(day.rows(), f32::NAN);
         let more = replay.feed(&day, &mut pre);
         out.push(&days.ids, &day, &pre)?;
-        collector.feed(&day, &pre);
+        if cfg.win_skill {
+            collector.feed(&day, &pre);
+        }
         matches += day.matches.len() as u64;
         two += day.matches.iter().filter(|m| m.two_teams()).count() as u64;
         rows += day.rows() as u64;
@@ -575,18 +577,13 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     models.extend(score_baselines(cfg, &h, &win));
     std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
 
-    let mut collector = WinCollector::new(
-        if cfg.win_skill {
-            cfg.max_win_matches
-        } else {
-            1
-        },
-        cfg.until_ms.unwrap_or(i64::MAX),
-    );
+    let mut collector = WinCollector::new(cfg.max_win_matches, cfg.until_ms.unwrap_or(i64::MAX));
     let fin = if complete {
         let mut out = MatchSkillWriter::new(&cfg.out)?;
         out.push(&h.ids, &h, &run.pre_skill)?;
-        collector.feed(&h, &run.pre_skill);
+        if cfg.win_skill {
+            collector.feed(&h, &run.pre_skill);
+        }
         FinalRun {
             ids: h.ids.clone(),
             team_final,

@@ -16,7 +16,7 @@ use mm_trainer::skill::team::{
     FitTeamWinModel, SkillBasis, TeamFitConfig, TeamSample, TeamWinModel,
 };
 use mm_trainer::skill::win::{WinMatches, WinSkillFit, fit_win_skill};
-use mm_trainer::stats::sigmoid;
+use mm_trainer::stats::{BinaryScore, sigmoid};
 use serde::Serialize;
 
 use crate::error::FitError;
@@ -293,17 +293,12 @@ impl WinCollector {
 
 /// Mean log-loss of the decisive matches of `samples` under `model`.
 fn decisive_log_loss(model: &TeamWinModel, samples: &[TeamSample]) -> f64 {
-    let (mut sum, mut n) = (0.0, 0.0);
-    for s in samples {
-        if s.outcome == 0.0 || s.outcome == 1.0 {
-            let p = sigmoid(model.logit(s)).clamp(1e-15, 1.0 - 1e-15);
-            sum -= if s.outcome == 1.0 {
-                p.ln()
-            } else {
-                (1.0 - p).ln()
-            };
-            n += 1.0;
-        }
+    let mut score = BinaryScore::default();
+    for s in samples
+        .iter()
+        .filter(|s| s.outcome == 0.0 || s.outcome == 1.0)
+    {
+        score.add(sigmoid(model.logit(s)), s.outcome);
     }
-    if n > 0.0 { sum / n } else { f64::NAN }
+    score.metrics().log_loss
 }
