@@ -1,7 +1,8 @@
 //! Pass 2, one day at a time: deduplication against the run and the lake, the match-level rules,
 //! outcome derivation from team scores, sorting, and the day's Parquet file.
 //!
-//! Every row of a match has the match's start time (pass 1 enforces it, see [`crate::starts`]),
+//! Every row of a match has the match's start time (the start check removes the rows that
+//! disagree before a day is finalised, see [`crate::starts`]),
 //! so a match never spans two days and these rules can look at one day's partition alone.
 
 use std::path::PathBuf;
@@ -212,8 +213,8 @@ pub fn finalize_day(
         why: HashMap::new(),
     };
 
-    // Rows in lake order: (start, match, team), input order within a team. Pass 1 gives every
-    // match a single start time, so each match is one contiguous run of this order, and the
+    // Rows in lake order: (start, match, team), input order within a team. The start check
+    // gives every match a single start time, so each match is one contiguous run of this order, and the
     // rules below walk runs instead of hashing every row.
     let key = |a: &usize, b: &usize| {
         start

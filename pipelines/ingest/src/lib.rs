@@ -11,11 +11,14 @@
 //!
 //! The run has two passes. Pass 1 ([`parse`]) streams each file in chunks cut at record
 //! boundaries, parses the chunks in parallel, applies the row-level rules and stages the rows by
-//! day. Pass 2 ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake
+//! day; it also logs every match's start times to scratch disk, and once the input is read the
+//! log says which rows disagree with their match's first start ([`starts`]). Pass 2 ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake
 //! and the run, match-level rules (two teams, one row per player, consistent outcomes), and the
 //! day's sorted zstd Parquet file. When the staged rows pass a memory budget, every day but the
 //! newest is finalised early, so memory stays flat however large the input (a day that receives
-//! rows again later gets a second file, deduplicated against the first). Nothing is visible in the lake until the commit; a failed run (an unreadable
+//! rows again later gets a second file, deduplicated against the first; when a row refused for
+//! its start sits in a day written early, the input is read a second time with the verdicts
+//! known). Nothing is visible in the lake until the commit; a failed run (an unreadable
 //! or truncated file, say) leaves the lake exactly as it was.
 //!
 //! ```
@@ -365,100 +368,74 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     }
     let lake = Lake::open_or_create(&cfg.lake)?;
     let recovery = lake.recover()?;
-    let run_id = new_run_id();
+    let mut run_id = new_run_id();
     let mut txn = lake.begin(&run_id)?;
-    let mut stager = Stager {
-        lake: &lake,
-        txn: &txn,
-        budget_rows: cfg.stage_rows,
-        mem: BTreeMap::new(),
-        mem_rows: 0,
-        parts: BTreeMap::new(),
-        results: Vec::new(),
-    };
-    let mut reports: Vec<FileReport> = Vec::new();
-    let mut qentries: Vec<QEntry> = Vec::new();
-    let mut match_starts = starts::MatchStarts::default();
-
-    for (idx, path) in files.iter().enumerate() {
-        let name = path.display().to_string();
-        let (container, gz) = source::container_of(path)
-            .ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        progress.file(path, size);
-        let idx = u32::try_from(idx).map_err(|_| IngestError::Config {
-            field: "inputs",
-            reason: "too many files".into(),
-        })?;
-        let mut fr = FileReport {
-            path: name.clone(),
-            ..Default::default()
-        };
-        let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
-        {
-            let mut sink = |p: Parsed| -> Result<(), IngestError> {
-                fr.counts.read += p.read;
-                fr.counts.quarantined += p.quarantine.len() as u64;
-                for (why, n) in p.skipped {
-                    fr.counts.skipped += n;
-                    *skipped.entry(why).or_default() += n;
-                }
-                for (day, batch) in p.days {
-                    let (batch, rejected) = match_starts.check(batch)?;
-                    fr.counts.quarantined += rejected.len() as u64;
-                    qentries.extend(rejected);
-                    stager.add(day, batch)?;
-                }
-                qentries.extend(p.quarantine);
-                Ok(())
-            };
-            let run = FileRun {
+    let mut log = starts::StartLog::create(
+        &txn.scratch_dir()?.join("starts"),
+        starts::StartLog::buckets_for(source::estimated_bytes(&files)),
+    )?;
+    let mut stager = Stager::new(cfg.stage_rows);
+    let (mut reports, mut qentries) = read_inputs(
+        cfg,
+        &files,
+        progress,
+        &lake,
+        &txn,
+        &mut stager,
+        &mut Starts::Log(&mut log),
+    )?;
+    progress.stage("checking match start times");
+    let check = log.finish()?;
+    let read_twice = !check.is_empty() && check.days().iter().any(|d| stager.parts.contains_key(d));
+    if !check.is_empty() {
+        if read_twice {
+            // A refused row may sit in a day finalised early: read the input again, with the
+            // verdicts known, into a fresh run (dropping this one removes its files).
+            progress.stage("reading again: a match start disagrees in a day already written");
+            let first_read: Vec<String> = reports.iter().map(|r| r.sha256.clone()).collect();
+            run_id = new_run_id();
+            txn = lake.begin(&run_id)?;
+            stager = Stager::new(cfg.stage_rows);
+            (reports, qentries) = read_inputs(
                 cfg,
-                idx,
-                path,
-                name: &name,
+                &files,
                 progress,
-            };
-            match container {
-                Container::Parquet => {
-                    if matches!(cfg.format, Some(f) if f != Format::Canonical) {
-                        return Err(IngestError::input(
-                            path,
-                            "only the canonical format is read from Parquet",
-                        ));
-                    }
-                    let ctx = FileCtx {
-                        file_idx: idx,
-                        name: &name,
-                        header_len: 0,
-                        adapter: None,
-                        default_mode: &cfg.default_mode,
-                    };
-                    parse::parse_parquet(&ctx, path, &mut sink, &|b| progress.advance(b))?;
-                    fr.sha256 = source::sha256_file(path)?;
-                    fr.bytes = size;
-                    fr.format = Format::Canonical.name().into();
+                &lake,
+                &txn,
+                &mut stager,
+                &mut Starts::Filter(&check),
+            )?;
+            for (r, sha) in reports.iter().zip(&first_read) {
+                if &r.sha256 != sha {
+                    return Err(IngestError::input(
+                        Path::new(&r.path),
+                        "the file changed while it was being ingested",
+                    ));
                 }
-                _ => {
-                    let (sha, bytes, format) = run.text(container, gz, &mut sink)?;
-                    fr.sha256 = sha;
-                    fr.bytes = bytes;
-                    fr.format = format.name().into();
+            }
+        } else {
+            for batches in stager.mem.values_mut() {
+                for b in batches.iter_mut() {
+                    let (kept, rejected) = check.filter(std::mem::replace(
+                        b,
+                        RecordBatch::new_empty(mm_lake::staging_schema()),
+                    ))?;
+                    *b = kept;
+                    for q in &rejected {
+                        reports[q.file_idx as usize].counts.quarantined += 1;
+                    }
+                    qentries.extend(rejected);
                 }
             }
         }
-        fr.skipped_by_reason = skipped
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        reports.push(fr);
     }
+    drop(check);
 
     let mut stage_seconds = BTreeMap::new();
     stage_seconds.insert("read".to_string(), t0.elapsed().as_secs_f64());
     let t1 = Instant::now();
     progress.stage("deduplicating and writing partitions");
-    stager.flush(true)?;
+    stager.flush(&lake, &txn, true)?;
     let results = std::mem::take(&mut stager.results);
     drop(stager);
 
@@ -522,6 +499,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         recovered: recovery.removed,
         lake_version: None,
         read_version: lake.version(),
+        read_twice,
     };
     let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal {
         path: cfg.lake.clone(),
@@ -539,10 +517,113 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
     Ok(report)
 }
 
+/// What pass 1 does about match start times: log them for the check after reading, or apply
+/// the check's known verdicts (when the input is read a second time).
+enum Starts<'a> {
+    Log(&'a mut starts::StartLog),
+    Filter(&'a starts::StartCheck),
+}
+
+/// Pass 1 over every input file: parses, applies the row-level rules, and stages the rows by day
+/// (finalising early past the budget). Returns each file's report and the quarantine entries.
+fn read_inputs(
+    cfg: &IngestConfig,
+    files: &[PathBuf],
+    progress: &dyn Progress,
+    lake: &Lake,
+    txn: &Txn,
+    stager: &mut Stager,
+    starts: &mut Starts,
+) -> Result<(Vec<FileReport>, Vec<QEntry>), IngestError> {
+    let mut reports: Vec<FileReport> = Vec::new();
+    let mut qentries: Vec<QEntry> = Vec::new();
+    for (idx, path) in files.iter().enumerate() {
+        let name = path.display().to_string();
+        let (container, gz) = source::container_of(path)
+            .ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        progress.file(path, size);
+        let idx = u32::try_from(idx).map_err(|_| IngestError::Config {
+            field: "inputs",
+            reason: "too many files".into(),
+        })?;
+        let mut fr = FileReport {
+            path: name.clone(),
+            ..Default::default()
+        };
+        let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
+        {
+            let mut sink = |p: Parsed| -> Result<(), IngestError> {
+                fr.counts.read += p.read;
+                fr.counts.quarantined += p.quarantine.len() as u64;
+                for (why, n) in p.skipped {
+                    fr.counts.skipped += n;
+                    *skipped.entry(why).or_default() += n;
+                }
+                for (day, batch) in p.days {
+                    let batch = match starts {
+                        Starts::Log(log) => {
+                            log.record(&batch)?;
+                            batch
+                        }
+                        Starts::Filter(check) => {
+                            let (batch, rejected) = check.filter(batch)?;
+                            fr.counts.quarantined += rejected.len() as u64;
+                            qentries.extend(rejected);
+                            batch
+                        }
+                    };
+                    stager.add(lake, txn, day, batch)?;
+                }
+                qentries.extend(p.quarantine);
+                Ok(())
+            };
+            let run = FileRun {
+                cfg,
+                idx,
+                path,
+                name: &name,
+                progress,
+            };
+            match container {
+                Container::Parquet => {
+                    if matches!(cfg.format, Some(f) if f != Format::Canonical) {
+                        return Err(IngestError::input(
+                            path,
+                            "only the canonical format is read from Parquet",
+                        ));
+                    }
+                    let ctx = FileCtx {
+                        file_idx: idx,
+                        name: &name,
+                        header_len: 0,
+                        adapter: None,
+                        default_mode: &cfg.default_mode,
+                    };
+                    parse::parse_parquet(&ctx, path, &mut sink, &|b| progress.advance(b))?;
+                    fr.sha256 = source::sha256_file(path)?;
+                    fr.bytes = size;
+                    fr.format = Format::Canonical.name().into();
+                }
+                _ => {
+                    let (sha, bytes, format) = run.text(container, gz, &mut sink)?;
+                    fr.sha256 = sha;
+                    fr.bytes = bytes;
+                    fr.format = format.name().into();
+                }
+            }
+        }
+        fr.skipped_by_reason = skipped
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        reports.push(fr);
+    }
+    Ok((reports, qentries))
+}
+
 /// Staged rows by day, finalised early (all days but the newest) past the row budget.
-struct Stager<'a> {
-    lake: &'a Lake,
-    txn: &'a Txn,
+struct Stager {
     budget_rows: usize,
     mem: BTreeMap<i32, Vec<RecordBatch>>,
     mem_rows: usize,
@@ -551,21 +632,37 @@ struct Stager<'a> {
     results: Vec<finalize::DayResult>,
 }
 
-impl Stager<'_> {
-    fn add(&mut self, day: i32, batch: RecordBatch) -> Result<(), IngestError> {
+impl Stager {
+    fn new(budget_rows: usize) -> Stager {
+        Stager {
+            budget_rows,
+            mem: BTreeMap::new(),
+            mem_rows: 0,
+            parts: BTreeMap::new(),
+            results: Vec::new(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        lake: &Lake,
+        txn: &Txn,
+        day: i32,
+        batch: RecordBatch,
+    ) -> Result<(), IngestError> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
         self.mem_rows += batch.num_rows();
         self.mem.entry(day).or_default().push(batch);
         if self.mem_rows > self.budget_rows {
-            self.flush(false)?;
+            self.flush(lake, txn, false)?;
         }
         Ok(())
     }
 
     /// Finalises every staged day (`all`), or all but the newest, which is likely still filling.
-    fn flush(&mut self, all: bool) -> Result<(), IngestError> {
+    fn flush(&mut self, lake: &Lake, txn: &Txn, all: bool) -> Result<(), IngestError> {
         let mut days = std::mem::take(&mut self.mem);
         if !all
             && days.len() > 1
@@ -573,7 +670,7 @@ impl Stager<'_> {
         {
             self.mem.insert(d, b);
         }
-        let (lake, txn, parts) = (self.lake, self.txn, &self.parts);
+        let parts = &self.parts;
         let results: Vec<finalize::DayResult> = days
             .into_par_iter()
             .map(|(day, batches)| {

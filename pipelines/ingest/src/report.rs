@@ -81,6 +81,10 @@ pub struct RunReport {
     /// The matches table's version that holds this run (set once committed).
     #[serde(default)]
     pub lake_version: Option<i64>,
+    /// Whether the input was read twice: a match start was refused in a day that had already
+    /// been written under the memory budget (see [`crate::starts`]).
+    #[serde(default)]
+    pub read_twice: bool,
 }
 
 impl RunReport {
@@ -110,6 +114,13 @@ impl RunReport {
             }
         }
         line(&mut s, &self.totals, "total");
+        if self.read_twice {
+            let _ = writeln!(
+                s,
+                "the input was read twice: a row refused for its match's start was in a day \
+                 already written under the memory budget (--stage-rows)"
+            );
+        }
         let _ = writeln!(
             s,
             "read = accepted + quarantined + duplicates + skipped: {}",

@@ -18,6 +18,22 @@ pub enum Container {
     Parquet,
 }
 
+/// How many bytes of text the files stand for, for sizing per-run scratch structures: a file's
+/// size on disk, times 8 for gzip and Parquet (a rough, deliberately generous expansion ratio).
+#[must_use]
+pub fn estimated_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|p| {
+            let size = std::fs::metadata(p).map_or(0, |m| m.len());
+            match container_of(p) {
+                Some((Container::Parquet, _) | (_, true)) => size.saturating_mul(8),
+                _ => size,
+            }
+        })
+        .fold(0, u64::saturating_add)
+}
+
 /// Kind of a file by its name: `.csv`, `.jsonl`/`.ndjson`/`.json`, `.parquet`, each optionally
 /// `.gz` (not Parquet). `None` for names we do not read.
 pub fn container_of(path: &Path) -> Option<(Container, bool)> {

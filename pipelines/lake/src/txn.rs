@@ -160,6 +160,14 @@ impl Txn {
         Ok(self.staged_file(rel))
     }
 
+    /// A local directory for the run's temporary files (created on first call): it is removed
+    /// with the run's staging, whether the run commits, fails or crashes (see [`Lake::recover`]).
+    pub fn scratch_dir(&self) -> Result<PathBuf> {
+        let dir = self.dir.join("scratch");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        Ok(dir)
+    }
+
     /// Staged files sit in one flat directory, named by their escaped relative path: a run
     /// touching hundreds of days creates no directory per day until it publishes.
     fn staged_file(&self, rel: &Path) -> PathBuf {
