@@ -8,6 +8,7 @@ two versions, v0001 as LATEST and v0002 beside it. The server is started with --
 stopped at the end.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -83,6 +84,20 @@ def main():
         given = matcher.Score(pb.ScoreRequest(players=[pb.Player(id="from-state", state=state)],
                                               now_ms=2_000), timeout=10).players[0]
         assert not given.known and given.raw_skill == 0.3 and given.games == 5, given
+        # The skill the team win model reads comes back as outcome_skill: the whole-history win
+        # skill when the artifact's model reads it (format 5), raw skill otherwise. A win skill
+        # in the state is used then; without one, a player the snapshot does not hold has 0.
+        basis = json.loads((model / "v0001" / "team_win.json").read_text()).get("basis",
+                                                                                "raw-skill")
+        with_win = pb.PlayerState(raw_skill=0.3, win_skill=1.7, games=5, last_seen_ms=1_000)
+        w = matcher.Score(pb.ScoreRequest(players=[pb.Player(id="with-win", state=with_win)],
+                                          now_ms=2_000), timeout=10).players[0]
+        if basis == "win-skill":
+            assert (w.outcome_skill, given.outcome_skill) == (1.7, 0.0), (w, given)
+        else:
+            assert basis == "raw-skill", basis
+            assert (w.outcome_skill, given.outcome_skill) == (0.3, 0.3), (w, given)
+        assert w.raw_skill == 0.3, w
         lobby = matcher.Score(pb.ScoreRequest(players=players[:4], teams=[0, 1, 0, 1]),
                               timeout=10).lobby
         assert abs(lobby.win + lobby.draw + lobby.loss - 1.0) < 1e-9, lobby
@@ -130,8 +145,9 @@ def main():
         subprocess.run([MM, "models", "rollback", "--models", str(ROOT), "--name", NAME, "-q"],
                        check=True, stdout=subprocess.DEVNULL)
         wait_for(matcher, pb, players, "v0001")
-        print("serve client (Python, grpcio): Score, Pair, Enqueue, Cancel, Explain, Tick, Health, "
-              "refused requests, a reload to v0002 and a rollback to v0001 all answered as expected")
+        print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
+              "Enqueue, Cancel, Explain, Tick, Health, refused requests, a reload to v0002 and a "
+              "rollback to v0001 all answered as expected")
     finally:
         server.terminate()
         server.wait(timeout=20)
