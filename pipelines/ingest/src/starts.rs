@@ -7,7 +7,9 @@
 //! a match in the version before this one). It runs in two steps instead:
 //! 1. While pass 1 reads, [`StartLog::record`] writes one 40-byte record per run of rows of one
 //!    match at one start (a time-ordered export has one run a match) into bucket files on local
-//!    scratch disk, by a 128-bit hash of the match id.
+//!    scratch disk, by a 128-bit hash of the match id. (Two match ids with the same hash would
+//!    count as one match and could have a row refused wrongly, with both times named; the odds
+//!    are about 1e-21 among a billion matches.)
 //! 2. [`StartLog::finish`] reads one bucket at a time, sorts it by (match, file, line), and keeps
 //!    the (match, start) pairs that differ from their match's first start. Those are few (they
 //!    are bad rows), and they make the [`StartCheck`] that pass 2 applies to the staged rows.
