@@ -12,9 +12,10 @@
 //! The run has two passes. Pass 1 ([`parse`]) streams each file in chunks cut at record
 //! boundaries, parses the chunks in parallel, applies the row-level rules and stages the rows by
 //! day; it also logs every match's start times to scratch disk, and once the input is read the
-//! log says which rows disagree with their match's first start ([`starts`]). Pass 2 ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake
-//! and the run, match-level rules (two teams, one row per player, consistent outcomes), and the
-//! day's sorted zstd Parquet file. When the staged rows pass a memory budget, every day but the
+//! log says which rows disagree with their match's first start ([`starts`]). Pass 2
+//! ([`finalize`]) takes one day at a time, in parallel: duplicates against the lake and the
+//! run, match-level rules (two teams, one row per player, consistent outcomes), and the day's
+//! sorted zstd Parquet file. When the staged rows pass a memory budget, every day but the
 //! newest is finalised early, so memory stays flat however large the input (a day that receives
 //! rows again later gets a second file, deduplicated against the first; when a row refused for
 //! its start sits in a day written early, the input is read a second time with the verdicts
