@@ -95,6 +95,22 @@ fn skill_lines(s: &Value) -> Vec<String> {
             f(&team["skill_coef"])
         ));
     }
+    // Which skill the exported team model reads: the figures above are raw skill's.
+    let w = &s["win_skill"];
+    if w.is_object() {
+        lines.push(if w["exported"].as_bool() == Some(true) {
+            format!(
+                "  win skill exported, the team model reads it: log-loss {:.4} against raw skill's {:.4} on the last ten days",
+                f(&w["win_log_loss"]),
+                f(&w["raw_log_loss"])
+            )
+        } else {
+            format!(
+                "  win skill not exported: {}",
+                w["reason"].as_str().unwrap_or("no reason recorded")
+            )
+        });
+    }
     lines
 }
 
@@ -203,4 +219,39 @@ fn eval_lines(e: &Value) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn metrics(win_skill: Value) -> Value {
+        serde_json::json!({
+            "models": [{"model": "raw skill", "scored": {"log_loss": 0.61, "n": 100}}],
+            "win_skill": win_skill,
+        })
+    }
+
+    #[test]
+    fn the_skill_lines_say_which_skill_the_team_model_reads() {
+        let exported = skill_lines(&metrics(serde_json::json!({
+            "exported": true, "win_log_loss": 0.6350, "raw_log_loss": 0.6465, "reason": ""
+        })));
+        assert_eq!(
+            exported.last().unwrap(),
+            "  win skill exported, the team model reads it: log-loss 0.6350 against raw skill's 0.6465 on the last ten days"
+        );
+        let kept = skill_lines(&metrics(serde_json::json!({
+            "exported": false, "win_log_loss": 0.6493, "raw_log_loss": 0.5644,
+            "reason": "raw skill predicts the last 10 days at least as well"
+        })));
+        assert_eq!(
+            kept.last().unwrap(),
+            "  win skill not exported: raw skill predicts the last 10 days at least as well"
+        );
+        // A fit from before the win skill (or with --no-win-skill) has no such line.
+        let none = skill_lines(&metrics(Value::Null));
+        assert!(none.iter().all(|l| !l.contains("win skill")), "{none:?}");
+    }
 }
