@@ -88,6 +88,17 @@ fn the_win_skill_ranks_and_predicts_better_than_raw_skill_on_a_duel_world() {
     assert_eq!(raw_model.basis, SkillBasis::RawSkill);
     assert!(same(&raw_model, &report.team_model_final.unwrap()));
 
+    // The report's win skill section comes last: the team model's own lines (its pairwise
+    // figures, raw skill's) stay under the team model's heading.
+    let html = std::fs::read_to_string(out.join("skill_report.html")).unwrap();
+    let at = |s: &str| {
+        html.find(s)
+            .unwrap_or_else(|| panic!("{s} not in the report"))
+    };
+    assert!(at("<h2>Team win model on raw skill") < at("<p>Pairwise ("));
+    assert!(at("<p>Pairwise (") < at("<h2>Win skill (whole-history Bradley-Terry; exported"));
+    assert!(html.ends_with("</p></body></html>"));
+
     // Against the truth: players' true skill at the end of the history.
     let fitted = columns(&out.join("players.parquet"), &["raw_skill", "win_skill"]);
     let truth = columns(&lake.join("truth/players.parquet"), &["skill_end"]);

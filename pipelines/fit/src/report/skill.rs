@@ -310,9 +310,6 @@ pub fn skill_html(
             );
         }
     }
-    if let Some(w) = &r.win_skill {
-        win_skill_html(&mut h, w);
-    }
     if !r.party_iterations.is_empty() {
         h.push_str(
             "<h3>Party adjustment (raw-skill units per party member)</h3><table><tr><th>replay</th>\
@@ -332,11 +329,17 @@ pub fn skill_html(
     let _ = write!(
         h,
         "<p>Pairwise (\"i outperforms j\" on the metric, scoring window): log-loss {}, accuracy {}, \
-         {} pairs.</p></body></html>",
+         {} pairs.</p>",
         decimals(r.pairwise.log_loss, 4),
         decimals(r.pairwise.accuracy, 4),
         r.pairwise.n
     );
+    // Last, so that the team model's party table and the pairwise figures (raw skill's) stay
+    // under the team model's heading.
+    if let Some(w) = &r.win_skill {
+        win_skill_html(&mut h, w);
+    }
+    h.push_str("</body></html>");
     h
 }
 
