@@ -213,7 +213,7 @@ impl StartLog {
         Ok(())
     }
 
-    /// Reads the buckets back (two at a time, one per core) and returns the verdicts. The
+    /// Reads the buckets back (one per core, in parallel) and returns the verdicts. The
     /// bucket files are removed.
     pub fn finish(self) -> Result<StartCheck, IngestError> {
         let paths: Vec<PathBuf> = (0..self.writers.len())
