@@ -417,10 +417,7 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         } else {
             for batches in stager.mem.values_mut() {
                 for b in batches.iter_mut() {
-                    let (kept, rejected) = check.filter(std::mem::replace(
-                        b,
-                        RecordBatch::new_empty(mm_lake::staging_schema()),
-                    ))?;
+                    let (kept, rejected) = check.filter(b.clone())?;
                     *b = kept;
                     for q in &rejected {
                         reports[q.file_idx as usize].counts.quarantined += 1;

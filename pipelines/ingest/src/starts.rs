@@ -159,8 +159,8 @@ impl Run {
 /// Pass 1's log of match starts, in bucket files by match hash (see the module notes).
 #[derive(Debug)]
 pub struct StartLog {
-    dir: PathBuf,
-    writers: Vec<BufWriter<File>>,
+    /// Each bucket's file and its writer.
+    buckets: Vec<(PathBuf, BufWriter<File>)>,
 }
 
 impl StartLog {
@@ -175,28 +175,22 @@ impl StartLog {
     /// A log of `buckets` files in `dir` (created; it should be the run's scratch directory).
     pub fn create(dir: &Path, buckets: usize) -> Result<StartLog, IngestError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let writers = (0..buckets.max(1))
+        let buckets = (0..buckets.max(1))
             .map(|b| {
                 let p = dir.join(format!("starts-{b:04}.bin"));
-                File::create(&p)
+                let w = File::create(&p)
                     .map(|f| BufWriter::with_capacity(32 << 10, f))
-                    .map_err(io_err(&p))
+                    .map_err(io_err(&p))?;
+                Ok((p, w))
             })
-            .collect::<Result<_, _>>()?;
-        Ok(StartLog {
-            dir: dir.to_path_buf(),
-            writers,
-        })
-    }
-
-    fn bucket_path(&self, b: usize) -> PathBuf {
-        self.dir.join(format!("starts-{b:04}.bin"))
+            .collect::<Result<_, IngestError>>()?;
+        Ok(StartLog { buckets })
     }
 
     /// Logs the runs of a staged batch (rows in input order).
     pub fn record(&mut self, batch: &RecordBatch) -> Result<(), IngestError> {
         let c = Cols::of(batch)?;
-        let n_buckets = self.writers.len() as u64;
+        let n_buckets = self.buckets.len() as u64;
         for w in c.runs().windows(2) {
             let i = w[0];
             let run = Run {
@@ -205,10 +199,9 @@ impl StartLog {
                 file: u64::from(c.file_idx.value(i)),
                 line: (w[0]..w[1]).map(|k| c.line.value(k)).min().unwrap_or(0),
             };
-            let b = usize::try_from(run.hash[1] % n_buckets).unwrap_or(0);
-            self.writers[b]
-                .write_all(&run.to_bytes())
-                .map_err(io_err(&self.dir))?;
+            let (path, writer) =
+                &mut self.buckets[usize::try_from(run.hash[1] % n_buckets).unwrap_or(0)];
+            writer.write_all(&run.to_bytes()).map_err(io_err(path))?;
         }
         Ok(())
     }
@@ -216,12 +209,10 @@ impl StartLog {
     /// Reads the buckets back (one per core, in parallel) and returns the verdicts. The
     /// bucket files are removed.
     pub fn finish(self) -> Result<StartCheck, IngestError> {
-        let paths: Vec<PathBuf> = (0..self.writers.len())
-            .map(|b| self.bucket_path(b))
-            .collect();
-        for w in self.writers {
-            w.into_inner()
-                .map_err(|e| io_err(&self.dir)(e.into_error()))?;
+        let mut paths = Vec::with_capacity(self.buckets.len());
+        for (p, w) in self.buckets {
+            w.into_inner().map_err(|e| io_err(&p)(e.into_error()))?;
+            paths.push(p);
         }
         let bad: Vec<Vec<Verdict>> = paths
             .par_iter()
