@@ -12,7 +12,7 @@ use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMillisecondType};
-use mm_ingest::{IngestConfig, NoProgress, RunReport, ingest};
+use mm_ingest::{IngestConfig, IngestError, NoProgress, Progress, RunReport, ingest};
 use mm_lake::Lake;
 use mm_lake::parquet_io::read_parquet_columns;
 
@@ -143,4 +143,59 @@ fn a_late_row_at_another_start_is_refused_whatever_the_memory_budget() {
         let left = std::fs::read_dir(&txn).map_or(0, |d| d.count());
         assert_eq!(left, 0, "{name}: {} left", txn.display());
     }
+}
+
+/// Appends a row to the input when the run starts reading it a second time, as a writer that
+/// is still filling the file would.
+struct Rewriter<'a>(&'a Path);
+
+impl Progress for Rewriter<'_> {
+    fn stage(&self, what: &str) {
+        if what.starts_with("reading again") {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(self.0)
+                .unwrap();
+            writeln!(f, "m1499,c9,0,{},win", T0 + 1499 * (5 * DAY / 1500)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_file_that_changes_between_the_two_reads_is_refused_and_the_lake_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    // The lake already holds a run of other matches.
+    let first = dir.path().join("first.csv");
+    let mut csv = String::from("match_id,player_id,team,start_ts,outcome\n");
+    for m in 0..50 {
+        writeln!(csv, "x{m},a{m},0,{},win", T0 + m * 3600).unwrap();
+        writeln!(csv, "x{m},b{m},1,{},loss", T0 + m * 3600).unwrap();
+    }
+    std::fs::write(&first, csv).unwrap();
+    let kept = run(dir.path(), "lake", &first, 1000);
+    assert_eq!(kept.totals.accepted, 100);
+    let before = (lake_rows(&lake), quarantine(&lake));
+    let versions = |l: &Lake| (l.version(), l.quarantine_version());
+    let version = versions(&Lake::open(&lake).unwrap());
+
+    // A second file whose refused row makes the run read it again; it changes in between.
+    let csv = input(dir.path(), "growing.csv", true);
+    let mut cfg = IngestConfig::new(lake.clone(), vec![csv.clone()]);
+    cfg.stage_rows = 1000;
+    cfg.chunk_bytes = 4096;
+    let err = ingest(&cfg, &Rewriter(&csv)).unwrap_err();
+    assert!(
+        matches!(&err, IngestError::Input { path, reason }
+            if path == &csv && reason == "the file changed while it was being ingested"),
+        "{err}"
+    );
+    assert!(err.is_input());
+    // It was read twice (the row was appended), and nothing of the run reached the lake.
+    assert!(std::fs::read_to_string(&csv).unwrap().contains("m1499,c9"));
+    assert_eq!(versions(&Lake::open(&lake).unwrap()), version);
+    assert_eq!((lake_rows(&lake), quarantine(&lake)), before);
+    let left = std::fs::read_dir(lake.join("_txn")).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "staging or scratch left behind");
 }
