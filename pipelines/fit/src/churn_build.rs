@@ -14,7 +14,9 @@
 //! 2. **per bucket**: the bucket's rows (whole players: every match of a player is in its
 //!    bucket) are sorted by player, start and match, and steps 2 to 4 of the query run on them
 //!    with the data's bounds as literals, giving the bucket's part of the feature table and of
-//!    the player state table, each written as one Parquet file.
+//!    the player state table, each written as one Parquet file. The bucket's step-1 rows (about
+//!    fifteen columns) are held whole; its feature rows (125 columns in the default table) are
+//!    computed and written [`WIDE_ROWS`] rows of whole players at a time, one row group each.
 //!
 //! A shard `K/N` owns the players whose share lies in `[K/N, (K+1)/N)`, split into as many
 //! buckets as keep each one near `chunk_rows` rows. Shards share nothing but their inputs, so
@@ -34,6 +36,12 @@ use crate::churn_features::{
 use crate::error::{FitError, output_err};
 
 const DAY_MS: i64 = 86_400_000;
+
+/// Feature rows computed and written at a time (rounded up to whole players): a slice of a
+/// bucket's step-1 rows goes through steps 2 to 4 and is written as one row group, so that the
+/// wide rows in memory, with the query's temporaries, do not grow with the bucket. Polars'
+/// writer cuts row groups at this size too.
+pub const WIDE_ROWS: usize = 1 << 18;
 
 /// Which players a process handles: the `K`-th of `N` equal ranges of [`player_share`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +127,8 @@ pub struct BuildInput {
     pub shard: Shard,
     /// Rows per bucket to aim for (memory grows with it).
     pub chunk_rows: usize,
+    /// Feature rows computed and written at a time ([`WIDE_ROWS`]; a test sets it small).
+    pub wide_rows: usize,
     /// Where the spill files and the output parts are written (emptied first).
     pub scratch: PathBuf,
 }
@@ -168,8 +178,8 @@ enum Written {
     Part,
 }
 
-/// Writes `df` as one Parquet file at `p`.
-fn write_file(p: &Path, df: &mut DataFrame, how: Written) -> Result<(), FitError> {
+/// A Parquet writer of a new file at `p`.
+fn writer(p: &Path, how: Written) -> Result<ParquetWriter<File>, FitError> {
     let compression = match how {
         Written::Spill => ParquetCompression::Lz4Raw,
         Written::Part => {
@@ -177,10 +187,72 @@ fn write_file(p: &Path, df: &mut DataFrame, how: Written) -> Result<(), FitError
         }
     };
     let f = File::create(p).map_err(out_err(p))?;
-    ParquetWriter::new(f)
-        .with_compression(compression)
-        .finish(df)
-        .map_err(pl_err)?;
+    Ok(ParquetWriter::new(f).with_compression(compression))
+}
+
+/// Writes `df` as one Parquet file at `p`.
+fn write_file(p: &Path, df: &mut DataFrame, how: Written) -> Result<(), FitError> {
+    writer(p, how)?.finish(df).map_err(pl_err)?;
+    Ok(())
+}
+
+/// Cuts rows sorted by player (`pid`: a player's rows are consecutive) into `(offset, len)`
+/// slices of whole players, in order, covering every row. A slice passes `max` rows only when
+/// it is one player with more. No rows give one empty slice (an empty part is still written).
+fn player_slices(pid: &[u32], max: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut start, mut player) = (0, 0);
+    for i in 1..=pid.len() {
+        if i < pid.len() && pid[i] == pid[i - 1] {
+            continue;
+        }
+        // The player of rows [player, i) ends: cut before it when it would overfill the slice.
+        if i - start > max && player > start {
+            out.push((start, player - start));
+            start = player;
+        }
+        player = i;
+    }
+    if pid.len() > start || out.is_empty() {
+        out.push((start, pid.len() - start));
+    }
+    out
+}
+
+/// Steps 2 to 4 on a bucket's sorted step-1 rows, [`WIDE_ROWS`] rows of whole players at a
+/// time, written to `p` as they come.
+fn write_features(
+    q: &FeatureQuery,
+    per_match: &DataFrame,
+    p: &Path,
+    slice_rows: usize,
+) -> Result<(), FitError> {
+    let pid: Vec<u32> = per_match
+        .column("pid")
+        .and_then(|c| c.u32())
+        .map_err(pl_err)?
+        .into_no_null_iter()
+        .collect();
+    let mut out: Option<polars::io::parquet::write::BatchedWriter<File>> = None;
+    for (offset, len) in player_slices(&pid, slice_rows) {
+        let mut feats = features_of_sorted(q, per_match.slice(offset as i64, len).lazy())
+            .and_then(LazyFrame::collect)
+            .map_err(pl_err)?;
+        // The writer takes one row group of aligned chunks.
+        feats.rechunk_mut_par();
+        let w = match &mut out {
+            Some(w) => w,
+            None => out.insert(
+                writer(p, Written::Part)?
+                    .batched(feats.schema())
+                    .map_err(pl_err)?,
+            ),
+        };
+        w.write_batch(&feats).map_err(pl_err)?;
+    }
+    if let Some(w) = out {
+        w.finish().map_err(pl_err)?;
+    }
     Ok(())
 }
 
@@ -347,15 +419,12 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             let _ = std::fs::remove_file(f);
         }
         let n = per_match.height() as u64;
-        let mut feats = features_of_sorted(&q, per_match.clone().lazy())
-            .and_then(LazyFrame::collect)
-            .map_err(pl_err)?;
+        let features = scratch.join(format!("features-{b:05}.parquet"));
+        write_features(&q, &per_match, &features, input.wide_rows)?;
         let mut state = state_of_sorted(&q, per_match.lazy())
             .and_then(LazyFrame::collect)
             .map_err(pl_err)?;
-        let features = scratch.join(format!("features-{b:05}.parquet"));
         let state_path = scratch.join(format!("state-{b:05}.parquet"));
-        write_file(&features, &mut feats, Written::Part)?;
         write_file(&state_path, &mut state, Written::Part)?;
         parts.push(BuiltPart {
             features,
@@ -382,6 +451,51 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn slices_hold_whole_players() {
+        assert_eq!(player_slices(&[], 4), [(0, 0)]);
+        assert_eq!(player_slices(&[1, 1, 1], 1), [(0, 3)]);
+        assert_eq!(
+            player_slices(&[1, 1, 2, 3, 3, 3, 4], 3),
+            [(0, 3), (3, 3), (6, 1)]
+        );
+        assert_eq!(
+            player_slices(&[1, 2, 2, 2, 2, 3], 2),
+            [(0, 1), (1, 4), (5, 1)]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn slices_cover_every_row_and_split_no_player(
+            runs in proptest::collection::vec(1usize..30, 0..60),
+            max in 1usize..80,
+        ) {
+            let pid: Vec<u32> = runs
+                .iter()
+                .enumerate()
+                .flat_map(|(p, &n)| std::iter::repeat_n(p as u32, n))
+                .collect();
+            let slices = player_slices(&pid, max);
+            let mut next = 0;
+            for (i, &(a, len)) in slices.iter().enumerate() {
+                proptest::prop_assert_eq!(a, next);
+                next = a + len;
+                // Whole players: a slice starts at a player's first row.
+                proptest::prop_assert!(a == 0 || pid[a] != pid[a - 1]);
+                let players = 1 + (a + 1..next).filter(|&j| pid[j] != pid[j - 1]).count();
+                proptest::prop_assert!(len <= max || players == 1, "{len} rows of {players}");
+                // Greedy: the next player would not have fitted.
+                if let Some(&(b, _)) = slices.get(i + 1) {
+                    let end = (b + 1..pid.len()).find(|&j| pid[j] != pid[b]).unwrap_or(pid.len());
+                    proptest::prop_assert!(end - a > max);
+                }
+            }
+            proptest::prop_assert_eq!(next, pid.len());
+            proptest::prop_assert!(!slices.is_empty());
+        }
+    }
 
     #[test]
     fn shards_and_buckets_cut_the_share_once() {

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use mm_fit::churn_build::{BuildInput, Shard, build};
+use mm_fit::churn_build::{BuildInput, Shard, WIDE_ROWS, build};
 use mm_fit::churn_features::{FeatureQuery, query, state_query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
@@ -116,7 +116,14 @@ fn bucketed_shards_give_the_whole_query() {
             recent > 10,
             "{mode}: {recent} players played in the last 8 hours"
         );
-        for (n, chunk_rows) in [(1, usize::MAX), (1, 900), (3, 2_000), (4, 150)] {
+        // Feature rows written at a time: the default, a few players, one player.
+        let mut sliced = 0;
+        for (n, chunk_rows, wide_rows) in [
+            (1, usize::MAX, WIDE_ROWS),
+            (1, 900, 40),
+            (3, 2_000, 700),
+            (4, 150, 1),
+        ] {
             let (mut files, mut state) = (Vec::new(), Vec::new());
             let (mut rows, mut buckets) = (0, 0);
             for k in 0..n {
@@ -130,6 +137,7 @@ fn bucketed_shards_give_the_whole_query() {
                         truth_column: None,
                         shard: Shard { k, n },
                         chunk_rows,
+                        wide_rows,
                         scratch,
                     },
                 )
@@ -137,6 +145,26 @@ fn bucketed_shards_give_the_whole_query() {
                 assert_eq!(stats.parts.iter().map(|p| p.rows).sum::<u64>(), stats.rows);
                 rows += stats.rows;
                 buckets += stats.buckets;
+                for p in &stats.parts {
+                    // A part holds one row group per slice of whole players: one per player
+                    // when a slice may hold one row, one when the part is smaller than a slice.
+                    let groups = ParquetReader::new(std::fs::File::open(&p.features).unwrap())
+                        .get_metadata()
+                        .unwrap()
+                        .row_groups
+                        .len();
+                    let players = read(std::slice::from_ref(&p.features))
+                        .column("player_id")
+                        .unwrap()
+                        .n_unique()
+                        .unwrap();
+                    if wide_rows == 1 {
+                        assert_eq!(groups, players);
+                    } else if p.rows <= wide_rows as u64 {
+                        assert!(groups <= 1, "{groups} row groups of {} rows", p.rows);
+                    }
+                    sliced += usize::from(groups > 1);
+                }
                 files.extend(stats.parts.iter().map(|p| p.features.clone()));
                 state.extend(stats.parts.iter().map(|p| p.state.clone()));
             }
@@ -150,6 +178,9 @@ fn bucketed_shards_give_the_whole_query() {
                 got.equals_missing(&whole),
                 "{mode}, {n} shards of buckets of {chunk_rows} rows: the table differs"
             );
+            if wide_rows < 1000 {
+                assert!(sliced > 0, "no part was written in slices");
+            }
             let got_state = sorted_by(read(&state), ["player_id", "slot"]);
             assert!(whole_state.height() > 500);
             assert!(

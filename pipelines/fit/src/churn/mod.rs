@@ -281,6 +281,7 @@ pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, Fi
             truth_column: truth,
             shard,
             chunk_rows: cfg.chunk_rows,
+            wide_rows: churn_build::WIDE_ROWS,
             scratch: scratch.clone(),
         },
     );
