@@ -219,8 +219,8 @@ fn player_slices(pid: &[u32], max: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Steps 2 to 4 on a bucket's sorted step-1 rows, [`WIDE_ROWS`] rows of whole players at a
-/// time, written to `p` as they come.
+/// Steps 2 to 4 on a bucket's sorted step-1 rows, `slice_rows` rows of whole players at a time
+/// ([`WIDE_ROWS`] in `mm`), each slice written to `p` as a row group as soon as it is computed.
 fn write_features(
     q: &FeatureQuery,
     per_match: &DataFrame,

@@ -117,7 +117,6 @@ fn bucketed_shards_give_the_whole_query() {
             "{mode}: {recent} players played in the last 8 hours"
         );
         // Feature rows written at a time: the default, a few players, one player.
-        let mut sliced = 0;
         for (n, chunk_rows, wide_rows) in [
             (1, usize::MAX, WIDE_ROWS),
             (1, 900, 40),
@@ -125,7 +124,7 @@ fn bucketed_shards_give_the_whole_query() {
             (4, 150, 1),
         ] {
             let (mut files, mut state) = (Vec::new(), Vec::new());
-            let (mut rows, mut buckets) = (0, 0);
+            let (mut rows, mut buckets, mut sliced) = (0, 0, 0);
             for k in 0..n {
                 let scratch = dir
                     .path()
@@ -176,10 +175,13 @@ fn bucketed_shards_give_the_whole_query() {
             assert_eq!(got.get_column_names(), whole.get_column_names());
             assert!(
                 got.equals_missing(&whole),
-                "{mode}, {n} shards of buckets of {chunk_rows} rows: the table differs"
+                "{mode}, {n} shards of buckets of {chunk_rows} rows, slices of {wide_rows}: the table differs"
             );
             if wide_rows < 1000 {
-                assert!(sliced > 0, "no part was written in slices");
+                assert!(
+                    sliced > 0,
+                    "{mode}, slices of {wide_rows}: no part was written in slices"
+                );
             }
             let got_state = sorted_by(read(&state), ["player_id", "slot"]);
             assert!(whole_state.height() > 500);
