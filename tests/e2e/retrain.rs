@@ -50,8 +50,15 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
         mm(&refs)
     };
 
-    // First run: crashes right after fitting churn (before the export).
+    // A tick that is not a positive number of seconds is refused before anything runs, not
+    // at the evaluation after the fits.
     let s = sample();
+    let (code, _, err) = run(&[&s, "--tick-s", "0"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("--tick-s is 0"), "{err}");
+    assert!(!lake.exists(), "nothing ingested before the check");
+
+    // First run: crashes right after fitting churn (before the export).
     let (code, _, err) = run(&[&s, "--crash-after", "fit-churn"]);
     assert_eq!(code, 101, "{err}");
     assert!(
@@ -100,9 +107,15 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     assert_eq!(code, 0, "{out}{err}");
 
     // Restarted: finds v0002 published, does not export a v0003, evaluates it against v0001
-    // on the held-out day and promotes it (the same data give the same models).
-    let (code, out, err) = run(&[]);
+    // on the held-out day (its team queue replayed at a 20-s tick) and promotes it (the same
+    // data give the same models).
+    let (code, out, err) = run(&["--tick-s", "20"]);
     assert_eq!(code, 0, "{out}{err}");
+    let evaluation: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("default/evaluation/evaluation.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(evaluation["team_queue"]["tick_s"], 20.0);
     assert!(out.contains("promoted v0002"), "{out}");
     assert!(!models.join("default/v0003").exists());
     assert_eq!(latest(&models).as_deref(), Some("v0002"));

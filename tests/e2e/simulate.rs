@@ -298,7 +298,7 @@ fn bench_scale_measures_each_stage_at_each_size() {
         "--players",
         "1500",
         "--stages",
-        "ingest,fit-skill,churn-features",
+        "ingest,fit-skill,churn-features,retrain",
         "--work",
         dir.path().to_str().unwrap(),
         "--json",
@@ -314,15 +314,17 @@ fn bench_scale_measures_each_stage_at_each_size() {
             "ingest",
             "fit-skill",
             "churn-features",
+            "retrain",
             "simulate",
             "ingest",
             "fit-skill",
-            "churn-features"
+            "churn-features",
+            "retrain"
         ]
     );
     let (small, large) = (
         runs[0]["rows"].as_u64().unwrap(),
-        runs[4]["rows"].as_u64().unwrap(),
+        runs[5]["rows"].as_u64().unwrap(),
     );
     assert!(small > 0 && large > 2 * small, "{small} then {large}");
     for r in runs {
@@ -343,11 +345,16 @@ fn bench_scale_measures_each_stage_at_each_size() {
         assert_eq!(r["unit"], "rows");
     }
     let scaling = v["scaling"].as_array().unwrap();
-    assert_eq!(scaling.len(), 4);
+    assert_eq!(scaling.len(), 5);
     let fit = scaling.iter().find(|g| g["stage"] == "fit-skill").unwrap();
     let ratio =
-        runs[6]["peak_rss_mib"].as_f64().unwrap() / runs[2]["peak_rss_mib"].as_f64().unwrap();
+        runs[7]["peak_rss_mib"].as_f64().unwrap() / runs[2]["peak_rss_mib"].as_f64().unwrap();
     assert!((fit["rss_ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    // The retrain ran its whole chain at each size: fitted, exported and evaluated a model.
+    for size in std::fs::read_dir(dir.path()).unwrap() {
+        let models = size.unwrap().path().join("retrain-models/tdm-6v6");
+        assert!(models.join("LATEST").exists(), "{}", models.display());
+    }
     // Both simulated lakes stay in the work directory for the next run to reuse.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }

@@ -117,11 +117,12 @@ pub struct BenchScaleArgs {
     pub mode: String,
     /// Stages to run after the simulation (which is measured when it runs). `churn-features`
     /// is the churn feature build alone (`mm fit churn --shard 0/1`, into a table of its own),
-    /// which `fit-churn` runs again before its fit.
+    /// which `fit-churn` runs again before its fit. `retrain` is `mm retrain` on the lake (the
+    /// fits, export and evaluation chained in one process, its last day held out).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ingest,fit-skill,churn-features,fit-churn,export,evaluate"
+        default_value = "ingest,fit-skill,churn-features,fit-churn,export,evaluate,retrain"
     )]
     pub stages: Vec<String>,
     /// Work directory (lakes, generated CSV, fitted outputs), reused between runs.

@@ -295,6 +295,33 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             .context("evaluation.json has no search count")?;
         push("evaluate", searches, "searches", t);
     }
+    if stage("retrain") {
+        // The scheduled job, the stages above chained in one process: the lake as it is (no
+        // inputs), its last day held out and evaluated at the same one-minute tick. A fresh
+        // working directory, so that it builds everything rather than resuming.
+        let (work, retrain_models) = (dir.join("retrain-work"), dir.join("retrain-models"));
+        let _ = std::fs::remove_dir_all(&work);
+        let _ = std::fs::remove_dir_all(&retrain_models);
+        let t = measure(
+            mm(&[
+                "retrain",
+                "--lake",
+                s(&lake),
+                "--mode",
+                mode,
+                "--models",
+                s(&retrain_models),
+                "--work",
+                s(&work),
+                "--tick-s",
+                "60",
+                "--rounds",
+                "200",
+            ])?,
+            &dir,
+        )?;
+        push("retrain", rows, "rows", t);
+    }
     Ok(())
 }
 
@@ -322,13 +349,14 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
 }
 
 pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
-    const STAGES: [&str; 6] = [
+    const STAGES: [&str; 7] = [
         "ingest",
         "fit-skill",
         "churn-features",
         "fit-churn",
         "export",
         "evaluate",
+        "retrain",
     ];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(

@@ -63,6 +63,8 @@ pub struct RetrainConfig {
     /// Evaluation rounds and pool sizes (1v1 modes).
     pub rounds: usize,
     pub pool_sizes: Vec<usize>,
+    /// Team modes: the evaluation's queue replay tick, seconds (`mm evaluate --tick-s`).
+    pub tick_s: f64,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
     /// The run id of a new run (the process's, so that log lines and the run log agree);
@@ -140,7 +142,7 @@ impl ModeRun {
 }
 
 impl RetrainConfig {
-    /// Checks what needs no data: at least one day held out.
+    /// Checks what needs no data: at least one day held out, a positive replay tick.
     ///
     /// # Errors
     /// The first setting out of range, named as its flag.
@@ -149,6 +151,12 @@ impl RetrainConfig {
             return Err(RetrainError::Input(format!(
                 "--holdout-days is {}: at least one day is held out",
                 self.holdout_ms / 86_400_000
+            )));
+        }
+        if !(self.tick_s > 0.0 && self.tick_s.is_finite()) {
+            return Err(RetrainError::Input(format!(
+                "--tick-s is {}: the queue replay's tick must be a positive number of seconds",
+                self.tick_s
             )));
         }
         Ok(())
@@ -658,6 +666,7 @@ fn mode_stage(
             e.as_of = pinned(st);
             e.rounds = cfg.rounds;
             e.pool_sizes.clone_from(&cfg.pool_sizes);
+            e.tick_s = cfg.tick_s;
             e.compare = run.baseline.as_ref().map(|b| store.dir(b));
             let r = match mm_eval::evaluate(&e) {
                 Err(EvalError::Input(msg)) if msg.contains("holds only") => {

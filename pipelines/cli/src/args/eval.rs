@@ -43,6 +43,10 @@ pub struct RetrainArgs {
     pub rounds: usize,
     #[arg(long, value_delimiter = ',', default_value = "100,200")]
     pub pool_sizes: Vec<usize>,
+    /// Team modes: the evaluation's queue replay tick, seconds (as `mm evaluate --tick-s`; a
+    /// longer tick evaluates a large lake's holdout day faster, in larger pools).
+    #[arg(long, default_value_t = 5.0)]
+    pub tick_s: f64,
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
@@ -63,6 +67,7 @@ impl RetrainArgs {
             metric: self.metric.map(metric_of),
             rounds: self.rounds,
             pool_sizes: self.pool_sizes.clone(),
+            tick_s: self.tick_s,
             crash_after: self.crash_after.clone(),
             run_id: None,
         };
