@@ -124,7 +124,7 @@ fn bucketed_shards_give_the_whole_query() {
             (4, 150, 1),
         ] {
             let (mut files, mut state) = (Vec::new(), Vec::new());
-            let (mut rows, mut buckets, mut sliced) = (0, 0, 0);
+            let (mut rows, mut buckets, mut sliced, mut spills) = (0, 0, 0, 0);
             for k in 0..n {
                 let scratch = dir
                     .path()
@@ -144,6 +144,7 @@ fn bucketed_shards_give_the_whole_query() {
                 assert_eq!(stats.parts.iter().map(|p| p.rows).sum::<u64>(), stats.rows);
                 rows += stats.rows;
                 buckets += stats.buckets;
+                spills += stats.spill_files;
                 for p in &stats.parts {
                     // A part holds one row group per slice of whole players: one per player
                     // when a slice may hold one row, one when the part is smaller than a slice.
@@ -170,6 +171,17 @@ fn bucketed_shards_give_the_whole_query() {
             assert_eq!(rows, whole.height() as u64, "{mode} {n} shards");
             if chunk_rows == 150 {
                 assert!(buckets > 20, "{buckets} buckets");
+            }
+            // Days are held until this shard's rows reach a bucket's size, then spilled one
+            // file per bucket: all days at once without a limit; more than once at 900 rows
+            // when a day holds more (about 2,000 6v6 rows; the duels are fewer than 900 in all).
+            match chunk_rows {
+                usize::MAX => assert_eq!(spills, 1, "{mode}: one bucket, one spill"),
+                900 if mode == "tdm-6v6" => assert!(
+                    spills > buckets,
+                    "{mode}: {spills} spill files for {buckets} buckets"
+                ),
+                _ => {}
             }
             let got = sorted(read(&files));
             assert_eq!(got.get_column_names(), whole.get_column_names());
