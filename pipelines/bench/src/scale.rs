@@ -99,6 +99,10 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap_or_default()
 }
 
+/// How the `evaluate` and `retrain` stages evaluate: a one-minute queue tick (see
+/// `one_size`) and 200 rounds.
+const EVALUATION: [&str; 4] = ["--tick-s", "60", "--rounds", "200"];
+
 /// Measures every stage at `rows` (about; the simulated lake's actual count is used).
 fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<()> {
     let days = ((target as f64) / (a.players as f64 * ROWS_PER_PLAYER_DAY))
@@ -269,22 +273,22 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         let evaluation = dir.join("evaluation");
         let t = measure(
             mm(&[
-                "evaluate",
-                "--lake",
-                s(&lake),
-                "--artifact",
-                s(&models.join("scale")),
-                "--out",
-                s(&evaluation),
-                "--from",
-                &until,
-                "--to",
-                &eval_to,
-                "--tick-s",
-                "60",
-                "--rounds",
-                "200",
-            ])?,
+                &[
+                    "evaluate",
+                    "--lake",
+                    s(&lake),
+                    "--artifact",
+                    s(&models.join("scale")),
+                    "--out",
+                    s(&evaluation),
+                    "--from",
+                    &until,
+                    "--to",
+                    &eval_to,
+                ][..],
+                &EVALUATION,
+            ]
+            .concat())?,
             &dir,
         )?;
         // Its work is one day's searches, whatever the lake's size.
@@ -304,20 +308,20 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         let _ = std::fs::remove_dir_all(&retrain_models);
         let t = measure(
             mm(&[
-                "retrain",
-                "--lake",
-                s(&lake),
-                "--mode",
-                mode,
-                "--models",
-                s(&retrain_models),
-                "--work",
-                s(&work),
-                "--tick-s",
-                "60",
-                "--rounds",
-                "200",
-            ])?,
+                &[
+                    "retrain",
+                    "--lake",
+                    s(&lake),
+                    "--mode",
+                    mode,
+                    "--models",
+                    s(&retrain_models),
+                    "--work",
+                    s(&work),
+                ][..],
+                &EVALUATION,
+            ]
+            .concat())?,
             &dir,
         )?;
         push("retrain", rows, "rows", t);
