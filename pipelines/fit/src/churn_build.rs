@@ -9,14 +9,16 @@
 //!    simulator's truth joined on) over every player of the day, since a match's values need all
 //!    of its players. Each row's player falls in a bucket by a stable hash of the player id
 //!    ([`player_share`]). This shard's rows of consecutive days are held until they reach
-//!    `chunk_rows`; then each bucket's rows among them are written as one spill file. (A
-//!    file per bucket and day cost about 2.6 ms a file, measured with 120 buckets against 12
-//!    on an 11.9M-row lake; with 112 buckets, the 111.8M-row lake's 280 days of 0.4M rows
-//!    made 31,000 files of about 3,600 rows. No writer stays open across
-//!    spills: open Parquet writers keep every row group's metadata, which would grow with
-//!    buckets times spills.) The data's first and last match start are noted.
+//!    `chunk_rows`; then they are written as one spill file, bucket after bucket, each
+//!    bucket's rows one row group, and where each bucket's rows start is noted. (A file per
+//!    bucket and day cost about 2.6 ms a file, measured with 120 buckets against 12 on an
+//!    11.9M-row lake; with 112 buckets, the 111.8M-row lake's 280 days of 0.4M rows made
+//!    31,000 files of about 3,600 rows, and a file per bucket and spill still 10,528: that
+//!    count grows with the square of the lake, a file per spill with the lake. No writer
+//!    stays open across spills: open Parquet writers keep every row group's metadata, which
+//!    would grow with buckets times spills.) The data's first and last match start are noted.
 //! 2. **per bucket**: the bucket's rows (whole players: every match of a player is in its
-//!    bucket) are sorted by player, start and match, and steps 2 to 4 of the query run on them
+//!    bucket), read from its row group of each spill file, are sorted by player, start and match, and steps 2 to 4 of the query run on them
 //!    with the data's bounds as literals, giving the bucket's part of the feature table and of
 //!    the player state table, each written as one Parquet file. The bucket's step-1 rows (about
 //!    fifteen columns) are held whole; its feature rows (125 columns in the default table) are
@@ -158,7 +160,7 @@ pub struct BuildStats {
     pub data_end_ms: i64,
     pub per_day_seconds: f64,
     pub per_bucket_seconds: f64,
-    /// Spill files the first pass wrote (one per bucket per spill of the pending days).
+    /// Spill files the first pass wrote (one per spill of the pending days).
     pub spill_files: usize,
     #[serde(skip)]
     pub parts: Vec<BuiltPart>,
@@ -262,15 +264,30 @@ fn write_features(
     Ok(())
 }
 
-/// Writes the pending days' rows of each bucket as one spill file of that bucket, and empties
-/// `pending`. Each day's frame holds its rows grouped by bucket, bucket `b` at rows
-/// `counts[b]..counts[b + 1]`.
+/// Where a bucket's rows of one spill are: `len` rows from row `offset` of spill file `file`.
+#[derive(Debug, Clone, Copy)]
+struct SpillSlice {
+    file: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// Writes the pending days' rows as one spill file, bucket after bucket, each bucket's rows one
+/// row group, notes where each bucket's rows are in `slices`, and empties `pending`. Each day's
+/// frame holds its rows grouped by bucket, bucket `b` at rows `counts[b]..counts[b + 1]`.
 fn spill(
     scratch: &Path,
     pending: &mut Vec<(DataFrame, Vec<usize>)>,
-    spills: &mut [Vec<PathBuf>],
+    files: &mut Vec<PathBuf>,
+    slices: &mut [Vec<SpillSlice>],
 ) -> Result<(), FitError> {
-    for (b, files) in spills.iter_mut().enumerate() {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let p = scratch.join(format!("spill-{:05}.parquet", files.len()));
+    let mut out: Option<polars::io::parquet::write::BatchedWriter<File>> = None;
+    let mut offset = 0;
+    for (b, bucket) in slices.iter_mut().enumerate() {
         let mut rows: Option<DataFrame> = None;
         for (df, counts) in pending.iter() {
             let (a, z) = (counts[b], counts[b + 1]);
@@ -286,13 +303,52 @@ fn spill(
             }
         }
         if let Some(mut r) = rows {
-            let p = scratch.join(format!("spill-{b:05}-{:05}.parquet", files.len()));
-            write_file(&p, &mut r, Written::Spill)?;
-            files.push(p);
+            // One chunk: the writer makes a row group of each.
+            r.rechunk_mut_par();
+            let w = match &mut out {
+                Some(w) => w,
+                None => out.insert(
+                    writer(&p, Written::Spill)?
+                        .batched(r.schema())
+                        .map_err(pl_err)?,
+                ),
+            };
+            w.write_batch(&r).map_err(pl_err)?;
+            bucket.push(SpillSlice {
+                file: files.len(),
+                offset,
+                len: r.height(),
+            });
+            offset += r.height();
         }
+    }
+    if let Some(w) = out {
+        w.finish().map_err(pl_err)?;
+        files.push(p);
     }
     pending.clear();
     Ok(())
+}
+
+/// A bucket's rows from the spill files: each slice's row groups only (polars' reader skips
+/// the row groups outside a slice).
+fn read_spilled(files: &[PathBuf], slices: &[SpillSlice]) -> Result<DataFrame, FitError> {
+    let mut out: Option<DataFrame> = None;
+    for s in slices {
+        let p = &files[s.file];
+        let f = File::open(p).map_err(out_err(p))?;
+        let df = ParquetReader::new(f)
+            .with_slice(Some((s.offset, s.len)))
+            .finish()
+            .map_err(pl_err)?;
+        match &mut out {
+            Some(o) => {
+                o.vstack_mut_owned(df).map_err(pl_err)?;
+            }
+            None => out = Some(df),
+        }
+    }
+    out.ok_or_else(|| FitError::Query("a bucket with no spilled rows".into()))
 }
 
 /// The simulator's per-player-match truth files of one day, when the lake is local and has them.
@@ -332,7 +388,8 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let skill = q.skill.as_ref();
     let t0 = Instant::now();
     let (mut tmin, mut tmax, mut rows_read, mut rows) = (i64::MAX, i64::MIN, 0u64, 0u64);
-    let mut spills: Vec<Vec<PathBuf>> = vec![Vec::new(); buckets];
+    let mut spill_files: Vec<PathBuf> = Vec::new();
+    let mut spills: Vec<Vec<SpillSlice>> = vec![Vec::new(); buckets];
     let mut spill_schema: Option<Schema> = None;
     // This shard's rows of the days read since the last spill, each day's grouped by bucket
     // (with the bucket offsets): spilled once they reach `chunk_rows`.
@@ -426,11 +483,11 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         pending_rows += mine.height();
         pending.push((mine, counts));
         if pending_rows >= input.chunk_rows {
-            spill(scratch, &mut pending, &mut spills)?;
+            spill(scratch, &mut pending, &mut spill_files, &mut spills)?;
             pending_rows = 0;
         }
     }
-    spill(scratch, &mut pending, &mut spills)?;
+    spill(scratch, &mut pending, &mut spill_files, &mut spills)?;
     meter.finish();
     let per_day_seconds = t0.elapsed().as_secs_f64();
     if rows_read == 0 {
@@ -442,14 +499,13 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         ..q.clone()
     };
     let schema = spill_schema.unwrap_or_default();
-    let spill_files = spills.iter().map(Vec::len).sum();
     let t1 = Instant::now();
     let mut parts = Vec::new();
     let mut meter =
         mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
     for (b, spill) in spills.iter().enumerate() {
         let input_rows = if !spill.is_empty() {
-            scan(spill).map_err(pl_err)?
+            read_spilled(&spill_files, spill)?.lazy()
         } else if b == 0 {
             // A shard with no rows still writes its (empty) part: readers see it done.
             DataFrame::empty_with_schema(&schema).lazy()
@@ -457,9 +513,6 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             continue;
         };
         let per_match = sorted(input_rows).collect().map_err(pl_err)?;
-        for f in spill {
-            let _ = std::fs::remove_file(f);
-        }
         let n = per_match.height() as u64;
         let features = scratch.join(format!("features-{b:05}.parquet"));
         write_features(&q, &per_match, &features, input.wide_rows)?;
@@ -476,6 +529,9 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         meter.add(n);
     }
     meter.finish();
+    for f in &spill_files {
+        let _ = std::fs::remove_file(f);
+    }
     Ok(BuildStats {
         shard: input.shard.to_string(),
         rows_read,
@@ -485,7 +541,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         data_end_ms: tmax,
         per_day_seconds,
         per_bucket_seconds: t1.elapsed().as_secs_f64(),
-        spill_files,
+        spill_files: spill_files.len(),
         parts,
     })
 }
