@@ -37,8 +37,7 @@ use mm_lake::Lake;
 use polars::prelude::*;
 
 use crate::churn_features::{
-    FeatureQuery, SORT_KEYS, features_of_sorted, per_match_values, scan, state_of_sorted,
-    with_sort_helpers,
+    FeatureQuery, features_of_sorted, per_match_values, scan, sorted, state_of_sorted,
 };
 use crate::error::{FitError, output_err};
 
@@ -332,8 +331,7 @@ fn spill(
 }
 
 /// A bucket's rows from the spill files: each slice's row groups only (polars' reader skips
-/// the row groups outside a slice). One query of a sliced scan per file was as light but took
-/// 15% longer per bucket (polars plans each scan).
+/// the row groups outside a slice).
 fn read_spilled(files: &[PathBuf], slices: &[SpillSlice]) -> Result<DataFrame, FitError> {
     let mut out: Option<DataFrame> = None;
     for s in slices {
@@ -351,28 +349,6 @@ fn read_spilled(files: &[PathBuf], slices: &[SpillSlice]) -> Result<DataFrame, F
         }
     }
     out.ok_or_else(|| FitError::Query("a bucket with no spilled rows".into()))
-}
-
-/// Sorts a bucket's step-1 rows as [`sorted`](crate::churn_features::sorted) does, a column at
-/// a time: the order comes from the key columns, then each column is gathered in that order
-/// and its unsorted copy dropped, so that the bucket is held about once, not twice.
-fn sort_by_player(mut df: DataFrame) -> PolarsResult<DataFrame> {
-    let order = df
-        .select(SORT_KEYS)?
-        .with_row_index("order".into(), None)?
-        .sort(
-            SORT_KEYS,
-            SortMultipleOptions::default().with_maintain_order(true),
-        )?;
-    let idx = order.column("order")?.idx()?.rechunk().into_owned();
-    drop(order);
-    let mut cols = Vec::with_capacity(df.width());
-    for name in df.get_column_names_owned() {
-        // One chunk first: a gather across the spills' many chunks took twice as long.
-        let c = df.drop_in_place(&name)?.rechunk();
-        cols.push(c.take(&idx)?);
-    }
-    DataFrame::new(idx.len(), cols)
 }
 
 /// The simulator's per-player-match truth files of one day, when the lake is local and has them.
@@ -529,16 +505,14 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
     for (b, spill) in spills.iter().enumerate() {
         let input_rows = if !spill.is_empty() {
-            sort_by_player(read_spilled(&spill_files, spill)?).map_err(pl_err)?
+            read_spilled(&spill_files, spill)?.lazy()
         } else if b == 0 {
             // A shard with no rows still writes its (empty) part: readers see it done.
-            DataFrame::empty_with_schema(&schema)
+            DataFrame::empty_with_schema(&schema).lazy()
         } else {
             continue;
         };
-        let per_match = with_sort_helpers(input_rows.lazy())
-            .collect()
-            .map_err(pl_err)?;
+        let per_match = sorted(input_rows).collect().map_err(pl_err)?;
         let n = per_match.height() as u64;
         let features = scratch.join(format!("features-{b:05}.parquet"));
         write_features(&q, &per_match, &features, input.wide_rows)?;

@@ -158,17 +158,6 @@ pub(crate) fn scan(files: &[PathBuf]) -> PolarsResult<LazyFrame> {
 /// player's earlier rows (`since`): the steps after compare and group players by these, not by
 /// their string ids (string comparisons were a tenth of the per-bucket pass's `perf` samples).
 pub(crate) fn sorted(per_match: LazyFrame) -> LazyFrame {
-    with_sort_helpers(per_match.sort(
-        SORT_KEYS,
-        SortMultipleOptions::default().with_maintain_order(true),
-    ))
-}
-
-/// The order of step 1's rows: by player, start and match.
-pub(crate) const SORT_KEYS: [&str; 3] = ["player_id", "start_ms", "match_id"];
-
-/// [`sorted`]'s helper columns on rows already in its order.
-pub(crate) fn with_sort_helpers(rows: LazyFrame) -> LazyFrame {
     let new_player = col("player_id")
         .neq(col("player_id").shift(lit(1)))
         .fill_null(lit(true));
@@ -177,13 +166,19 @@ pub(crate) fn with_sort_helpers(rows: LazyFrame) -> LazyFrame {
         .then(col("row"))
         .otherwise(lit(0).cast(IDX_DTYPE))
         .cum_max(false);
-    rows.with_row_index("row", None).with_columns([
-        new_player
-            .cast(DataType::UInt32)
-            .cum_sum(false)
-            .alias("pid"),
-        (col("row").cast(DataType::Int64) - first_row.cast(DataType::Int64)).alias("since"),
-    ])
+    per_match
+        .sort(
+            ["player_id", "start_ms", "match_id"],
+            SortMultipleOptions::default().with_maintain_order(true),
+        )
+        .with_row_index("row", None)
+        .with_columns([
+            new_player
+                .cast(DataType::UInt32)
+                .cum_sum(false)
+                .alias("pid"),
+            (col("row").cast(DataType::Int64) - first_row.cast(DataType::Int64)).alias("since"),
+        ])
 }
 
 /// Step 1's helper columns that [`sorted`] adds.
