@@ -330,25 +330,26 @@ fn spill(
     Ok(())
 }
 
-/// A bucket's rows from the spill files: each slice's row groups only (polars' reader skips
-/// the row groups outside a slice).
-fn read_spilled(files: &[PathBuf], slices: &[SpillSlice]) -> Result<DataFrame, FitError> {
-    let mut out: Option<DataFrame> = None;
-    for s in slices {
-        let p = &files[s.file];
-        let f = File::open(p).map_err(out_err(p))?;
-        let df = ParquetReader::new(f)
-            .with_slice(Some((s.offset, s.len)))
-            .finish()
-            .map_err(pl_err)?;
-        match &mut out {
-            Some(o) => {
-                o.vstack_mut_owned(df).map_err(pl_err)?;
-            }
-            None => out = Some(df),
-        }
-    }
-    out.ok_or_else(|| FitError::Query("a bucket with no spilled rows".into()))
+/// A bucket's rows in the spill files, as one query: a slice of each file (polars' reader skips
+/// the row groups outside a slice), which the sort after it reads as it goes. Reading the
+/// slices eagerly and sorting the frame took 15% less time in this pass but peaked 60 to
+/// 110 MiB higher (699 to 744 MiB against 637 MiB on the 111.8M-row lake, 2026-11-27).
+fn spilled(files: &[PathBuf], slices: &[SpillSlice]) -> PolarsResult<LazyFrame> {
+    let parts =
+        slices
+            .iter()
+            .map(|s| {
+                Ok(scan(std::slice::from_ref(&files[s.file]))?
+                    .slice(s.offset as i64, s.len as IdxSize))
+            })
+            .collect::<PolarsResult<Vec<_>>>()?;
+    concat(
+        parts,
+        UnionArgs {
+            rechunk: false,
+            ..UnionArgs::default()
+        },
+    )
 }
 
 /// The simulator's per-player-match truth files of one day, when the lake is local and has them.
@@ -505,7 +506,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
     for (b, spill) in spills.iter().enumerate() {
         let input_rows = if !spill.is_empty() {
-            read_spilled(&spill_files, spill)?.lazy()
+            spilled(&spill_files, spill).map_err(pl_err)?
         } else if b == 0 {
             // A shard with no rows still writes its (empty) part: readers see it done.
             DataFrame::empty_with_schema(&schema).lazy()
