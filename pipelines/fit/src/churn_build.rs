@@ -18,11 +18,13 @@
 //!    stays open across spills: open Parquet writers keep every row group's metadata, which
 //!    would grow with buckets times spills.) The data's first and last match start are noted.
 //! 2. **per bucket**: the bucket's rows (whole players: every match of a player is in its
-//!    bucket), read from its row group of each spill file, are sorted by player, start and match, and steps 2 to 4 of the query run on them
-//!    with the data's bounds as literals, giving the bucket's part of the feature table and of
-//!    the player state table, each written as one Parquet file. The bucket's step-1 rows (about
-//!    fifteen columns) are held whole; its feature rows (125 columns in the default table) are
-//!    computed and written [`WIDE_ROWS`] rows of whole players at a time, one row group each.
+//!    bucket), read from its row group of each spill file, are sorted by player, start and
+//!    match, and steps 2 to 4 of the query run on them with the data's bounds as literals,
+//!    giving the bucket's part of the feature table and of the player state table, each
+//!    written as one Parquet file. The bucket's step-1 rows (about fifteen columns) are held
+//!    whole; its feature rows (125 columns in the default table) are computed and written
+//!    [`WIDE_ROWS`] rows of whole players at a time, one row group each. The spill files are
+//!    removed at the end: each holds rows of every bucket.
 //!
 //! A shard `K/N` owns the players whose share lies in `[K/N, (K+1)/N)`, split into as many
 //! buckets as keep each one near `chunk_rows` rows. Shards share nothing but their inputs, so
