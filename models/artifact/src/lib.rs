@@ -11,6 +11,8 @@
 //!   adjustment), [`churn`] (the churn model) and [`features`] (its feature rows, so a service
 //!   computes exactly what the model was trained on);
 //! - [`snapshot`]: the per-player state (`players.parquet`);
+//! - [`online`]: what a finished match does to its players between retrains (the live update
+//!   a service applies, with the trainer's own raw skill step);
 //! - [`load`]: loading and verifying one version ([`Artifact`]);
 //! - [`fsio`]: the atomic, durable file write every crate of the workspace uses;
 //! - [`store`]: versions, `LATEST`, atomic publishing, promote, rollback and hot reload.
@@ -22,6 +24,7 @@ pub mod features;
 pub mod fsio;
 pub mod load;
 pub mod manifest;
+pub mod online;
 pub mod percentile;
 pub mod skill;
 pub mod snapshot;

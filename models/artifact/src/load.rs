@@ -38,6 +38,11 @@ pub struct SkillFile {
     /// The in-match performance metric the skill compares (e.g. `kills-per-enemy-death`).
     pub metric: String,
     pub raw_skill: RawSkillParams,
+    /// The party adjustment the replay credited to party members when it updated their raw
+    /// skill (`RawSkill::update_adjusted`'s offsets); absent: none. A service updating skills
+    /// between retrains uses the same (format 5 files without it update with none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub party_offsets: Option<PartyAdjustment>,
 }
 
 /// `churn.json`: the churn model and its label.

@@ -147,6 +147,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
             json(&SkillFile {
                 metric: "kills-per-enemy-death".into(),
                 raw_skill: RawSkillParams::default(),
+                party_offsets: team.party_adjustment(),
             }),
         ),
         (PERCENTILES_FILE.to_string(), json(&percentiles)),

@@ -10,6 +10,23 @@ pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
+/// Standard deviation of the skills `values` of the members of party `p` (`parties[k]` is row
+/// `k`'s party number): the spread the party adjustment reads. Summed in row order, as every
+/// replay does.
+#[must_use]
+pub fn party_sd(values: &[f64], parties: &[u16], p: u16) -> f64 {
+    let (mut n, mut s, mut s2) = (0.0, 0.0, 0.0);
+    for (&x, &q) in values.iter().zip(parties) {
+        if q == p {
+            n += 1.0;
+            s += x;
+            s2 += x * x;
+        }
+    }
+    let mean = s / n;
+    (s2 / n - mean * mean).max(0.0).sqrt()
+}
+
 /// One match seen from team A's side, with the teams' state before it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TeamSample {

@@ -59,6 +59,9 @@ struct TeamModelFile {
     metric: String,
     model: Option<TeamWinModel>,
     party_adjustment: Option<PartyAdjustment>,
+    /// The adjustment the final replay credited to parties (absent in older skill fits).
+    #[serde(default)]
+    update_offsets: Option<PartyAdjustment>,
     raw_skill: RawSkillParams,
 }
 
@@ -389,6 +392,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
             json(&SkillFile {
                 metric: team.metric.clone(),
                 raw_skill: team.raw_skill,
+                party_offsets: team.update_offsets,
             }),
         ),
         (PERCENTILES_FILE.into(), json(&percentiles)),

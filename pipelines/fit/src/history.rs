@@ -4,8 +4,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{Array, Float64Array, Int32Array, RecordBatch, StringArray};
 use hashbrown::HashMap;
+use mm_artifact::Outcome;
+use mm_artifact::skill::PerfColumns;
 use mm_lake::Lake;
-use serde::Serialize;
 
 use crate::error::FitError;
 
@@ -364,26 +365,20 @@ fn batch_rows(
             "loss" => 0,
             _ => 3,
         };
-        let x = match metric {
-            Metric::KillsPerEnemyDeath => match (
-                val_i(&kills, i),
-                val_i(&dbe, i).or_else(|| val_i(&deaths, i)),
-            ) {
-                (Some(k), Some(d)) => (k + 1.0) / (d + 1.0),
-                _ => f64::NAN,
+        let x = metric.value(&PerfColumns {
+            kills: val_i(&kills, i),
+            deaths_by_enemy: val_i(&dbe, i),
+            deaths: val_i(&deaths, i),
+            score: val_f(&score, i),
+            seconds_played: val_f(&secs, i),
+            perf: val_f(&perf, i),
+            outcome: match code {
+                2 => Some(Outcome::Win),
+                1 => Some(Outcome::Draw),
+                0 => Some(Outcome::Loss),
+                _ => None,
             },
-            Metric::ScorePerMinute => match (val_f(&score, i), val_f(&secs, i)) {
-                (Some(s), Some(t)) if t > 0.0 => s / (t / 60.0),
-                _ => f64::NAN,
-            },
-            Metric::Perf => val_f(&perf, i).unwrap_or(f64::NAN),
-            Metric::Outcome => match code {
-                2 => 1.0,
-                1 => 0.5,
-                0 => 0.0,
-                _ => f64::NAN,
-            },
-        };
+        });
         rows.push((bi, i as u32, x, code));
     }
     Some(Cols {
@@ -472,41 +467,4 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
     });
 }
 
-/// The in-match performance metric players are compared on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Metric {
-    /// Kills per enemy death, `(kills + 1) / (deaths_by_enemy + 1)`: self-kills never help,
-    /// and late joiners are not punished for fewer minutes (both counts scale with time).
-    /// Sources that do not tell deaths by enemy apart (LoL) use `deaths`.
-    KillsPerEnemyDeath,
-    /// Score per minute played.
-    ScorePerMinute,
-    /// The lake's `perf` column (e.g. the share of points won in tennis).
-    Perf,
-    /// Win/draw/loss only, for games without stats: the team's outcome.
-    Outcome,
-}
-
-impl Metric {
-    /// Whether the metric reads this lake column (the match columns are always read).
-    #[must_use]
-    pub fn needs(self, column: &str) -> bool {
-        match column {
-            "kills" | "deaths_by_enemy" | "deaths" => self == Metric::KillsPerEnemyDeath,
-            "score" | "seconds_played" => self == Metric::ScorePerMinute,
-            "perf" => self == Metric::Perf,
-            _ => true,
-        }
-    }
-
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::KillsPerEnemyDeath => "kills-per-enemy-death",
-            Metric::ScorePerMinute => "score-per-minute",
-            Metric::Perf => "perf",
-            Metric::Outcome => "outcome",
-        }
-    }
-}
+pub use mm_artifact::skill::Metric;

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use mm_artifact::team::party_sd;
 use mm_trainer::skill::baselines::{Baseline, BaselineParams};
 use mm_trainer::skill::raw::{RawSkill, ValidRawSkillParams};
 use mm_trainer::skill::team::{PartyAdjustment, TeamSample};
@@ -100,20 +101,6 @@ pub fn sample_of(values: &[f64], parties: &[u16], split: usize, outcome: f64) ->
         party_spread_diff: a.2 - b.2,
         outcome,
     }
-}
-
-/// Standard deviation of the skills of party `p`.
-fn party_sd(values: &[f64], parties: &[u16], p: u16) -> f64 {
-    let (mut n, mut s, mut s2) = (0.0, 0.0, 0.0);
-    for (&x, &q) in values.iter().zip(parties) {
-        if q == p {
-            n += 1.0;
-            s += x;
-            s2 += x * x;
-        }
-    }
-    let mean = s / n;
-    (s2 / n - mean * mean).max(0.0).sqrt()
 }
 
 /// Replays matches that start before `until` through the raw skill. With `offsets`, a party
@@ -234,6 +221,14 @@ impl OursReplay {
             offs: Vec::new(),
             values: Vec::new(),
         }
+    }
+
+    /// The replay continued from known states: player `i` of the histories fed starts at
+    /// `start[i]` (an artifact's snapshot, say) instead of a new player's 0 skill and 0 games.
+    #[must_use]
+    pub fn resume(mut self, start: Vec<mm_trainer::skill::raw::PlayerSkill>) -> Self {
+        self.model.set_players(start);
+        self
     }
 
     /// Replays the matches of `h`, which follow every match fed before (players numbered

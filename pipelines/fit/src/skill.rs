@@ -721,6 +721,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             &serde_json::json!({
                 "model": exported,
                 "party_adjustment": t.party_adjustment(),
+                "update_offsets": offsets,
                 "raw_skill_model": t,
                 "raw_skill": params,
                 "metric": cfg.metric,

@@ -1,7 +1,14 @@
 //! The raw skill's hyperparameters as exported, so a service can update skills between
-//! retrains exactly as the trainer did (`mm-trainer`'s `skill::raw` documents the update).
+//! retrains exactly as the trainer did: the update itself ([`raw`], documented there) and the
+//! metric it compares ([`metric`]) live here, so the trainer's replay and a service share them.
 
 use serde::{Deserialize, Serialize};
+
+pub mod metric;
+pub mod raw;
+
+pub use metric::{Metric, PerfColumns};
+pub use raw::{LobbySlot, PlayerSkill, RawSkill, RoleStats, update_lobby};
 
 /// Hyperparameters, as given (see [`RawSkillParams::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
