@@ -17,6 +17,7 @@ use arrow_select::concat::concat_batches;
 use arrow_select::take::take_record_batch;
 use hashbrown::HashMap;
 use mm_lake::parquet_io::read_parquet_columns;
+use mm_lake::rules::{self, MatchRejection, TeamClaim};
 use mm_lake::schema::{Outcome, col};
 use mm_lake::{Lake, Txn, staging_schema, to_lake_batch};
 use xxhash_rust::xxh3::xxh3_64;
@@ -265,8 +266,8 @@ pub fn finalize_day(
                         line.value(first),
                         line.value(j)
                     );
-                    f.quarantine(first, "match: player twice", reason.clone());
-                    f.quarantine(j, "match: player twice", reason);
+                    f.quarantine(first, rules::PLAYER_TWICE, reason.clone());
+                    f.quarantine(j, rules::PLAYER_TWICE, reason);
                 }
             }
         }
@@ -286,21 +287,17 @@ pub fn finalize_day(
         }
         teams.sort_unstable();
         teams.dedup();
-        if teams.len() < 2 {
-            let reason = format!(
-                "match {m} has players on only one team (team {}); a match needs two",
-                teams[0]
-            );
+        if let Err(e) = rules::two_teams(m, &teams) {
             for &i in &rows {
-                f.quarantine(i, "match: one team", reason.clone());
+                f.quarantine(i, e.category, e.reason.clone());
             }
             continue;
         }
         match resolve_outcomes(m, &rows, team, outcome, team_score) {
             Ok(d) => derived.extend(d),
-            Err((cat, reason)) => {
+            Err(e) => {
                 for &i in &rows {
-                    f.quarantine(i, cat, reason.clone());
+                    f.quarantine(i, e.category, e.reason.clone());
                 }
             }
         }
@@ -421,140 +418,41 @@ fn bump(c: &mut DayCounts, f: Fate) {
     }
 }
 
-type Rejection = (&'static str, String);
-
-/// What the rows of one team say about the match.
-#[derive(Debug, Clone, Copy)]
-struct TeamState {
-    team: i32,
-    outcome: Option<Outcome>,
-    score: Option<f64>,
-}
-
-/// The state of team `t`, added in team order if new (a match has a handful of teams, so a
-/// sorted vector beats a map).
-fn slot(teams: &mut Vec<TeamState>, t: i32) -> &mut TeamState {
-    let k = match teams.binary_search_by_key(&t, |e| e.team) {
-        Ok(k) => k,
-        Err(k) => {
-            teams.insert(
-                k,
-                TeamState {
-                    team: t,
-                    outcome: None,
-                    score: None,
-                },
-            );
-            k
-        }
-    };
-    &mut teams[k]
-}
-
-fn agree(m: &str, e: &mut TeamState, o: Outcome, what: &str) -> Result<(), Rejection> {
-    match e.outcome {
-        Some(prev) if prev != o => Err((
-            "match: inconsistent outcomes",
-            format!(
-                "match {m}: team {} {what} {} and {}",
-                e.team,
-                prev.as_str(),
-                o.as_str()
-            ),
-        )),
-        _ => {
-            e.outcome = Some(o);
-            Ok(())
-        }
-    }
-}
-
-/// Checks that teammates agree and that at most one team won, deriving missing outcomes from
-/// team scores (highest score wins; a tie at the top is a draw for the tied teams).
+/// The match rules of [`mm_lake::rules`] on rows `rows` of the day's batch: the outcome each
+/// row without one takes from the team scores, `(row, outcome)`.
 fn resolve_outcomes(
     m: &str,
     rows: &[usize],
     team: &arrow_array::Int32Array,
     outcome: &StringArray,
     team_score: &arrow_array::Float64Array,
-) -> Result<Vec<(usize, Outcome)>, Rejection> {
-    let mut teams: Vec<TeamState> = Vec::with_capacity(2);
-    let mut pending = Vec::new();
+) -> Result<Vec<(usize, Outcome)>, MatchRejection> {
+    let mut claims = Vec::with_capacity(rows.len());
     for &i in rows {
-        let e = slot(&mut teams, team.value(i));
-        if outcome.is_null(i) {
-            pending.push(i);
+        let given = if outcome.is_null(i) {
+            None
         } else {
-            let o = Outcome::parse(outcome.value(i)).ok_or_else(|| {
-                (
-                    "match: inconsistent outcomes",
-                    format!("bad outcome in match {m}"),
-                )
-            })?;
-            agree(m, e, o, "has both")?;
-        }
-        if !team_score.is_null(i) {
-            let s = team_score.value(i);
-            match e.score {
-                Some(prev) if prev != s => {
-                    return Err((
-                        "match: inconsistent team_score",
-                        format!("match {m}: team {} has team_score {prev} and {s}", e.team),
-                    ));
-                }
-                _ => e.score = Some(s),
-            }
-        }
+            Some(
+                Outcome::parse(outcome.value(i)).ok_or_else(|| MatchRejection {
+                    category: rules::INCONSISTENT_OUTCOMES,
+                    reason: format!("bad outcome in match {m}"),
+                })?,
+            )
+        };
+        claims.push(TeamClaim {
+            team: team.value(i),
+            outcome: given,
+            team_score: (!team_score.is_null(i)).then(|| team_score.value(i)),
+        });
     }
-    let mut derived = Vec::new();
-    if !pending.is_empty() {
-        if let Some(e) = teams.iter().find(|e| e.score.is_none()) {
-            return Err((
-                "match: no outcome",
-                format!(
-                    "match {m}: team {} has neither outcome nor team_score",
-                    e.team
-                ),
-            ));
-        }
-        let top = teams
-            .iter()
-            .filter_map(|e| e.score)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let n_top = teams.iter().filter(|e| e.score == Some(top)).count();
-        for e in &mut teams {
-            let o = match e.score {
-                Some(s) if s < top => Outcome::Loss,
-                _ if n_top == 1 => Outcome::Win,
-                _ => Outcome::Draw,
-            };
-            agree(m, e, o, "is marked")?;
-        }
-        for i in pending {
-            if let Some(o) = slot(&mut teams, team.value(i)).outcome {
-                derived.push((i, o));
-            }
-        }
-    }
-    let wins = teams
+    let mut resolved = Vec::with_capacity(rows.len());
+    rules::resolve_outcomes(m, &claims, &mut resolved)?;
+    Ok(rows
         .iter()
-        .filter(|e| e.outcome == Some(Outcome::Win))
-        .count();
-    let draws = teams
-        .iter()
-        .filter(|e| e.outcome == Some(Outcome::Draw))
-        .count();
-    if wins > 1 || (wins == 1 && draws > 0) {
-        let list: Vec<String> = teams
-            .iter()
-            .map(|e| format!("team {} {}", e.team, e.outcome.map_or("?", Outcome::as_str)))
-            .collect();
-        return Err((
-            "match: inconsistent outcomes",
-            format!("match {m}: {}", list.join(", ")),
-        ));
-    }
-    Ok(derived)
+        .zip(resolved)
+        .filter(|&(&i, _)| outcome.is_null(i))
+        .map(|(&i, o)| (i, o))
+        .collect())
 }
 
 #[cfg(test)]

@@ -343,6 +343,8 @@ pub struct WinnerCommit {
     pub operation: Option<String>,
     /// The run id it recorded, if it was an `mm` run.
     pub run_id: Option<String>,
+    /// The application transactions it recorded: (app id, version).
+    pub app_transactions: Vec<(String, i64)>,
 }
 
 fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
@@ -366,6 +368,13 @@ fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
         } else if let Some(r) = v.get("remove") {
             if let Some(p) = r.get("path").and_then(Value::as_str) {
                 w.removed.push(p.to_string());
+            }
+        } else if let Some(t) = v.get("txn") {
+            if let (Some(app), Some(ver)) = (
+                t.get("appId").and_then(Value::as_str),
+                t.get("version").and_then(Value::as_i64),
+            ) {
+                w.app_transactions.push((app.to_string(), ver));
             }
         } else if let Some(ci) = v.get("commitInfo") {
             w.operation = ci

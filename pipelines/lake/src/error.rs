@@ -33,6 +33,25 @@ pub enum LakeError {
     /// A concurrent run committed rows this run also holds; this run committed nothing.
     #[error("{location}: {reason}")]
     Conflict { location: String, reason: String },
+    /// The log no longer holds a commit a reader asked for (cleaned up after a checkpoint):
+    /// read the table whole instead.
+    #[error(
+        "{location}: the Delta log no longer holds version {version} (cleaned up after a \
+         checkpoint); what was added since cannot be read commit by commit"
+    )]
+    LogTruncated { location: String, version: i64 },
+    /// The application transaction of this commit was already recorded (by an earlier attempt
+    /// of the same flush): nothing was committed, and nothing needed to be.
+    #[error(
+        "{location}: application {app_id} already committed its version {committed} (this \
+         commit's is {version}); nothing committed again"
+    )]
+    AlreadyCommitted {
+        location: String,
+        app_id: String,
+        version: i64,
+        committed: i64,
+    },
     #[error("{location}: Delta Lake error: {source}")]
     Delta {
         location: String,

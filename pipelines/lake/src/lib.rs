@@ -6,8 +6,9 @@
 //! on a local disk or in an object store, so Spark, DuckDB, Trino and polars open it with their
 //! Delta readers and their transactional guarantees. This crate owns four things and nothing else:
 //!
-//! - the schema ([`schema::matches_schema`], documented column by column in `data/README.md`)
-//!   and the typed row that producers fill ([`PlayerRow`], with its row-level [`PlayerRow::validate`]);
+//! - the schema ([`schema::matches_schema`], documented column by column in `data/README.md`),
+//!   the typed row that producers fill ([`PlayerRow`], with its row-level [`PlayerRow::validate`])
+//!   and the match-level rules ([`rules`]) that every writer (ingest, the service) applies;
 //! - the columnar [`RowsBuilder`] that turns rows into Arrow batches;
 //! - where a lake lives ([`Location`]: a path or an `s3://`, `gs://`, `az://`, `file://` URL);
 //! - the store ([`Lake`]): snapshots pinned at a version or time ([`AsOf`]), and multi-file runs
@@ -44,6 +45,7 @@
 //! assert!(before.matches_files().unwrap().is_empty());
 //! ```
 
+pub mod changes;
 pub mod convert;
 pub mod delta;
 pub mod derived;
@@ -52,7 +54,9 @@ pub mod location;
 pub mod mirror;
 pub mod parquet_io;
 pub mod progress;
+pub mod results;
 pub mod rows;
+pub mod rules;
 pub mod schema;
 pub mod store;
 pub mod summary;

@@ -55,6 +55,7 @@ impl Lake {
             done: false,
             syncer: Syncer::default(),
             new_entries: BTreeSet::new(),
+            app_transaction: None,
             _owner: owner,
         })
     }
@@ -102,6 +103,9 @@ pub struct Txn {
     /// Local directories that gained entries by publishing; each is fsynced once before the
     /// log commit that makes the entries part of a version.
     new_entries: BTreeSet<PathBuf>,
+    /// The application transaction the matches commit records (an idempotent writer's app id
+    /// and sequence number), if any.
+    app_transaction: Option<(String, i64)>,
     /// Locked while the run lives, so that [`Lake::recover`] leaves its staging alone.
     _owner: File,
 }
@@ -129,6 +133,16 @@ pub(crate) struct Published {
 impl Txn {
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// Records Delta's application transaction `(app_id, version)` with the matches commit, as
+    /// an idempotent writer does (kafka-delta-ingest's way): readers find the last version of
+    /// an app with [`Lake::app_transaction`]. If a concurrent commit recorded the same app at
+    /// this version or a later one, the commit is refused with
+    /// [`LakeError::AlreadyCommitted`] and nothing is committed: the writer's earlier attempt
+    /// landed.
+    pub fn set_app_transaction(&mut self, app_id: &str, version: i64) {
+        self.app_transaction = Some((app_id.to_string(), version));
     }
 
     /// Stages a Parquet file that the commit will place at `rel` (relative to the lake root).
@@ -253,7 +267,16 @@ impl Txn {
                 .collect()
         };
         let q_adds = adds(QUARANTINE_DIR)?;
-        let m_adds = adds(MATCHES_DIR)?;
+        let mut m_adds = adds(MATCHES_DIR)?;
+        if let Some((app, v)) = &self.app_transaction {
+            m_adds.push(deltalake_core::kernel::Action::Txn(
+                deltalake_core::kernel::Transaction::new_with_last_update(
+                    app,
+                    *v,
+                    Some(chrono::Utc::now().timestamp_millis()),
+                ),
+            ));
+        }
         let write = || deltalake_core::protocol::DeltaOperation::Write {
             mode: deltalake_core::protocol::SaveMode::Append,
             partition_by: None,
@@ -293,7 +316,23 @@ impl Txn {
         let loc = self.lake.matches.loc.clone();
         let view = self.lake.matches.clone();
         let mut matches = self.matches.clone();
-        let mut recheck = |w: &WinnerCommit| recheck_keys(&loc, &view, w, &ours, MATCHES_DIR);
+        let app = self.app_transaction.clone();
+        let mut recheck = |w: &WinnerCommit| {
+            if let Some((app_id, version)) = &app
+                && let Some(&(_, committed)) = w
+                    .app_transactions
+                    .iter()
+                    .find(|(a, v)| a == app_id && v >= version)
+            {
+                return Err(LakeError::AlreadyCommitted {
+                    location: loc.to_string(),
+                    app_id: app_id.clone(),
+                    version: *version,
+                    committed,
+                });
+            }
+            recheck_keys(&loc, &view, w, &ours, MATCHES_DIR)
+        };
         let op = deltalake_core::protocol::DeltaOperation::Write {
             mode: deltalake_core::protocol::SaveMode::Append,
             partition_by: Some(vec![DAY.to_string()]),

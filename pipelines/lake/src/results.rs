@@ -1,0 +1,188 @@
+//! Finished matches in the lake's terms: the rows a writer stages in the lake's order, and the
+//! matches read back from a table file as the live update takes them
+//! ([`mm_artifact::online::FinishedMatch`]).
+
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
+use arrow_array::{Array, Float64Array, Int32Array, RecordBatch, StringArray};
+use mm_artifact::online::{FinishedMatch, ResultRow};
+use mm_artifact::skill::PerfColumns;
+
+use crate::error::{LakeError, Result};
+use crate::parquet_io::read_parquet_columns;
+use crate::rows::{PlayerRow, RowsBuilder, to_lake_batch};
+use crate::schema::{Outcome, col};
+
+impl PlayerRow<'_> {
+    /// The row as the live update reads it; `None` while its outcome is not resolved.
+    #[must_use]
+    pub fn result_row(&self) -> Option<ResultRow> {
+        Some(ResultRow {
+            player_id: self.player_id.to_string(),
+            team: self.team,
+            party_id: self.party_id.as_ref().map(ToString::to_string),
+            role: self.role.as_ref().map(ToString::to_string),
+            outcome: self.outcome?,
+            team_score: self.team_score,
+            stats: PerfColumns {
+                kills: self.kills.map(f64::from),
+                deaths_by_enemy: self.deaths_by_enemy.map(f64::from),
+                deaths: self.deaths.map(f64::from),
+                score: self.score,
+                seconds_played: self.seconds_played,
+                perf: self.perf,
+                outcome: self.outcome,
+            },
+        })
+    }
+}
+
+/// The lake's row order: by start, match and team, and as given within a team (what `mm
+/// ingest` writes; every replay reads matches in this order).
+pub fn sort_lake_order(rows: &mut [PlayerRow<'_>]) {
+    rows.sort_by(|a, b| {
+        (a.start_ms, a.match_id.as_ref(), a.team).cmp(&(b.start_ms, b.match_id.as_ref(), b.team))
+    });
+}
+
+/// The lake batch of `rows` (with outcomes resolved), in the order given, each recorded as line
+/// `lines[k]` of the source `source` (`lines` as long as `rows`).
+///
+/// # Errors
+/// The batch cannot be built (an internal error).
+pub fn lake_batch(rows: &[PlayerRow<'_>], source: &str, lines: &[u64]) -> Result<RecordBatch> {
+    let mut b = RowsBuilder::with_capacity(rows.len());
+    for (r, &line) in rows.iter().zip(lines) {
+        b.push(r, source, line, 0, 1);
+    }
+    to_lake_batch(&b.finish()).map_err(|e| LakeError::Arrow {
+        path: source.into(),
+        source: e,
+    })
+}
+
+const READ: [&str; 15] = [
+    col::MATCH_ID,
+    col::MODE,
+    col::START_TIME,
+    col::TEAM,
+    col::PLAYER_ID,
+    col::OUTCOME,
+    col::PARTY_ID,
+    col::ROLE,
+    col::KILLS,
+    col::DEATHS,
+    col::DEATHS_BY_ENEMY,
+    col::SCORE,
+    col::SECONDS_PLAYED,
+    col::PERF,
+    col::TEAM_SCORE,
+];
+
+/// The matches of one table file with their modes, in the file's order (the rows of a match
+/// are contiguous in a lake file, in the lake's order).
+///
+/// # Errors
+/// The file cannot be read or lacks a required column.
+pub fn read_finished(path: &Path) -> Result<Vec<(String, FinishedMatch)>> {
+    let mut out = Vec::new();
+    for b in read_parquet_columns(path, Some(&READ))? {
+        read_batch(path, &b, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn read_batch(path: &Path, b: &RecordBatch, out: &mut Vec<(String, FinishedMatch)>) -> Result<()> {
+    let need = |name: &str| {
+        b.column_by_name(name)
+            .cloned()
+            .ok_or_else(|| LakeError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("no column {name}"),
+            })
+    };
+    let (mid, modes, start) = (
+        need(col::MATCH_ID)?,
+        need(col::MODE)?,
+        need(col::START_TIME)?,
+    );
+    let (team, pid, outcome) = (need(col::TEAM)?, need(col::PLAYER_ID)?, need(col::OUTCOME)?);
+    let mid: &StringArray = mid.as_string::<i32>();
+    let modes: &StringArray = modes.as_string::<i32>();
+    let pid: &StringArray = pid.as_string::<i32>();
+    let outcome: &StringArray = outcome.as_string::<i32>();
+    let start = start.as_primitive::<TimestampMillisecondType>();
+    let team: &Int32Array = team.as_primitive::<Int32Type>();
+    let opt_str = |name: &str| b.column_by_name(name).map(|a| a.as_string::<i32>().clone());
+    let opt_i32 = |name: &str| {
+        b.column_by_name(name)
+            .map(|a| a.as_primitive::<Int32Type>().clone())
+    };
+    let opt_f64 = |name: &str| {
+        b.column_by_name(name)
+            .map(|a| a.as_primitive::<Float64Type>().clone())
+    };
+    let (party, role) = (opt_str(col::PARTY_ID), opt_str(col::ROLE));
+    let (kills, deaths, dbe) = (
+        opt_i32(col::KILLS),
+        opt_i32(col::DEATHS),
+        opt_i32(col::DEATHS_BY_ENEMY),
+    );
+    let (score, secs, perf, ts) = (
+        opt_f64(col::SCORE),
+        opt_f64(col::SECONDS_PLAYED),
+        opt_f64(col::PERF),
+        opt_f64(col::TEAM_SCORE),
+    );
+    let s = |a: &Option<StringArray>, i: usize| {
+        a.as_ref()
+            .filter(|a| a.is_valid(i))
+            .map(|a| a.value(i).to_string())
+    };
+    let n = |a: &Option<Int32Array>, i: usize| {
+        a.as_ref()
+            .filter(|a| a.is_valid(i))
+            .map(|a| f64::from(a.value(i)))
+    };
+    let f = |a: &Option<Float64Array>, i: usize| {
+        a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
+    };
+    for i in 0..b.num_rows() {
+        let o = Outcome::parse(outcome.value(i)).ok_or_else(|| LakeError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("row {i}: outcome {:?}", outcome.value(i)),
+        })?;
+        let row = ResultRow {
+            player_id: pid.value(i).to_string(),
+            team: team.value(i),
+            party_id: s(&party, i),
+            role: s(&role, i),
+            outcome: o,
+            team_score: f(&ts, i),
+            stats: PerfColumns {
+                kills: n(&kills, i),
+                deaths: n(&deaths, i),
+                deaths_by_enemy: n(&dbe, i),
+                score: f(&score, i),
+                seconds_played: f(&secs, i),
+                perf: f(&perf, i),
+                outcome: Some(o),
+            },
+        };
+        let (m, t) = (mid.value(i), start.value(i));
+        match out.last_mut() {
+            Some((_, last)) if last.match_id == m && last.start_ms == t => last.rows.push(row),
+            _ => out.push((
+                modes.value(i).to_string(),
+                FinishedMatch {
+                    match_id: m.to_string(),
+                    start_ms: t,
+                    rows: vec![row],
+                },
+            )),
+        }
+    }
+    Ok(())
+}
