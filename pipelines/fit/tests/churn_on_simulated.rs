@@ -409,3 +409,103 @@ fn churn_model_is_calibrated_against_the_truth() {
     let html = std::fs::read_to_string(out.join("churn_report.html")).unwrap();
     assert!(html.contains("Reliability") && html.contains("<svg"));
 }
+
+/// Online equals batch for what a match adds to a player's history: the service's live update
+/// (`mm_artifact::online::played_of`, on the matches read back from the lake's files) gives
+/// every player-match the outcome, score difference, performance rank and blowout flag that the
+/// churn feature query's per-match step (`played_query`, polars) computes, on both simulated
+/// modes (6v6 with parties and team scores; 1v1 with draws).
+#[test]
+fn the_live_update_computes_the_feature_query_values() {
+    use mm_artifact::online::played_of;
+    use mm_fit::churn_features::played_query;
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    simulate(&SimConfig {
+        lake: lake.clone(),
+        players: 800,
+        days: 3,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let l = Lake::open(&lake).unwrap();
+    let margin = 30.0;
+    for mode in ["tdm-6v6", "duel-1v1"] {
+        let mut online = HashMap::new();
+        for f in l.matches_files().unwrap() {
+            for (m_mode, m) in mm_lake::results::read_finished(&f).unwrap() {
+                if m_mode != mode {
+                    continue;
+                }
+                for (r, p) in m.rows.iter().zip(played_of(&m, margin)) {
+                    online.insert((r.player_id.clone(), m.match_id.clone()), p);
+                }
+            }
+        }
+        let q = FeatureQuery {
+            until_ms: None,
+            files: l.matches_files().unwrap(),
+            mode: Some(mode.into()),
+            history: 1,
+            outcome_interactions: 0,
+            outcome_pattern: 0,
+            past_churn: false,
+            censor_windows: true,
+            horizon_ms: 8 * 3_600_000,
+            blowout_margin: margin,
+            skill: None,
+            data_start_ms: None,
+            data_end_ms: None,
+            truth: false,
+        };
+        let df = played_query(&q).unwrap().collect().unwrap();
+        assert_eq!(df.height(), online.len(), "{mode}");
+        let s = |n: &str| df.column(n).unwrap().str().unwrap().clone();
+        let b = |n: &str| -> Vec<Option<bool>> {
+            df.column(n).unwrap().bool().unwrap().iter().collect()
+        };
+        let f =
+            |n: &str| -> Vec<Option<f64>> { df.column(n).unwrap().f64().unwrap().iter().collect() };
+        let (pid, mid) = (s("player_id"), s("match_id"));
+        let (win, draw, blow) = (b("win"), b("draw"), b("blowout_loss"));
+        let (diff, rank) = (f("score_diff"), f("perf_rank"));
+        let same = |x: Option<f64>, y: f64| match x {
+            None => y.is_nan(),
+            Some(x) => (x - y).abs() <= 1e-12 * x.abs().max(1.0),
+        };
+        let (mut ranked, mut blowouts) = (0, 0);
+        for i in 0..df.height() {
+            let key = (
+                pid.get(i).unwrap().to_string(),
+                mid.get(i).unwrap().to_string(),
+            );
+            let p = &online[&key];
+            let outcome = match (win[i], draw[i]) {
+                (Some(true), _) => mm_artifact::Outcome::Win,
+                (_, Some(true)) => mm_artifact::Outcome::Draw,
+                _ => mm_artifact::Outcome::Loss,
+            };
+            assert_eq!(p.outcome, outcome, "{mode} {key:?}");
+            assert!(
+                same(diff[i], p.score_diff),
+                "{mode} {key:?}: score_diff {:?} {}",
+                diff[i],
+                p.score_diff
+            );
+            assert!(
+                same(rank[i], p.perf_rank),
+                "{mode} {key:?}: perf_rank {:?} {}",
+                rank[i],
+                p.perf_rank
+            );
+            assert_eq!(blow[i], Some(p.blowout_loss), "{mode} {key:?}");
+            ranked += usize::from(p.perf_rank.is_finite());
+            blowouts += usize::from(p.blowout_loss);
+        }
+        // The comparison saw ranks, and (in the team mode) blowouts.
+        assert!(ranked > df.height() / 2, "{mode}: {ranked} ranked");
+        if mode == "tdm-6v6" {
+            assert!(blowouts > 0, "{mode}: no blowout");
+        }
+    }
+}
