@@ -11,6 +11,7 @@ mod ingest_canonical;
 mod ingest_real;
 mod lake_crash;
 mod pair;
+mod results;
 mod retrain;
 mod scheduler;
 mod serve;

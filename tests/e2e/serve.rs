@@ -69,7 +69,7 @@ fn start(models: &Path) -> (Server, String, String) {
 }
 
 /// The text at a `http://host:port/path` URL, by a plain HTTP/1.0 GET.
-fn http_get(url: &str) -> String {
+pub(crate) fn http_get(url: &str) -> String {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_at(rest.find('/').unwrap());

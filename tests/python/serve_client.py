@@ -1,7 +1,9 @@
 """`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
-repository's proto with grpcio-tools, then every method (Score, Pair, and a team queue's
-Enqueue, Cancel, Explain and Tick) and the health service, refused requests, one reload (a
-version promoted by `mm models promote` while the server runs) and a rollback.
+repository's proto with grpcio-tools, then every method (Score, Pair, a team queue's Enqueue,
+Cancel, Explain and Tick, and ReportMatch with the service's token) and the health service,
+refused requests, one reload (a version promoted by `mm models promote` while the server runs)
+and a rollback. The reported matches move their players' scores at once and land in the lake
+(read back with the deltalake package), with the replica's application transaction.
 
 Usage: serve_client.py MODELS_ROOT NAME, with MM_BIN naming the `mm` binary. The model must hold
 two versions, v0001 as LATEST and v0002 beside it. The server is started with --max-seconds and
@@ -18,6 +20,7 @@ import time
 
 import grpc
 import polars as pl
+from deltalake import DeltaTable
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_tools import protoc
 
@@ -25,6 +28,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 MM = os.environ["MM_BIN"]
 ROOT = pathlib.Path(sys.argv[1])
 NAME = sys.argv[2]
+TOKEN = "py-client-token"
+AUTH = (("authorization", f"Bearer {TOKEN}"),)
 
 
 def stubs():
@@ -47,14 +52,66 @@ def wait_for(matcher, pb, players, version):
         time.sleep(0.1)
 
 
+def report_matches(matcher, pb, ids, mode, lake):
+    """Three 1v1 results: refused without the token; with it, each moves its players (the next
+    Score sees the report's numbers); a second report of a match is a duplicate; the lake holds
+    each match once, with this replica's application transaction."""
+    start = 1_900_000_000_000
+    reports = [pb.ReportMatchRequest(
+        match_id=f"py-{k}", mode=mode, start_ms=start + k * 60_000,
+        # The winner leads on every metric raw skill may compare (perf, kills per enemy
+        # death, score per minute, the outcome).
+        players=[pb.PlayerResult(player_id=ids[2 * k], team=0, outcome=pb.OUTCOME_WIN,
+                                 perf=0.7, kills=5, deaths=1, deaths_by_enemy=1, score=500,
+                                 seconds_played=600),
+                 pb.PlayerResult(player_id=ids[2 * k + 1], team=1, outcome=pb.OUTCOME_LOSS,
+                                 perf=0.3, kills=1, deaths=5, deaths_by_enemy=5, score=100,
+                                 seconds_played=600)]) for k in range(3)]
+    try:
+        matcher.ReportMatch(reports[0], timeout=10)
+        raise AssertionError("a report without the token was accepted")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+    before = {p.id: p for p in matcher.Score(pb.ScoreRequest(
+        players=[pb.Player(id=i) for i in ids[:6]]), timeout=10).players}
+    for r in reports:
+        got = matcher.ReportMatch(r, timeout=10, metadata=AUTH)
+        assert got.status == pb.REPORT_STATUS_RECORDED and got.sequence > 0, got
+        winner, loser = got.players
+        assert winner.raw_skill > before[winner.id].raw_skill, (winner, before[winner.id])
+        assert loser.raw_skill < before[loser.id].raw_skill, (loser, before[loser.id])
+        now = matcher.Score(pb.ScoreRequest(players=[pb.Player(id=winner.id)]), timeout=10)
+        assert now.players[0].raw_skill == winner.raw_skill, (now, winner)
+        assert now.players[0].games == before[winner.id].games + 1, now
+    dup = matcher.ReportMatch(reports[1], timeout=10, metadata=AUTH)
+    assert dup.status == pb.REPORT_STATUS_DUPLICATE, dup
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            rows = pl.read_delta(str(lake / "matches"))
+        except Exception:  # noqa: BLE001 - the table appears with the first flush
+            rows = None
+        if rows is not None and rows.height == 6:
+            break
+        assert time.monotonic() < deadline, f"the lake holds {rows} after 30 s"
+        time.sleep(0.1)
+    assert sorted(set(rows["match_id"].to_list())) == ["py-0", "py-1", "py-2"], rows
+    assert DeltaTable(str(lake / "matches")).transaction_version("mm-serve/py") == 3
+
+
 def main():
     pb, rpc = stubs()
     model = ROOT / NAME
     assert (model / "LATEST").read_text().strip() == "v0001"
     ids = pl.read_parquet(model / "v0001" / "players.parquet")["player_id"].head(20).to_list()
+    mode = json.loads((model / "v0001" / "manifest.json").read_text())["mode"]
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="mm-serve-py-"))
+    lake = scratch / "lake"
     server = subprocess.Popen(
         [MM, "serve", "--models", str(model), "--listen", "127.0.0.1:0",
-         "--reload-ms", "100", "--max-seconds", "90"],
+         "--reload-ms", "100", "--max-seconds", "90", "--lake", str(lake),
+         "--wal", str(scratch / "wal"), "--replica", "py", "--flush-s", "0.2"],
+        env={**os.environ, "MM_SERVE_TOKEN": TOKEN},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = server.stdout.readline().strip()
@@ -118,25 +175,29 @@ def main():
         # A 1v1 queue under team EOMM: two searches, a refused duplicate, Explain, Tick, Cancel.
         spec = pb.QueueSpec(name="duel", team_size=1, policy=pb.QUEUE_POLICY_EOMM)
         for k in range(3):
-            r = matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
+                r = matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
                 search_id=k, player_ids=[ids[k]], start_ms=1_000, lat=48.8, lon=2.3,
-                crossplay=True)), timeout=10)
+                crossplay=True)), timeout=10, metadata=AUTH)
         assert r.queued_searches == 3, r
         try:
             matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
-                search_id=0, player_ids=[ids[5]], start_ms=1_000)), timeout=10)
+                search_id=0, player_ids=[ids[5]], start_ms=1_000)), timeout=10, metadata=AUTH)
             raise AssertionError("a duplicate search was accepted")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.ALREADY_EXISTS, e
         why = matcher.Explain(pb.ExplainRequest(queue="duel", search_id=2, now_ms=1_000),
                               timeout=10)
         assert why.players_needed == 2 and why.max_wait_at_ms > 1_000, why
-        assert matcher.Cancel(pb.CancelRequest(queue="duel", search_id=2), timeout=10).removed
-        tick = matcher.Tick(pb.TickRequest(queue="duel", now_ms=600_000), timeout=10)
+        assert matcher.Cancel(pb.CancelRequest(queue="duel", search_id=2), timeout=10,
+                              metadata=AUTH).removed
+        tick = matcher.Tick(pb.TickRequest(queue="duel", now_ms=600_000), timeout=10,
+                            metadata=AUTH)
         assert len(tick.lobbies) == 1 and tick.queued_searches == 0, tick
         lobby = tick.lobbies[0]
         assert sorted(list(lobby.team_a) + list(lobby.team_b)) == [0, 1], lobby
         assert 0.0 <= lobby.quality <= 1.0 and lobby.expected_churn > 0.0, lobby
+
+        report_matches(matcher, pb, ids, mode, lake)
 
         subprocess.run([MM, "models", "promote", "v0002", "--models", str(ROOT), "--name", NAME,
                         "-q"], check=True, stdout=subprocess.DEVNULL)
@@ -146,8 +207,9 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         wait_for(matcher, pb, players, "v0001")
         print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
-              "Enqueue, Cancel, Explain, Tick, Health, refused requests, a reload to v0002 and a "
-              "rollback to v0001 all answered as expected")
+              "Enqueue, Cancel, Explain, Tick, ReportMatch (3 matches, in the lake), Health, "
+              "refused requests, a reload to v0002 and a rollback to v0001 all answered as "
+              "expected")
     finally:
         server.terminate()
         server.wait(timeout=20)

@@ -3,7 +3,7 @@
 //! draw and a loss, from the player's state in the snapshot at the time of the search.
 
 use mm_artifact::Artifact;
-use mm_artifact::snapshot::features_of;
+use mm_artifact::snapshot::{PlayerState, features_of};
 use mm_artifact::team::TeamSample;
 
 use crate::Outcome;
@@ -43,6 +43,21 @@ impl ArtifactPool {
     /// # Errors
     /// The artifact has no win model, or an id is empty.
     pub fn new(art: &Artifact, ids: &[String], now_ms: i64) -> Result<Self, ArtifactScoringError> {
+        Self::with_states(art, ids, &[], now_ms)
+    }
+
+    /// [`ArtifactPool::new`] with the players' states where a service knows them fresher than
+    /// the snapshot (`states[k]` for `ids[k]`, `None` or missing: the snapshot's or a new
+    /// player's); a player with a state is not unknown.
+    ///
+    /// # Errors
+    /// The artifact has no win model, or an id is empty.
+    pub fn with_states(
+        art: &Artifact,
+        ids: &[String],
+        states: &[Option<PlayerState>],
+        now_ms: i64,
+    ) -> Result<Self, ArtifactScoringError> {
         let win = art.team_win.ok_or(ArtifactScoringError::NoWinModel)?;
         let spec = art.churn.model.spec;
         let mut skills = Vec::with_capacity(ids.len());
@@ -53,10 +68,11 @@ impl ArtifactPool {
             if id.is_empty() {
                 return Err(ArtifactScoringError::EmptyId(i));
             }
-            if art.snapshot.position(id).is_none() {
+            let given = states.get(i).and_then(Option::as_ref);
+            if given.is_none() && art.snapshot.position(id).is_none() {
                 unknown.push(i);
             }
-            let p = art.player_or_new(id);
+            let p = given.cloned().unwrap_or_else(|| art.player_or_new(id));
             skills.push(p.raw_skill);
             outcome_skills.push(art.outcome_skill(&p));
             let row = features_of(&spec, &p, now_ms, false, Outcome::Win);
@@ -127,7 +143,22 @@ pub fn pair_pool(
     now_ms: i64,
     policy: PairPolicy,
 ) -> Result<PoolPairing, PairPoolError> {
-    let pool = ArtifactPool::new(art, ids, now_ms)?;
+    pair_pool_with(art, ids, &[], now_ms, policy)
+}
+
+/// [`pair_pool`] with the players' states where a service knows them fresher than the snapshot
+/// (see [`ArtifactPool::with_states`]).
+///
+/// # Errors
+/// As [`pair_pool`].
+pub fn pair_pool_with(
+    art: &Artifact,
+    ids: &[String],
+    states: &[Option<PlayerState>],
+    now_ms: i64,
+    policy: PairPolicy,
+) -> Result<PoolPairing, PairPoolError> {
+    let pool = ArtifactPool::with_states(art, ids, states, now_ms)?;
     let n = ids.len();
     let w = eomm_matrix(n, &pool, &pool);
     let pairing = pair_f64(policy, n, &w, Some(&pool.skills), &mut DenseBlossom::new())?;

@@ -364,6 +364,33 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     } else {
         store(&sel)?.root().to_path_buf()
     };
+    let results = a.lake.as_ref().map(|lake| mm_serve::ResultsConfig {
+        lake: lake.clone(),
+        wal: a.wal.clone(),
+        replica: a.replica.clone().unwrap_or_else(host_name),
+        flush_ms: (a.flush_s * 1000.0).round().max(0.0) as u64,
+        flush_matches: a.flush_matches,
+        follow_ms: a.follow_ms,
+        segment_bytes: 64 << 20,
+    });
+    if !(a.flush_s.is_finite() && a.flush_s > 0.0) {
+        bail!(
+            "invalid --flush-s: {} is not a positive number of seconds",
+            a.flush_s
+        );
+    }
+    let token = match &a.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("MM_SERVE_TOKEN").ok(),
+    };
+    if a.auth_reads && token.is_none() {
+        bail!("--auth-reads needs a token (--token-file or MM_SERVE_TOKEN)");
+    }
     let cfg = mm_serve::ServeConfig {
         model_dir: dir,
         listen: a.listen,
@@ -371,6 +398,11 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_seconds: a.max_seconds,
         metrics: a.metrics,
         sync,
+        results,
+        auth: mm_serve::Auth {
+            token,
+            reads: a.auth_reads,
+        },
     };
     cfg.check()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -385,4 +417,14 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         let _ = std::io::stdout().flush();
     }))?;
     Ok(())
+}
+
+/// This machine's name (a Kubernetes pod's name), for the default replica name.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mm-serve".to_string())
 }

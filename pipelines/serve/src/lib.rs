@@ -30,6 +30,8 @@
 //!     max_seconds: None,
 //!     metrics: Some("127.0.0.1:9100".parse().expect("an address")),
 //!     sync: None,
+//!     results: None,
+//!     auth: mm_serve::Auth::default(),
 //! };
 //! mm_serve::serve(cfg.check()?, |b| println!("listening on {}", b.grpc)).await
 //! # }
@@ -43,10 +45,16 @@ use std::time::Duration;
 use mm_artifact::store::{Reload, Reloader, Store};
 use tonic::transport::Server;
 
+mod auth;
+mod live;
 mod metrics;
 mod queues;
+mod report;
 mod service;
+pub mod wal;
 
+pub use auth::Auth;
+pub use live::{Live, ResultsConfig};
 pub use metrics::Metrics;
 pub use service::MatcherService;
 
@@ -104,6 +112,11 @@ pub struct ServeConfig {
     pub metrics: Option<SocketAddr>,
     /// Run before each check of `LATEST` (a remote store: refresh its local mirror).
     pub sync: Option<SyncHook>,
+    /// Where reported matches go (`None`: `ReportMatch` is refused and players stay as the
+    /// artifact holds them).
+    pub results: Option<ResultsConfig>,
+    /// The credential writes (and, if asked, reads) need.
+    pub auth: Auth,
 }
 
 /// A refresh of `model_dir` from where it really lives (an object store's prefix, through the
@@ -168,6 +181,40 @@ impl ServeConfig {
                 reason: format!("{s} is not a positive number of seconds"),
             });
         }
+        if let Some(r) = &self.results {
+            let bad = |field, reason: &str| {
+                Err(ServeError::Config {
+                    field,
+                    reason: reason.to_string(),
+                })
+            };
+            if r.flush_ms < 10 {
+                return bad("flush-ms", "below 10 ms");
+            }
+            if r.flush_matches == 0 {
+                return bad("flush-matches", "must be at least 1");
+            }
+            if r.follow_ms < 10 {
+                return bad("follow-ms", "below 10 ms");
+            }
+            if r.replica.is_empty()
+                || !r
+                    .replica
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return bad(
+                    "replica",
+                    "letters, digits, '-', '_' and '.' only, and not empty",
+                );
+            }
+        }
+        if self.auth.token.as_deref() == Some("") {
+            return Err(ServeError::Config {
+                field: "token",
+                reason: "the token is empty".into(),
+            });
+        }
         Ok(self)
     }
 }
@@ -202,8 +249,28 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         addr: cfg.listen,
         source,
     })?;
+    if !cfg.listen.ip().is_loopback() {
+        tracing::warn!(
+            "listening on {} in plain text: put TLS in front of it (a service mesh or a \
+             proxy) before it leaves a trusted network",
+            cfg.listen
+        );
+    }
     let metrics = Metrics::new();
     metrics.serving(&reloader.current().manifest.model_version);
+    let live = match cfg.results.clone() {
+        Some(r) => {
+            let (art, m) = (reloader.current(), metrics.clone());
+            let live = tokio::task::spawn_blocking(move || Live::start(art, r, m))
+                .await
+                .map_err(|e| ServeError::Config {
+                    field: "lake",
+                    reason: format!("opening the results stopped: {e}"),
+                })??;
+            Some(Arc::new(live))
+        }
+        None => None,
+    };
     let mut metrics_addr = None;
     let metrics_task = match cfg.metrics {
         Some(want) => {
@@ -236,8 +303,16 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         Duration::from_millis(cfg.reload_ms),
         metrics.clone(),
         cfg.sync.clone(),
+        live.clone(),
     ));
-    let service = MatcherService::new(Arc::clone(&reloader), metrics);
+    let results_tasks = live.as_ref().map(|l| {
+        (
+            tokio::spawn(flush_loop(Arc::clone(l))),
+            tokio::spawn(follow_loop(Arc::clone(l))),
+        )
+    });
+    let service = MatcherService::new(Arc::clone(&reloader), metrics)
+        .with_results(live.clone(), cfg.auth.clone());
     let limit = cfg.max_seconds;
     let stopping = Arc::clone(&reloader);
     let shutdown = async move {
@@ -275,8 +350,54 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
     if let Some(t) = metrics_task {
         t.abort();
     }
+    if let Some((flush, follow)) = results_tasks {
+        flush.abort();
+        follow.abort();
+    }
+    if let Some(l) = live {
+        // What was acknowledged is durable in the log already; this only saves the next start
+        // a flush.
+        let last = tokio::task::spawn_blocking(move || l.flush()).await;
+        if let Ok(Err(e)) = last {
+            tracing::warn!(error = %e, "the last flush failed; the log keeps the reports for the next start");
+        }
+    }
     served?;
     Ok(())
+}
+
+/// Flushes the pending reports into the lake when due (enough of them, or the oldest old
+/// enough); a failed flush is retried with a growing pause, up to 30 s.
+async fn flush_loop(live: Arc<Live>) {
+    let every = Duration::from_millis((live.config().flush_ms / 4).clamp(5, 50));
+    let mut pause = Duration::ZERO;
+    loop {
+        tokio::time::sleep(every + pause).await;
+        if !live.flush_due() {
+            continue;
+        }
+        let l = Arc::clone(&live);
+        match tokio::task::spawn_blocking(move || l.flush()).await {
+            Ok(Ok(_)) => pause = Duration::ZERO,
+            Ok(Err(e)) => {
+                pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+                tracing::warn!(error = %e, retry_ms = pause.as_millis() as u64, "results: the flush failed; retrying");
+            }
+            Err(e) => tracing::error!(error = %e, "results: the flush stopped"),
+        }
+    }
+}
+
+/// Reads the lake's new commits every `follow_ms` (other replicas' reports, ingest runs).
+async fn follow_loop(live: Arc<Live>) {
+    let every = Duration::from_millis(live.config().follow_ms);
+    loop {
+        tokio::time::sleep(every).await;
+        let l = Arc::clone(&live);
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || l.sync()).await {
+            tracing::warn!(error = %e, "results: could not follow the lake");
+        }
+    }
 }
 
 /// Checks `LATEST` every `every`; a refused version is logged and the current one kept.
@@ -285,6 +406,7 @@ async fn reload_loop(
     every: Duration,
     metrics: Metrics,
     sync: Option<SyncHook>,
+    live: Option<Arc<Live>>,
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -292,6 +414,9 @@ async fn reload_loop(
     let mut refused: Option<String> = None;
     loop {
         tick.tick().await;
+        if let Some(l) = &live {
+            catch_up(l, &reloader, &metrics).await;
+        }
         let r = Arc::clone(&reloader);
         let hook = sync.clone();
         let Ok(checked) = tokio::task::spawn_blocking(move || {
@@ -323,9 +448,14 @@ async fn reload_loop(
             Reload::Unchanged => refused = None,
             Reload::Swapped { from, to } => {
                 refused = None;
-                metrics.serving(&to);
                 metrics.reload("swapped");
-                tracing::info!(model_version = %to, from = %from, "reloaded: now serving {to}");
+                match &live {
+                    Some(l) => catch_up(l, &reloader, &metrics).await,
+                    None => {
+                        metrics.serving(&to);
+                        tracing::info!(model_version = %to, from = %from, "reloaded: now serving {to}");
+                    }
+                }
             }
             Reload::Kept { current, error } => {
                 let text = error.to_string();
@@ -341,5 +471,28 @@ async fn reload_loop(
                 );
             }
         }
+    }
+}
+
+/// Switches the live players to the reloader's version once their state for it is built (its
+/// snapshot, the lake's matches after its lake version, the pending reports); until then the
+/// previous version serves. Tried again at the next check if it fails.
+async fn catch_up(live: &Arc<Live>, reloader: &Arc<Reloader>, metrics: &Metrics) {
+    let (from, art) = (live.art(), reloader.current());
+    if Arc::ptr_eq(&from, &art) {
+        return;
+    }
+    let (l, a) = (Arc::clone(live), Arc::clone(&art));
+    let to = art.manifest.model_version.clone();
+    let from = from.manifest.model_version.clone();
+    match tokio::task::spawn_blocking(move || l.switch_to(a)).await {
+        Ok(Ok(())) => {
+            metrics.serving(&to);
+            tracing::info!(model_version = %to, from = %from, "reloaded: now serving {to}");
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not rebuild the players for {to}; still serving {from}");
+        }
+        Err(e) => tracing::error!(error = %e, "rebuilding the players for {to} stopped"),
     }
 }

@@ -1,7 +1,8 @@
 //! The service's metrics in Prometheus' text format (prometheus-client), served over HTTP/1.1
 //! at `/metrics` by axum: requests by method and status, latency histograms by method (`Tick`'s
-//! is the tick time), searches waiting by queue, the model version served, and reloads by
-//! outcome.
+//! is the tick time), searches waiting by queue, the model version served, reloads by outcome,
+//! and the results side: reports by result and rule, the log's size, flushes and their time, the
+//! flush and follow lags and the lake version caught up with.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,28 @@ struct ReloadOutcome {
     outcome: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReportResult {
+    /// recorded, duplicate, refused or unauthenticated.
+    result: String,
+    /// The rule a refused report broke (empty otherwise).
+    rule: String,
+}
+
+/// The results side of the service: reports, the log, flushes into the lake and the follow of
+/// other writers' commits.
+#[derive(Debug, Clone)]
+struct Results {
+    reports: Family<ReportResult, Counter>,
+    log_bytes: Gauge,
+    pending: Gauge,
+    flushes: Family<ReloadOutcome, Counter>,
+    flush_seconds: Histogram,
+    flush_lag_ms: Gauge,
+    follow_lag_ms: Gauge,
+    lake_version: Gauge,
+}
+
 /// The service's metrics; cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -50,6 +73,7 @@ pub struct Metrics {
     reloads: Family<ReloadOutcome, Counter>,
     queued: Family<QueueName, Gauge>,
     served: Arc<Mutex<String>>,
+    results: Results,
 }
 
 impl Metrics {
@@ -85,6 +109,58 @@ impl Metrics {
             "Reload checks that swapped in a new version or refused one",
             reloads.clone(),
         );
+        let results = Results {
+            reports: Family::default(),
+            log_bytes: Gauge::default(),
+            pending: Gauge::default(),
+            flushes: Family::default(),
+            // 1 ms to about 65 s, doubling.
+            flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            flush_lag_ms: Gauge::default(),
+            follow_lag_ms: Gauge::default(),
+            lake_version: Gauge::default(),
+        };
+        let r = &results;
+        registry.register(
+            "reports",
+            "ReportMatch calls by result (recorded, duplicate, refused, unauthenticated) and the rule a refused one broke",
+            r.reports.clone(),
+        );
+        registry.register(
+            "log_bytes",
+            "Size of the write-ahead log on disk",
+            r.log_bytes.clone(),
+        );
+        registry.register(
+            "pending_matches",
+            "Reported matches not yet committed to the lake",
+            r.pending.clone(),
+        );
+        registry.register(
+            "flushes",
+            "Flushes of the log into the lake by outcome (committed, failed)",
+            r.flushes.clone(),
+        );
+        registry.register(
+            "flush_seconds",
+            "Time of a flush into the lake (write and Delta commit), seconds",
+            r.flush_seconds.clone(),
+        );
+        registry.register(
+            "flush_lag_ms",
+            "Age of the oldest reported match not yet in the lake, ms",
+            r.flush_lag_ms.clone(),
+        );
+        registry.register(
+            "follow_lag_ms",
+            "Time since the players last caught up with the lake's commits, ms",
+            r.follow_lag_ms.clone(),
+        );
+        registry.register(
+            "lake_version",
+            "The matches table version the players have caught up with",
+            r.lake_version.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             requests,
@@ -93,7 +169,51 @@ impl Metrics {
             reloads,
             queued,
             served: Arc::new(Mutex::new(String::new())),
+            results,
         }
+    }
+
+    /// Counts a report by its result (`recorded`, `duplicate`, `refused`, `unauthenticated`)
+    /// and, for a refused one, the rule it broke.
+    pub fn report(&self, result: &str, rule: &str) {
+        self.results
+            .reports
+            .get_or_create(&ReportResult {
+                result: result.to_string(),
+                rule: rule.to_string(),
+            })
+            .inc();
+    }
+
+    /// The log's size and the matches waiting for a flush, and the age of the oldest.
+    pub fn backlog(&self, log_bytes: u64, pending: usize, oldest_ms: u64) {
+        let g = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+        self.results.log_bytes.set(g(log_bytes));
+        self.results.pending.set(g(pending as u64));
+        self.results.flush_lag_ms.set(g(oldest_ms));
+    }
+
+    /// One flush's outcome (`committed`, `failed`) and time.
+    pub fn flush(&self, outcome: &str, took: Duration) {
+        self.results
+            .flushes
+            .get_or_create(&ReloadOutcome {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        self.results.flush_seconds.observe(took.as_secs_f64());
+    }
+
+    /// The lake version the players have caught up with.
+    pub fn followed(&self, version: i64) {
+        self.results.lake_version.set(version);
+    }
+
+    /// How long ago the players last caught up with the lake, ms.
+    pub fn follow_lag(&self, lag_ms: u64) {
+        self.results
+            .follow_lag_ms
+            .set(i64::try_from(lag_ms).unwrap_or(i64::MAX));
     }
 
     /// Records one finished request.

@@ -27,7 +27,23 @@ struct QueueState {
     policy_kind: proto::QueuePolicy,
     queue: Queue,
     policy: Box<dyn Policy + Send>,
+    /// The search each queued player is in, and each search's players: a player is in one
+    /// search of a queue at a time.
+    searching: HashMap<String, u64>,
+    players: HashMap<u64, Vec<String>>,
 }
+
+impl QueueState {
+    /// Forgets the players of searches that left the queue.
+    fn left(&mut self, search: u64) {
+        for p in self.players.remove(&search).unwrap_or_default() {
+            self.searching.remove(&p);
+        }
+    }
+}
+
+/// The player's current state, when the service knows one fresher than the artifact's.
+pub type Known<'a> = &'a dyn Fn(&str) -> Option<mm_artifact::snapshot::PlayerState>;
 
 /// Every queue of the service, by name.
 #[derive(Default)]
@@ -122,6 +138,14 @@ fn lobby_of(l: &Lobby) -> proto::Lobby {
     }
 }
 
+/// The first id that appears twice in `ids`.
+pub(crate) fn first_twice(ids: &[String]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter()
+        .find(|id| !seen.insert(id.as_str()))
+        .map(String::as_str)
+}
+
 impl Queues {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, QueueState>> {
         match self.inner.lock() {
@@ -135,6 +159,7 @@ impl Queues {
         &self,
         art: &Artifact,
         req: &proto::EnqueueRequest,
+        known: Known<'_>,
     ) -> Result<proto::EnqueueResponse, Status> {
         let spec = req
             .queue
@@ -166,11 +191,19 @@ impl Queues {
                 "player {k}: the id is empty"
             )));
         }
+        if let Some(id) = first_twice(&party.player_ids) {
+            return Err(Status::invalid_argument(format!(
+                "player {id} is twice in the party"
+            )));
+        }
         let in_party = party.player_ids.len() > 1;
         let members: Vec<Member> = party
             .player_ids
             .iter()
-            .map(|id| Member::lookup(art, id, party.start_ms, in_party))
+            .map(|id| match known(id) {
+                Some(s) => Member::from_state(art, &s, party.start_ms, in_party),
+                None => Member::lookup(art, id, party.start_ms, in_party),
+            })
             .collect();
         let mut pings: Vec<(u16, f32)> = Vec::with_capacity(party.pings_ms.len());
         for (&dc, &ms) in &party.pings_ms {
@@ -208,6 +241,8 @@ impl Queues {
                     policy_kind: kind,
                     queue,
                     policy: new_policy(kind, team_size, models),
+                    searching: HashMap::new(),
+                    players: HashMap::new(),
                 },
             );
         }
@@ -226,7 +261,21 @@ impl Queues {
                 spec.name
             )));
         }
+        if let Some((id, other)) = party
+            .player_ids
+            .iter()
+            .find_map(|id| q.searching.get(id).map(|s| (id, s)))
+        {
+            return Err(Status::invalid_argument(format!(
+                "player {id} is already searching in queue {:?} (search {other})",
+                spec.name
+            )));
+        }
         q.queue.push(search).map_err(|e| queue_status(&e))?;
+        for id in &party.player_ids {
+            q.searching.insert(id.clone(), party.search_id);
+        }
+        q.players.insert(party.search_id, party.player_ids.clone());
         Ok(proto::EnqueueResponse {
             model_version: art.manifest.model_version.clone(),
             queued_searches: q.queue.len() as u64,
@@ -241,6 +290,7 @@ impl Queues {
             .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
         let removed = q.queue.get(req.search_id).is_some();
         q.queue.remove(&[req.search_id]);
+        q.left(req.search_id);
         Ok(proto::CancelResponse {
             removed,
             queued_searches: q.queue.len() as u64,
@@ -258,6 +308,11 @@ impl Queues {
             .get_mut(&req.queue)
             .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
         let lobbies = q.policy.tick(req.now_ms, &mut q.queue);
+        for l in &lobbies {
+            for &s in l.teams.iter().flatten() {
+                q.left(s);
+            }
+        }
         Ok(proto::TickResponse {
             model_version: version.to_string(),
             lobbies: lobbies.iter().map(lobby_of).collect(),
@@ -299,6 +354,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn none(_: &str) -> Option<mm_artifact::snapshot::PlayerState> {
+        None
+    }
+
     fn artifact() -> (Artifact, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("mm-serve-queues-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -335,32 +394,35 @@ mod tests {
         let id = |i: usize| art.snapshot.id(i).to_string();
         let cod = proto::QueuePolicy::Cod;
         for k in 0..2 {
-            qs.enqueue(&art, &enqueue(k, &[id(k as usize)], cod))
+            qs.enqueue(&art, &enqueue(k, &[id(k as usize)], cod), &none)
                 .unwrap();
         }
         // A party of two fills the second team.
         let r = qs
-            .enqueue(&art, &enqueue(9, &[id(10), id(11)], cod))
+            .enqueue(&art, &enqueue(9, &[id(10), id(11)], cod), &none)
             .unwrap();
         assert_eq!(r.queued_searches, 3);
         let code = |r: Result<proto::EnqueueResponse, Status>| r.unwrap_err().code();
         assert_eq!(
-            code(qs.enqueue(&art, &enqueue(9, &[id(20)], cod))),
+            code(qs.enqueue(&art, &enqueue(9, &[id(20)], cod), &none)),
             tonic::Code::AlreadyExists
         );
         let three: Vec<String> = (30..33).map(id).collect();
         assert_eq!(
-            code(qs.enqueue(&art, &enqueue(7, &three, cod))),
+            code(qs.enqueue(&art, &enqueue(7, &three, cod), &none)),
             tonic::Code::InvalidArgument
         );
         let threshold = proto::QueuePolicy::Threshold;
         assert_eq!(
-            code(qs.enqueue(&art, &enqueue(8, &[id(40)], threshold))),
+            code(qs.enqueue(&art, &enqueue(8, &[id(40)], threshold), &none)),
             tonic::Code::FailedPrecondition
         );
         let mut nan = enqueue(6, &[id(41)], cod);
         nan.party.as_mut().unwrap().lat = f64::NAN;
-        assert_eq!(code(qs.enqueue(&art, &nan)), tonic::Code::InvalidArgument);
+        assert_eq!(
+            code(qs.enqueue(&art, &nan, &none)),
+            tonic::Code::InvalidArgument
+        );
 
         // Explain a queued search before the tick, then tick well past the searches' start.
         let e = qs
@@ -394,7 +456,8 @@ mod tests {
         assert_eq!(l.quality_criteria.len(), 7);
 
         // Cancel: a queued search goes, an unknown one is reported as not removed.
-        qs.enqueue(&art, &enqueue(50, &[id(50)], cod)).unwrap();
+        qs.enqueue(&art, &enqueue(50, &[id(50)], cod), &none)
+            .unwrap();
         let c = qs
             .cancel(&proto::CancelRequest {
                 queue: "duos".into(),
@@ -409,6 +472,23 @@ mod tests {
             })
             .unwrap();
         assert!(!c.removed);
+
+        // A player is in one search of a queue at a time: a second search with them is refused
+        // by id, and so is a party that names a player twice. A player whose search was
+        // cancelled, or formed a lobby, may search again.
+        qs.enqueue(&art, &enqueue(51, &[id(50)], cod), &none)
+            .unwrap();
+        let e = qs
+            .enqueue(&art, &enqueue(52, &[id(55), id(50)], cod), &none)
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains(&id(50)), "{e:?}");
+        let e = qs
+            .enqueue(&art, &enqueue(53, &[id(56), id(56)], cod), &none)
+            .unwrap_err();
+        assert!(e.message().contains(&id(56)), "{e:?}");
+        qs.enqueue(&art, &enqueue(54, &[id(0), id(10)], cod), &none)
+            .unwrap();
         let none = qs.tick(
             "v1",
             &proto::TickRequest {

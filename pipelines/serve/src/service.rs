@@ -8,14 +8,16 @@ use mm_artifact::snapshot::PlayerState;
 use mm_artifact::store::Reloader;
 use mm_artifact::team::TeamSample;
 use mm_artifact::{Artifact, Outcome};
-use mm_matcher::from_artifact::{PairPoolError, pair_pool};
+use mm_matcher::from_artifact::{PairPoolError, pair_pool_with};
 use mm_matcher::pairing::PairPolicy;
 use mm_matcher::queue::Member;
 use tonic::{Request, Response, Status};
 
+use crate::auth::{Access, Auth};
+use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::proto;
-use crate::queues::Queues;
+use crate::queues::{Known, Queues, first_twice};
 use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 
 /// The service over one model's hot-reloaded artifact.
@@ -24,6 +26,9 @@ pub struct MatcherService {
     reloader: Arc<Reloader>,
     metrics: Metrics,
     queues: Arc<Queues>,
+    /// The players kept current by reported matches (`None`: the snapshot's, as exported).
+    live: Option<Arc<Live>>,
+    auth: Auth,
 }
 
 impl MatcherService {
@@ -33,8 +38,42 @@ impl MatcherService {
             reloader,
             metrics,
             queues: Arc::new(Queues::default()),
+            live: None,
+            auth: Auth::default(),
         }
     }
+
+    /// The service with live players and a credential.
+    #[must_use]
+    pub fn with_results(mut self, live: Option<Arc<Live>>, auth: Auth) -> MatcherService {
+        self.live = live;
+        self.auth = auth;
+        self
+    }
+
+    /// The artifact to answer with: the one the live players are built on, else the reloader's.
+    fn art(&self) -> Arc<Artifact> {
+        self.live
+            .as_ref()
+            .map_or_else(|| self.reloader.current(), |l| l.art())
+    }
+
+    /// Refuses a call without the credential it needs (counted as the method's
+    /// `Unauthenticated`).
+    fn allow<T>(&self, method: &str, r: &Request<T>, access: Access) -> Result<(), Status> {
+        self.auth.check(r.metadata(), access).inspect_err(|e| {
+            self.metrics
+                .request(method, e.code(), std::time::Duration::ZERO);
+            if method == "ReportMatch" {
+                self.metrics.report("unauthenticated", "");
+            }
+        })
+    }
+}
+
+/// The live state of a player, for a service without live players: none.
+fn no_state(_: &str) -> Option<PlayerState> {
+    None
 }
 
 /// The request's search time, or the snapshot's when it gives none.
@@ -142,8 +181,23 @@ fn check_id(k: usize, id: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// Scores a request with one artifact (no I/O; run off the async threads).
-fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreResponse, Status> {
+/// Refuses a request that names a player twice (`what` says where).
+fn once_each(ids: &[String], what: &str) -> Result<(), Status> {
+    match first_twice(ids) {
+        Some(id) => Err(Status::invalid_argument(format!(
+            "player {id} is twice in the {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Scores a request with one artifact and the players' live states (no I/O; run off the async
+/// threads).
+fn score(
+    art: &Artifact,
+    req: &proto::ScoreRequest,
+    known: Known<'_>,
+) -> Result<proto::ScoreResponse, Status> {
     let n = req.players.len();
     if n == 0 {
         return Err(Status::invalid_argument("no players to score"));
@@ -159,14 +213,24 @@ fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreRespon
             req.teams.len()
         )));
     }
+    let ids: Vec<String> = req.players.iter().map(|p| p.id.clone()).collect();
+    once_each(
+        &ids,
+        if req.teams.is_empty() {
+            "request"
+        } else {
+            "lobby"
+        },
+    )?;
     let now = now_of(art, req.now_ms);
     let mut players = Vec::with_capacity(n);
     let mut sums = [0.0f64; 2];
     for (k, p) in req.players.iter().enumerate() {
         check_id(k, &p.id)?;
-        let m = match &p.state {
-            Some(s) => Member::from_state(art, &state_of(art, k, &p.id, s)?, now, false),
-            None => Member::lookup(art, &p.id, now, false),
+        let m = match (&p.state, known(&p.id)) {
+            (Some(s), _) => Member::from_state(art, &state_of(art, k, &p.id, s)?, now, false),
+            (None, Some(s)) => Member::from_state(art, &s, now, false),
+            (None, None) => Member::lookup(art, &p.id, now, false),
         };
         if let Some(&t) = req.teams.get(k) {
             let t = usize::try_from(t).ok().filter(|&t| t < 2).ok_or_else(|| {
@@ -176,7 +240,7 @@ fn score(art: &Artifact, req: &proto::ScoreRequest) -> Result<proto::ScoreRespon
         }
         players.push(proto::PlayerScore {
             id: p.id.clone(),
-            known: art.snapshot.position(&p.id).is_some(),
+            known: art.snapshot.position(&p.id).is_some() || known(&p.id).is_some(),
             raw_skill: m.raw_skill,
             outcome_skill: m.outcome_skill,
             percentile: m.percentile,
@@ -221,8 +285,13 @@ fn policy_of(p: proto::PairPolicy, seed: u64) -> PairPolicy {
     }
 }
 
-/// Pairs a request's pool with one artifact (no I/O; run off the async threads).
-fn pair(art: &Artifact, req: &proto::PairRequest) -> Result<proto::PairResponse, Status> {
+/// Pairs a request's pool with one artifact and the players' live states (no I/O; run off the
+/// async threads).
+fn pair(
+    art: &Artifact,
+    req: &proto::PairRequest,
+    known: Known<'_>,
+) -> Result<proto::PairResponse, Status> {
     let n = req.ids.len();
     if n < 2 {
         return Err(Status::invalid_argument(format!(
@@ -237,13 +306,17 @@ fn pair(art: &Artifact, req: &proto::PairRequest) -> Result<proto::PairResponse,
     for (k, id) in req.ids.iter().enumerate() {
         check_id(k, id)?;
     }
+    once_each(&req.ids, "pool")?;
+    let states: Vec<Option<PlayerState>> = req.ids.iter().map(|id| known(id)).collect();
     let policy = proto::PairPolicy::try_from(req.policy)
         .map_err(|_| Status::invalid_argument(format!("unknown policy {}", req.policy)))?;
     let now = now_of(art, req.now_ms);
     let paired =
-        pair_pool(art, &req.ids, now, policy_of(policy, req.seed)).map_err(|e| match e {
-            PairPoolError::Scoring(e) => Status::failed_precondition(e.to_string()),
-            PairPoolError::Pairing(e) => Status::internal(e.to_string()),
+        pair_pool_with(art, &req.ids, &states, now, policy_of(policy, req.seed)).map_err(|e| {
+            match e {
+                PairPoolError::Scoring(e) => Status::failed_precondition(e.to_string()),
+                PairPoolError::Pairing(e) => Status::internal(e.to_string()),
+            }
         })?;
     let id = |i: usize| req.ids[i].clone();
     Ok(proto::PairResponse {
@@ -295,24 +368,35 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::ScoreRequest>,
     ) -> Result<Response<proto::ScoreResponse>, Status> {
+        self.allow("Score", &request, Access::Read)?;
         // The artifact current now: the whole request uses it.
-        let (art, req) = (self.reloader.current(), request.into_inner());
-        self.timed("Score", move || score(&art, &req)).await
+        let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
+        self.timed("Score", move || match &live {
+            Some(l) => score(&art, &req, &|id| l.state(id)),
+            None => score(&art, &req, &no_state),
+        })
+        .await
     }
 
     async fn pair(
         &self,
         request: Request<proto::PairRequest>,
     ) -> Result<Response<proto::PairResponse>, Status> {
-        let (art, req) = (self.reloader.current(), request.into_inner());
-        self.timed("Pair", move || pair(&art, &req)).await
+        self.allow("Pair", &request, Access::Read)?;
+        let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
+        self.timed("Pair", move || match &live {
+            Some(l) => pair(&art, &req, &|id| l.state(id)),
+            None => pair(&art, &req, &no_state),
+        })
+        .await
     }
 
     async fn enqueue(
         &self,
         request: Request<proto::EnqueueRequest>,
     ) -> Result<Response<proto::EnqueueResponse>, Status> {
-        let (art, req) = (self.reloader.current(), request.into_inner());
+        self.allow("Enqueue", &request, Access::Write)?;
+        let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
         let name = req
             .queue
             .as_ref()
@@ -320,7 +404,10 @@ impl proto::matcher_server::Matcher for MatcherService {
             .unwrap_or_default();
         let queues = Arc::clone(&self.queues);
         let r = self
-            .timed("Enqueue", move || queues.enqueue(&art, &req))
+            .timed("Enqueue", move || match &live {
+                Some(l) => queues.enqueue(&art, &req, &|id| l.state(id)),
+                None => queues.enqueue(&art, &req, &no_state),
+            })
             .await;
         self.queue_size(&name, &r, |x| x.queued_searches);
         r
@@ -330,6 +417,7 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::CancelRequest>,
     ) -> Result<Response<proto::CancelResponse>, Status> {
+        self.allow("Cancel", &request, Access::Write)?;
         let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
         let name = req.queue.clone();
         let r = self.timed("Cancel", move || queues.cancel(&req)).await;
@@ -341,7 +429,8 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::TickRequest>,
     ) -> Result<Response<proto::TickResponse>, Status> {
-        let version = self.reloader.current().manifest.model_version.clone();
+        self.allow("Tick", &request, Access::Write)?;
+        let version = self.art().manifest.model_version.clone();
         let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
         let name = req.queue.clone();
         let r = self
@@ -355,14 +444,34 @@ impl proto::matcher_server::Matcher for MatcherService {
         &self,
         request: Request<proto::ExplainRequest>,
     ) -> Result<Response<proto::ExplainResponse>, Status> {
+        self.allow("Explain", &request, Access::Read)?;
         let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
         self.timed("Explain", move || queues.explain(&req)).await
+    }
+
+    async fn report_match(
+        &self,
+        request: Request<proto::ReportMatchRequest>,
+    ) -> Result<Response<proto::ReportMatchResponse>, Status> {
+        self.allow("ReportMatch", &request, Access::Write)?;
+        let t0 = std::time::Instant::now();
+        let out = match &self.live {
+            Some(l) => l.report(request.into_inner()).await,
+            None => Err(Status::failed_precondition(
+                "this service records no results: start it with --lake",
+            )),
+        };
+        let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
+        self.metrics.request("ReportMatch", code, t0.elapsed());
+        out.map(Response::new)
     }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use mm_matcher::from_artifact::pair_pool;
+
     use super::*;
 
     fn artifact(test: &str) -> (Artifact, std::path::PathBuf) {
@@ -380,7 +489,7 @@ mod tests {
         let (art, dir) = artifact("score");
         let ids = [art.snapshot.id(0).to_string(), "newcomer".to_string()];
         let req = proto::ScoreRequest::of_ids(&ids, true);
-        let r = score(&art, &req).unwrap();
+        let r = score(&art, &req, &no_state).unwrap();
         assert_eq!(r.model_version, art.manifest.model_version);
         let now = art.manifest.snapshot_as_of_ms;
         for (p, id) in r.players.iter().zip(&ids) {
@@ -431,7 +540,7 @@ mod tests {
             teams: vec![],
             now_ms: 0,
         };
-        let p = &score(&art, &with_state).unwrap().players[0];
+        let p = &score(&art, &with_state, &no_state).unwrap().players[0];
         // The state is used as given, its percentile from the artifact's table.
         let expect = Member::from_state(
             &art,
@@ -462,6 +571,7 @@ mod tests {
                 teams: vec![],
                 now_ms: 0,
             },
+            &no_state,
         )
         .unwrap_err();
         assert!(e.message().contains("churned_gaps"), "{e:?}");
@@ -476,12 +586,12 @@ mod tests {
             now_ms: 0,
         };
         assert_eq!(
-            score(&art, &refused).unwrap_err().code(),
+            score(&art, &refused, &no_state).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
         let lobby = r.lobby.unwrap();
         assert!((lobby.win + lobby.draw + lobby.loss - 1.0).abs() < 1e-12);
-        let code = |q: proto::ScoreRequest| score(&art, &q).unwrap_err().code();
+        let code = |q: proto::ScoreRequest| score(&art, &q, &no_state).unwrap_err().code();
         let bad_team = proto::ScoreRequest {
             teams: vec![0, 2],
             ..req.clone()
@@ -514,7 +624,7 @@ mod tests {
             now_ms: 0,
             seed: 0,
         };
-        let r = pair(&art, &req).unwrap();
+        let r = pair(&art, &req, &no_state).unwrap();
         let direct =
             pair_pool(&art, &ids, art.manifest.snapshot_as_of_ms, PairPolicy::Eomm).unwrap();
         assert_eq!(r.pairs.len(), 3);
@@ -525,12 +635,12 @@ mod tests {
             ..req.clone()
         };
         assert_eq!(
-            pair(&art, &one).unwrap_err().code(),
+            pair(&art, &one, &no_state).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
         let unknown_policy = proto::PairRequest { policy: 99, ..req };
         assert_eq!(
-            pair(&art, &unknown_policy).unwrap_err().code(),
+            pair(&art, &unknown_policy, &no_state).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
         let _ = std::fs::remove_dir_all(dir);
@@ -541,7 +651,7 @@ mod tests {
         use prost::Message;
 
         use super::*;
-        use crate::queues::Queues;
+        use crate::queues::{Queues, first_twice};
 
         fn art() -> &'static Artifact {
             static ART: std::sync::OnceLock<(Artifact, std::path::PathBuf)> =
@@ -558,18 +668,91 @@ mod tests {
             fn any_bytes_decode_to_an_answer_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
                 let a = art();
                 if let Ok(r) = proto::ScoreRequest::decode(bytes.as_slice()) {
-                    let _ = score(a, &r);
+                    let _ = score(a, &r, &no_state);
                 }
                 if let Ok(r) = proto::PairRequest::decode(bytes.as_slice()) {
-                    let _ = pair(a, &r);
+                    let _ = pair(a, &r, &no_state);
                 }
                 let qs = Queues::default();
                 if let Ok(r) = proto::EnqueueRequest::decode(bytes.as_slice()) {
-                    let _ = qs.enqueue(a, &r);
+                    let _ = qs.enqueue(a, &r, &no_state);
                 }
                 if let Ok(r) = proto::TickRequest::decode(bytes.as_slice()) {
                     let _ = qs.tick("v", &r);
                 }
+            }
+
+            /// Requests whose players come from a small set, so that many name a player twice:
+            /// those are refused with INVALID_ARGUMENT naming the player, and every other answer
+            /// holds each player once (a pool's pairs and waiting player, a lobby's scores, the
+            /// searches of a tick's lobbies).
+            #[test]
+            fn no_answer_puts_a_player_in_two_places(
+                picks in proptest::collection::vec(0usize..12, 2..14),
+                seed in any::<u64>(),
+            ) {
+                let a = art();
+                let ids: Vec<String> = picks.iter().map(|&i| a.snapshot.id(i).to_string()).collect();
+                let twice = first_twice(&ids).map(str::to_string);
+                let q = proto::PairRequest { ids: ids.clone(), policy: 0, now_ms: 0, seed };
+                match (pair(a, &q, &no_state), &twice) {
+                    (Err(e), Some(id)) => {
+                        prop_assert_eq!(e.code(), tonic::Code::InvalidArgument);
+                        prop_assert!(e.message().contains(id.as_str()));
+                    }
+                    (Ok(r), None) => {
+                        let mut seen: Vec<&str> = r.pairs.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect();
+                        if !r.waiting.is_empty() {
+                            seen.push(&r.waiting);
+                        }
+                        seen.sort_unstable();
+                        let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+                        want.sort_unstable();
+                        prop_assert_eq!(seen, want);
+                    }
+                    (r, t) => prop_assert!(false, "{:?} for a pool with {:?} twice", r.map(|_| ()), t),
+                }
+                let s = proto::ScoreRequest::of_ids(&ids, true);
+                match (score(a, &s, &no_state), &twice) {
+                    (Err(e), Some(id)) => prop_assert!(e.message().contains(id.as_str())),
+                    (Ok(r), None) => prop_assert_eq!(r.players.len(), ids.len()),
+                    (r, t) => prop_assert!(false, "{:?} for a lobby with {:?} twice", r.map(|_| ()), t),
+                }
+                // Solo searches, one per pick: a player already searching is refused.
+                let qs = Queues::default();
+                let mut searching: Vec<(u64, &str)> = Vec::new();
+                for (k, id) in ids.iter().enumerate() {
+                    let e = proto::EnqueueRequest {
+                        queue: Some(proto::QueueSpec { name: "q".into(), team_size: 2, policy: (seed % 3) as i32 }),
+                        party: Some(proto::Party {
+                            search_id: k as u64,
+                            player_ids: vec![id.clone()],
+                            start_ms: 1_000,
+                            crossplay: true,
+                            ..Default::default()
+                        }),
+                    };
+                    let r = qs.enqueue(a, &e, &no_state);
+                    if searching.iter().any(|(_, p)| p == id) {
+                        let e = r.expect_err("a player searching twice");
+                        prop_assert!(e.message().contains(id.as_str()));
+                    } else {
+                        prop_assert!(r.is_ok());
+                        searching.push((k as u64, id.as_str()));
+                    }
+                }
+                let t = qs.tick("v", &proto::TickRequest { queue: "q".into(), now_ms: 10_000_000 }).unwrap();
+                let mut placed: Vec<&str> = t
+                    .lobbies
+                    .iter()
+                    .flat_map(|l| l.team_a.iter().chain(&l.team_b))
+                    .map(|s| searching.iter().find(|(k, _)| k == s).map_or("?", |x| x.1))
+                    .collect();
+                let n = placed.len();
+                placed.sort_unstable();
+                placed.dedup();
+                prop_assert_eq!(placed.len(), n, "a player in two lobbies");
+                prop_assert!(!placed.contains(&"?"));
             }
 
             /// Well-formed requests with any values: ids known, unknown or empty, any team,
@@ -592,13 +775,13 @@ mod tests {
                     teams,
                     now_ms,
                 };
-                if let Ok(r) = score(a, &s) {
+                if let Ok(r) = score(a, &s, &no_state) {
                     for p in &r.players {
                         prop_assert!(p.churn_after_win.is_finite() && p.percentile.is_finite());
                     }
                 }
                 let q = proto::PairRequest { ids, policy, now_ms, seed };
-                if let Ok(r) = pair(a, &q) {
+                if let Ok(r) = pair(a, &q, &no_state) {
                     prop_assert!(r.objective.is_finite());
                     prop_assert_eq!(r.pairs.len(), q.ids.len() / 2);
                 }
@@ -614,7 +797,7 @@ mod tests {
                         ..Default::default()
                     }),
                 };
-                if qs.enqueue(a, &e).is_ok() {
+                if qs.enqueue(a, &e, &no_state).is_ok() {
                     let _ = qs.tick("v", &proto::TickRequest { queue: "q".into(), now_ms });
                 }
             }

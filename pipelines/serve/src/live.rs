@@ -1,0 +1,683 @@
+//! The players as the service knows them, kept current by finished matches.
+//!
+//! A player's state is the artifact's snapshot, then every match the lake's matches table gained
+//! after the artifact's lake version (`manifest.data.lake_version`), in commit order, then the
+//! matches reported here and not yet seen in the lake, in the order of the log:
+//!
+//! - **settled**: the snapshot plus the lake's commits, read commit by commit from the Delta log
+//!   ([`mm_lake::Lake::changes_since`]): this replica's flushes, other replicas' and `mm ingest`
+//!   runs alike. Every replica reads the same commits in the same order, so once reports stop
+//!   and the last flush is in, every replica holds the same state for every player.
+//! - **pending**: the reports in the write-ahead log that the lake does not hold yet, applied on
+//!   top of the settled state. A report is applied at once (the next request sees it); when the
+//!   lake gains commits, the pending reports are applied again on the new settled state.
+//!
+//! A new artifact is switched to only once its settled state is built (its snapshot plus the
+//! lake's commits after its version, plus the pending reports), so no player's state goes back
+//! in time across a reload.
+//!
+//! **Flushes** write the pending reports into the lake as one Delta commit per flush (a Parquet
+//! file per day, rows in the lake's order) with Delta's application transaction `(app id,
+//! last sequence number)`, as kafka-delta-ingest does: after a crash, the reports at or below
+//! the lake's recorded number are in the lake and the others are flushed again, so each lands
+//! exactly once.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use mm_artifact::Artifact;
+use mm_artifact::online::{FinishedMatch, LiveUpdater};
+use mm_artifact::snapshot::PlayerState;
+use mm_lake::{Lake, LakeError, PlayerRow};
+use mm_matcher::queue::Member;
+use prost::Message;
+use tonic::Status;
+
+use crate::metrics::Metrics;
+use crate::report::{self, Checked};
+use crate::wal::Wal;
+use crate::{ServeError, proto};
+
+/// Where the results go and how often.
+#[derive(Debug, Clone)]
+pub struct ResultsConfig {
+    /// The lake (a path or an object-store URL).
+    pub lake: String,
+    /// The write-ahead log's directory (local disk: a volume of its own in a container).
+    pub wal: PathBuf,
+    /// This replica's name: its log's application id in the lake is `mm-serve/<replica>`. Stable
+    /// across restarts of the same replica (with the same log); unique among replicas.
+    pub replica: String,
+    /// Flush at least this often (ms) while reports wait.
+    pub flush_ms: u64,
+    /// Flush as soon as this many reports wait.
+    pub flush_matches: usize,
+    /// How often the lake's new commits are read (other replicas' reports, ingest runs), ms.
+    pub follow_ms: u64,
+    /// Log segments roll over at this size, bytes.
+    pub segment_bytes: u64,
+}
+
+impl ResultsConfig {
+    /// The application id this replica's flushes record in the lake.
+    #[must_use]
+    pub fn app_id(&self) -> String {
+        format!("mm-serve/{}", self.replica)
+    }
+}
+
+/// The state the lake's commits built: the snapshot's players as they moved since.
+#[derive(Debug, Clone)]
+struct Settled {
+    players: HashMap<String, PlayerState>,
+    updater: LiveUpdater,
+    /// The matches table version applied through.
+    version: i64,
+    /// The match ids the lake gained after the artifact's version (any mode).
+    matches: HashSet<String>,
+}
+
+#[derive(Debug)]
+struct State {
+    art: Arc<Artifact>,
+    settled: Settled,
+    /// Reports in the log the lake does not hold yet, by sequence number, with the time each
+    /// was received.
+    pending: BTreeMap<u64, (Checked, Instant)>,
+    pending_ids: HashSet<String>,
+    /// Match ids being written to the log right now.
+    reserved: HashSet<String>,
+    /// The highest sequence number committed to the lake, and the highest found to be a
+    /// duplicate of a match the lake already held (a flush records the larger).
+    flushed: u64,
+    dropped: u64,
+    /// The settled state with the pending reports applied: the players they moved.
+    overlay: HashMap<String, PlayerState>,
+    overlay_updater: LiveUpdater,
+}
+
+/// The players, the log and the lake of one service.
+#[derive(Debug)]
+pub struct Live {
+    cfg: ResultsConfig,
+    app_id: String,
+    wal: Wal,
+    state: RwLock<State>,
+    /// One sync (or flush) at a time.
+    syncing: std::sync::Mutex<()>,
+    metrics: Metrics,
+    last_sync: std::sync::Mutex<Instant>,
+}
+
+fn live_err(e: impl std::fmt::Display) -> ServeError {
+    ServeError::Config {
+        field: "lake",
+        reason: e.to_string(),
+    }
+}
+
+/// Whether `art` serves matches of `mode` (an artifact of every mode serves every mode).
+fn serves(art: &Artifact, mode: &str) -> bool {
+    art.manifest.mode.as_deref().is_none_or(|m| m == mode)
+}
+
+/// A player's current state: moved by a pending report, else by the lake, else the
+/// artifact's.
+fn current(
+    overlay: &HashMap<String, PlayerState>,
+    settled: &Settled,
+    art: &Artifact,
+    id: &str,
+) -> PlayerState {
+    overlay
+        .get(id)
+        .or_else(|| settled.players.get(id))
+        .cloned()
+        .unwrap_or_else(|| art.player_or_new(id))
+}
+
+impl Settled {
+    fn new(art: &Artifact, version: i64) -> Result<Settled, ServeError> {
+        Ok(Settled {
+            players: HashMap::new(),
+            updater: LiveUpdater::new(art).map_err(|e| ServeError::Config {
+                field: "models",
+                reason: e.to_string(),
+            })?,
+            version,
+            matches: HashSet::new(),
+        })
+    }
+
+    /// Applies the lake's matches `new` (read from commits after `self.version`, up to `to`;
+    /// each with whether it is of the artifact's mode).
+    fn advance(&mut self, art: &Artifact, new: &[(FinishedMatch, bool)], to: i64) {
+        for (m, ours) in new {
+            if !self.matches.insert(m.match_id.clone()) || !ours {
+                continue;
+            }
+            let before = m
+                .rows
+                .iter()
+                .map(|r| {
+                    self.players
+                        .get(&r.player_id)
+                        .cloned()
+                        .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                })
+                .collect();
+            for s in self.updater.apply(m, before) {
+                self.players.insert(s.player_id.clone(), s);
+            }
+        }
+        self.version = self.version.max(to);
+    }
+}
+
+/// Matches read from the lake's new commits, each with whether it is of the artifact's mode,
+/// and the version they were read up to.
+type NewMatches = (Vec<(FinishedMatch, bool)>, i64);
+
+/// The matches the lake gained after `version`, up to the lake's latest, each with whether it
+/// is of the artifact's mode, and that latest version. `Ok(None)` when nothing is new.
+fn read_new(lake: &Lake, art: &Artifact, version: i64) -> Result<Option<NewMatches>, LakeError> {
+    let Some(top) = lake.version() else {
+        return Ok(None);
+    };
+    if top <= version {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for change in lake.changes_since(version)? {
+        for f in &change.added {
+            for (mode, m) in mm_lake::results::read_finished(&lake.matches_file(f)?)? {
+                out.push((m, serves(art, &mode)));
+            }
+        }
+    }
+    Ok(Some((out, top)))
+}
+
+impl State {
+    /// Applies the pending reports again on the settled state, dropping those the lake now
+    /// holds.
+    fn reapply(&mut self) {
+        let settled_ids = &self.settled.matches;
+        let mut dropped = self.dropped;
+        let flushed = self.flushed;
+        let pending_ids = &mut self.pending_ids;
+        self.pending.retain(|&seq, (c, _)| {
+            let keep = !settled_ids.contains(&c.match_id);
+            if !keep {
+                pending_ids.remove(&c.match_id);
+                if seq > flushed {
+                    dropped = dropped.max(seq);
+                }
+            }
+            keep
+        });
+        self.dropped = dropped;
+        self.overlay.clear();
+        self.overlay_updater = self.settled.updater.clone();
+        let art = Arc::clone(&self.art);
+        for (c, _) in self.pending.values() {
+            if !serves(&art, &c.mode) {
+                continue;
+            }
+            let before = c
+                .finished
+                .rows
+                .iter()
+                .map(|r| current(&self.overlay, &self.settled, &art, &r.player_id))
+                .collect();
+            for s in self.overlay_updater.apply(&c.finished, before) {
+                self.overlay.insert(s.player_id.clone(), s);
+            }
+        }
+    }
+}
+
+impl Live {
+    /// Opens the log and the lake and builds the players' state for `art`: the lake's commits
+    /// after its version, then every report in the log the lake does not hold yet (flushed
+    /// soon after). Blocking.
+    ///
+    /// # Errors
+    /// The lake or the log cannot be opened, or the artifact cannot update players.
+    pub fn start(
+        art: Arc<Artifact>,
+        cfg: ResultsConfig,
+        metrics: Metrics,
+    ) -> Result<Live, ServeError> {
+        let app_id = cfg.app_id();
+        let lake = Lake::open_or_create(&cfg.lake).map_err(live_err)?;
+        let committed = lake
+            .app_transaction(&app_id)
+            .map_err(live_err)?
+            .unwrap_or(0);
+        let floor = u64::try_from(committed).unwrap_or(0);
+        let (wal, records) =
+            Wal::open(&cfg.wal, cfg.segment_bytes, floor).map_err(|e| ServeError::Config {
+                field: "wal",
+                reason: format!("{}: {e}", cfg.wal.display()),
+            })?;
+        wal.truncate_through(floor)
+            .map_err(|e| ServeError::Config {
+                field: "wal",
+                reason: e.to_string(),
+            })?;
+        let settled = settled_for(&art, &lake)?;
+        let mut pending = BTreeMap::new();
+        let mut pending_ids = HashSet::new();
+        let now = Instant::now();
+        for r in records.into_iter().filter(|r| r.seq > floor) {
+            let checked = proto::ReportMatchRequest::decode(r.payload.as_slice())
+                .map_err(|e| e.to_string())
+                .and_then(|req| report::check(&req).map_err(|s| s.message().to_string()));
+            match checked {
+                Ok(c) => {
+                    pending_ids.insert(c.match_id.clone());
+                    pending.insert(r.seq, (c, now));
+                }
+                // Checked when it was reported: only a change of the rules since can refuse it.
+                Err(e) => {
+                    tracing::warn!(sequence = r.seq, error = %e, "a logged report no longer passes the rules; dropped")
+                }
+            }
+        }
+        tracing::info!(
+            app_id = %app_id,
+            committed,
+            pending = pending.len(),
+            lake_version = settled.version,
+            "results: the lake holds this replica's reports through {committed}; {} to flush",
+            pending.len()
+        );
+        let overlay_updater = settled.updater.clone();
+        let mut state = State {
+            art,
+            settled,
+            pending,
+            pending_ids,
+            reserved: HashSet::new(),
+            flushed: floor,
+            dropped: floor,
+            overlay: HashMap::new(),
+            overlay_updater,
+        };
+        state.reapply();
+        Ok(Live {
+            cfg,
+            app_id,
+            wal,
+            state: RwLock::new(state),
+            syncing: std::sync::Mutex::new(()),
+            metrics,
+            last_sync: std::sync::Mutex::new(Instant::now()),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The artifact the players' state is built on (the one to score with).
+    #[must_use]
+    pub fn art(&self) -> Arc<Artifact> {
+        Arc::clone(&self.read().art)
+    }
+
+    /// A player's current state (`None` for a player no match has moved since the artifact:
+    /// its snapshot state, or a new player's, applies).
+    #[must_use]
+    pub fn state(&self, id: &str) -> Option<PlayerState> {
+        let st = self.read();
+        st.overlay
+            .get(id)
+            .or_else(|| st.settled.players.get(id))
+            .cloned()
+    }
+
+    /// Records one reported match: checks it, refuses a duplicate, logs it durably and applies
+    /// it to its players.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for a report that breaks a rule; `UNAVAILABLE` when the log cannot
+    /// be written.
+    pub async fn report(
+        &self,
+        req: proto::ReportMatchRequest,
+    ) -> Result<proto::ReportMatchResponse, Status> {
+        let checked = match report::check(&req) {
+            Ok(c) => c,
+            Err(s) => {
+                let rule = s
+                    .message()
+                    .strip_prefix("rule ")
+                    .and_then(|m| m.split(',').next())
+                    .unwrap_or("")
+                    .to_string();
+                self.metrics.report("refused", &rule);
+                return Err(s);
+            }
+        };
+        let version = {
+            let mut st = self.write();
+            let id = &checked.match_id;
+            if st.settled.matches.contains(id)
+                || st.pending_ids.contains(id)
+                || st.reserved.contains(id)
+            {
+                self.metrics.report("duplicate", "");
+                return Ok(proto::ReportMatchResponse {
+                    status: proto::ReportStatus::Duplicate as i32,
+                    model_version: st.art.manifest.model_version.clone(),
+                    sequence: 0,
+                    players: Vec::new(),
+                });
+            }
+            st.reserved.insert(id.clone());
+            st.art.manifest.model_version.clone()
+        };
+        let req_end = req.end_ms;
+        let logged = self.wal.append(req.encode_to_vec()).await;
+        let mut st = self.write();
+        st.reserved.remove(&checked.match_id);
+        let seq = logged
+            .map_err(|e| Status::unavailable(format!("the report could not be logged: {e}")))?;
+        st.pending_ids.insert(checked.match_id.clone());
+        let art = Arc::clone(&st.art);
+        let mut players = Vec::new();
+        if serves(&art, &checked.mode) {
+            let st = &mut *st;
+            let before = checked
+                .finished
+                .rows
+                .iter()
+                .map(|r| current(&st.overlay, &st.settled, &art, &r.player_id))
+                .collect();
+            let after = st.overlay_updater.apply(&checked.finished, before);
+            // Scored as of the match's end: the churn a search right after it would see.
+            let now = req_end.unwrap_or(checked.start_ms);
+            players = after.iter().map(|s| score_of(&art, s, now)).collect();
+            for s in after {
+                st.overlay.insert(s.player_id.clone(), s);
+            }
+        }
+        st.pending.insert(seq, (checked, Instant::now()));
+        self.metrics.report("recorded", "");
+        Ok(proto::ReportMatchResponse {
+            status: proto::ReportStatus::Recorded as i32,
+            model_version: version,
+            sequence: seq,
+            players,
+        })
+    }
+
+    /// Reads the lake's new commits and applies them (other replicas' reports, ingest runs,
+    /// this replica's flushes), then the pending reports again. Blocking.
+    ///
+    /// # Errors
+    /// The lake cannot be read.
+    pub fn sync(&self) -> Result<(), LakeError> {
+        let _one = self
+            .syncing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.sync_locked()
+    }
+
+    fn sync_locked(&self) -> Result<(), LakeError> {
+        let (art, version) = {
+            let st = self.read();
+            (Arc::clone(&st.art), st.settled.version)
+        };
+        let lake = Lake::open(&self.cfg.lake)?;
+        let new = match read_new(&lake, &art, version) {
+            Ok(n) => n,
+            Err(LakeError::LogTruncated { .. }) => {
+                tracing::warn!(
+                    from = version,
+                    "the lake's log no longer holds the commits after version {version}; \
+                     players keep their state and follow from the latest version"
+                );
+                lake.version().map(|v| (Vec::new(), v))
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some((matches, to)) = new {
+            let mut st = self.write();
+            if Arc::ptr_eq(&st.art, &art) && st.settled.version == version {
+                st.settled.advance(&art, &matches, to);
+                st.reapply();
+            }
+        }
+        let st = self.read();
+        self.metrics.followed(st.settled.version);
+        if let Ok(mut t) = self.last_sync.lock() {
+            *t = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Switches to a new artifact once its players' state is built (the lake's commits after
+    /// its version, then the pending reports). Blocking.
+    ///
+    /// # Errors
+    /// The lake cannot be read, or the artifact cannot update players (the current one stays).
+    pub fn switch_to(&self, art: Arc<Artifact>) -> Result<(), ServeError> {
+        let _one = self
+            .syncing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lake = Lake::open(&self.cfg.lake).map_err(live_err)?;
+        let settled = settled_for(&art, &lake)?;
+        let mut st = self.write();
+        st.art = art;
+        st.settled = settled;
+        st.reapply();
+        Ok(())
+    }
+
+    /// Whether a flush is due: enough reports wait, or the oldest has waited long enough.
+    #[must_use]
+    pub fn flush_due(&self) -> bool {
+        let st = self.read();
+        let waiting = st.pending.range(st.flushed + 1..).count();
+        let oldest = st
+            .pending
+            .range(st.flushed + 1..)
+            .next()
+            .map(|(_, (_, t))| t.elapsed());
+        self.metrics.backlog(
+            self.wal.bytes(),
+            waiting,
+            oldest.map_or(0, |d| d.as_millis() as u64),
+        );
+        self.metrics.follow_lag(self.follow_lag_ms());
+        waiting >= self.cfg.flush_matches
+            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
+            || st.dropped > st.flushed
+    }
+
+    /// Writes the pending reports into the lake as one commit with this replica's application
+    /// transaction, then removes the log's segments the lake now holds and follows the lake.
+    /// Returns the lake version committed (`None`: nothing to flush). Blocking.
+    ///
+    /// # Errors
+    /// The lake refused the commit (a concurrent run holding the same rows: the next flush
+    /// tries again without the matches the lake now holds) or could not be written.
+    pub fn flush(&self) -> Result<Option<i64>, LakeError> {
+        let _one = self
+            .syncing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let t0 = Instant::now();
+        let (rows, lines, last) = {
+            let st = self.read();
+            let mut rows: Vec<PlayerRow<'static>> = Vec::new();
+            let mut lines = Vec::new();
+            let mut last = st.dropped.max(st.flushed);
+            for (&seq, (c, _)) in st.pending.range(st.flushed + 1..) {
+                rows.extend(c.rows.iter().cloned());
+                lines.extend(std::iter::repeat_n(seq, c.rows.len()));
+                last = last.max(seq);
+            }
+            if last <= st.flushed {
+                return Ok(None);
+            }
+            (rows, lines, last)
+        };
+        let result = self.commit(rows, lines, last);
+        match &result {
+            Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
+                self.write().flushed = last;
+                if let Err(e) = self.wal.truncate_through(last) {
+                    tracing::warn!(error = %e, "could not remove the log's flushed segments");
+                }
+                self.metrics.flush("committed", t0.elapsed());
+                let version = result.ok();
+                tracing::info!(
+                    lake_version = ?version,
+                    sequence = last,
+                    "results: flushed through {last}"
+                );
+                self.sync_locked()?;
+                Ok(version)
+            }
+            Err(_) => {
+                self.metrics.flush("failed", t0.elapsed());
+                // A concurrent run may hold some of these matches: learn them, so that the next
+                // flush leaves them out.
+                let _ = self.sync_locked();
+                result.map(Some)
+            }
+        }
+    }
+
+    fn commit(
+        &self,
+        mut rows: Vec<PlayerRow<'static>>,
+        lines: Vec<u64>,
+        last: u64,
+    ) -> Result<i64, LakeError> {
+        let span = tracing::info_span!(
+            "flush",
+            sequence = last,
+            lake_version = tracing::field::Empty
+        );
+        let _e = span.enter();
+        // Lines follow their rows through the sort.
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&rows[a], &rows[b]);
+            (x.start_ms, x.match_id.as_ref(), x.team).cmp(&(
+                y.start_ms,
+                y.match_id.as_ref(),
+                y.team,
+            ))
+        });
+        let sorted_lines: Vec<u64> = order.iter().map(|&k| lines[k]).collect();
+        let mut taken: Vec<Option<PlayerRow<'static>>> = rows.drain(..).map(Some).collect();
+        let sorted: Vec<PlayerRow<'static>> =
+            order.iter().filter_map(|&k| taken[k].take()).collect();
+        let lake = Lake::open(&self.cfg.lake)?;
+        let run_id = mm_lake::new_run_id();
+        let mut txn = lake.begin(&run_id)?;
+        let source = format!("{}#{}", self.app_id, run_id);
+        let mut at = 0;
+        while at < sorted.len() {
+            let day = mm_lake::schema::day_of(sorted[at].start_ms);
+            let end = at
+                + sorted[at..]
+                    .iter()
+                    .take_while(|r| mm_lake::schema::day_of(r.start_ms) == day)
+                    .count();
+            let batch =
+                mm_lake::results::lake_batch(&sorted[at..end], &source, &sorted_lines[at..end])?;
+            let rel = Lake::partition_rel(day).join(format!("part-{run_id}.parquet"));
+            txn.write_parquet(&rel, &[batch])?;
+            at = end;
+        }
+        txn.set_app_transaction(&self.app_id, i64::try_from(last).unwrap_or(i64::MAX));
+        let done = txn.commit(&serde_json::json!({
+            "run_id": run_id,
+            "kind": "serve-flush",
+            "app_id": self.app_id,
+            "last_sequence": last,
+            "lake_rows_written": sorted.len(),
+        }))?;
+        span.record("lake_version", done.version);
+        Ok(done.version)
+    }
+
+    /// Milliseconds since the players last caught up with the lake.
+    #[must_use]
+    pub fn follow_lag_ms(&self) -> u64 {
+        self.last_sync
+            .lock()
+            .map_or(0, |t| t.elapsed().as_millis() as u64)
+    }
+
+    #[must_use]
+    pub fn config(&self) -> &ResultsConfig {
+        &self.cfg
+    }
+}
+
+/// The settled state of `art`: its snapshot plus the lake's commits after its version.
+fn settled_for(art: &Arc<Artifact>, lake: &Lake) -> Result<Settled, ServeError> {
+    let from = match art.manifest.data.lake_version {
+        Some(v) => v,
+        None => {
+            let v = lake.version().unwrap_or(-1);
+            tracing::warn!(
+                model_version = %art.manifest.model_version,
+                "the artifact records no lake version; players follow the lake from version {v}"
+            );
+            v
+        }
+    };
+    let mut settled = Settled::new(art, from)?;
+    match read_new(lake, art, from) {
+        Ok(Some((m, to))) => settled.advance(art, &m, to),
+        Ok(None) => {}
+        Err(LakeError::LogTruncated { .. }) => {
+            tracing::warn!(
+                from,
+                "the lake's log no longer holds the commits after the artifact's version; \
+                 players start from the snapshot"
+            );
+            settled.version = lake.version().unwrap_or(from);
+        }
+        Err(e) => return Err(live_err(e)),
+    }
+    Ok(settled)
+}
+
+/// A player's score as `Score` gives it.
+#[must_use]
+pub fn score_of(art: &Artifact, s: &PlayerState, now_ms: i64) -> proto::PlayerScore {
+    let m = Member::from_state(art, s, now_ms, false);
+    proto::PlayerScore {
+        id: s.player_id.clone(),
+        known: art.snapshot.position(&s.player_id).is_some(),
+        raw_skill: m.raw_skill,
+        percentile: m.percentile,
+        games: m.games,
+        churn_after_win: m.churn[0],
+        churn_after_draw: m.churn[1],
+        churn_after_loss: m.churn[2],
+        outcome_skill: m.outcome_skill,
+    }
+}

@@ -1,0 +1,699 @@
+//! Results flowing back through `mm serve` (the real binary, a tonic client): reported matches
+//! need the token, are checked by the lake's rules, move their players at once (and exactly as
+//! the batch replay of the lake does), and land in the lake's matches table exactly once, with
+//! the rows `mm ingest` writes for the same matches, across SIGKILLs of the service. Every
+//! server is started with `--max-seconds` and killed when its test ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use mm_artifact::{Artifact, Store};
+use mm_lake::Lake;
+use mm_serve::proto;
+use mm_serve::proto::matcher_client::MatcherClient;
+use tonic::transport::Channel;
+
+const TOKEN: &str = "t0ken-for-tests";
+
+/// Kills the server when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    models: PathBuf,
+    lake: PathBuf,
+    wal: PathBuf,
+    token_file: PathBuf,
+    art: Artifact,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    let (m, files) = mm_artifact::synthetic::artifact(60, 3);
+    Store::new(&models)
+        .publish("v0001", m, &files, true, None)
+        .unwrap();
+    let art = Store::new(&models).open_latest().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    Setup {
+        lake: dir.path().join("lake"),
+        wal: dir.path().join("wal"),
+        models,
+        token_file,
+        art,
+        _dir: dir,
+    }
+}
+
+/// Starts `mm serve` recording into the setup's lake; returns it, its address and its metrics
+/// URL.
+fn start(s: &Setup, extra: &[&str]) -> (Server, String, String) {
+    start_replica(s, &s.wal, "r1", extra)
+}
+
+/// [`start`] as replica `replica` with its log in `wal`.
+fn start_replica(s: &Setup, wal: &Path, replica: &str, extra: &[&str]) -> (Server, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mm"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--max-seconds",
+            "300",
+            "--replica",
+            replica,
+            "--flush-s",
+            "0.2",
+        ])
+        .args(["--reload-ms", "50"])
+        .arg("--models")
+        .arg(&s.models)
+        .arg("--lake")
+        .arg(&s.lake)
+        .arg("--wal")
+        .arg(wal)
+        .arg("--token-file")
+        .arg(&s.token_file)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = |prefix: &str| {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        l.trim()
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {l:?}"))
+            .to_string()
+    };
+    let addr = line("listening on ");
+    let metrics = line("metrics on ");
+    (Server(child), addr, metrics)
+}
+
+async fn client(addr: &str) -> MatcherClient<Channel> {
+    let ch = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    MatcherClient::new(ch)
+}
+
+fn authed<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    r
+}
+
+/// splitmix64, for reproducible random matches.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// `n` random 3v3 matches, one every five minutes from `from_ms`, among the snapshot's first 40
+/// players and 20 new ones; some players in parties of two, scores and kills at random.
+fn matches(art: &Artifact, n: usize, from_ms: i64, seed: u64) -> Vec<proto::ReportMatchRequest> {
+    let mut r = Mix(seed);
+    let pool: Vec<String> = (0..40)
+        .map(|i| art.snapshot.id(i).to_string())
+        .chain((0..20).map(|i| format!("new{i:02}")))
+        .collect();
+    (0..n)
+        .map(|k| {
+            let mut ids: Vec<String> = Vec::new();
+            while ids.len() < 6 {
+                let p = pool[r.below(pool.len() as u64) as usize].clone();
+                if !ids.contains(&p) {
+                    ids.push(p);
+                }
+            }
+            let scores = [r.below(50) as f64, r.below(50) as f64];
+            let players = ids
+                .iter()
+                .enumerate()
+                .map(|(j, id)| {
+                    let team = (j % 2) as i32;
+                    proto::PlayerResult {
+                        player_id: id.clone(),
+                        team,
+                        team_score: Some(scores[j % 2]),
+                        kills: Some(r.below(15) as i32),
+                        deaths: Some(10),
+                        deaths_by_enemy: Some(r.below(10) as i32),
+                        party_id: (j < 4 && k % 3 == 0).then(|| format!("party{}", j % 2)),
+                        seconds_played: Some(600.0),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            let start = from_ms + k as i64 * 300_000;
+            proto::ReportMatchRequest {
+                match_id: format!("m{seed}-{k:04}"),
+                mode: art.manifest.mode.clone().unwrap(),
+                start_ms: start,
+                end_ms: Some(start + 600_000),
+                players,
+            }
+        })
+        .collect()
+}
+
+/// Every row of the lake's matches table, by (match id, player id): the columns as text,
+/// without the provenance columns (`source_file`, `source_line`), which name the writer.
+fn lake_rows(lake: &Path) -> BTreeMap<(String, String), Vec<String>> {
+    let l = Lake::open(lake).unwrap();
+    let mut out = BTreeMap::new();
+    for f in l.matches_files().unwrap() {
+        for b in mm_lake::parquet_io::read_parquet_columns(&f, None).unwrap() {
+            add_rows(&b, &mut out);
+        }
+    }
+    out
+}
+
+fn add_rows(b: &RecordBatch, out: &mut BTreeMap<(String, String), Vec<String>>) {
+    let names: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let text = |c: usize, i: usize| {
+        let a = b.column(c);
+        if a.is_null(i) {
+            "null".to_string()
+        } else {
+            arrow_cast::display::array_value_to_string(a, i).unwrap()
+        }
+    };
+    let col = |n: &str| names.iter().position(|x| x == n).unwrap();
+    let (m, p) = (col("match_id"), col("player_id"));
+    for i in 0..b.num_rows() {
+        let key = (
+            b.column(m).as_string::<i32>().value(i).to_string(),
+            b.column(p).as_string::<i32>().value(i).to_string(),
+        );
+        let row: Vec<String> = (0..names.len())
+            .filter(|&c| names[c] != "source_file" && names[c] != "source_line")
+            .map(|c| format!("{}={}", names[c], text(c, i)))
+            .collect();
+        assert!(out.insert(key.clone(), row).is_none(), "{key:?} twice");
+    }
+}
+
+/// The same matches as a canonical CSV for `mm ingest`.
+fn as_csv(ms: &[proto::ReportMatchRequest], path: &Path) {
+    let mut w = csv::Writer::from_path(path).unwrap();
+    w.write_record([
+        "match_id",
+        "mode",
+        "start_time",
+        "end_time",
+        "team",
+        "player_id",
+        "party_id",
+        "kills",
+        "deaths",
+        "deaths_by_enemy",
+        "team_score",
+        "seconds_played",
+    ])
+    .unwrap();
+    let iso = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string()
+    };
+    let opt = |x: Option<String>| x.unwrap_or_default();
+    for m in ms {
+        for p in &m.players {
+            w.write_record([
+                m.match_id.clone(),
+                m.mode.clone(),
+                iso(m.start_ms),
+                iso(m.end_ms.unwrap()),
+                p.team.to_string(),
+                p.player_id.clone(),
+                opt(p.party_id.clone()),
+                opt(p.kills.map(|x| x.to_string())),
+                opt(p.deaths.map(|x| x.to_string())),
+                opt(p.deaths_by_enemy.map(|x| x.to_string())),
+                opt(p.team_score.map(|x| x.to_string())),
+                opt(p.seconds_played.map(|x| x.to_string())),
+            ])
+            .unwrap();
+        }
+    }
+    w.flush().unwrap();
+}
+
+fn wait_for_rows(lake: &Path, rows: usize) {
+    let t0 = Instant::now();
+    loop {
+        let n = Lake::open(lake).ok().map_or(0, |l| {
+            l.match_entries().iter().filter_map(|f| f.rows).sum::<u64>()
+        });
+        if n as usize >= rows {
+            assert_eq!(n as usize, rows, "more rows than reported");
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the lake holds {n} rows of {rows} after a minute"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The whole path on one service: credentials, rules, duplicates, players moved at once and as
+/// the batch replay moves them, and the lake's rows equal to `mm ingest`'s for the same matches.
+#[test]
+fn reported_matches_move_players_and_land_in_the_lake_once() {
+    let s = setup();
+    let (_server, addr, metrics) = start(&s, &[]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 40, from, 7);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let known = s.art.snapshot.id(0).to_string();
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        // Without the token: refused, and nothing kept.
+        let e = c.report_match(reports[0].clone()).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        // Reads stay open.
+        c.score(proto::ScoreRequest::of_ids(
+            std::slice::from_ref(&known),
+            false,
+        ))
+        .await
+        .unwrap();
+        // A match that breaks a rule: INVALID_ARGUMENT naming the rule and the field.
+        let mut one_team = reports[0].clone();
+        for p in &mut one_team.players {
+            p.team = 0;
+        }
+        let e = c.report_match(authed(one_team)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message().contains("match: one team") && e.message().contains("field team"),
+            "{e:?}"
+        );
+        let mut negative = reports[0].clone();
+        negative.players[2].kills = Some(-3);
+        let e = c.report_match(authed(negative)).await.unwrap_err();
+        assert!(e.message().contains("field kills"), "{e:?}");
+
+        for (k, r) in reports.iter().enumerate() {
+            let got = c
+                .report_match(authed(r.clone()))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(got.status, proto::ReportStatus::Recorded as i32, "{k}");
+            assert_eq!(got.players.len(), 6);
+            // The next read sees the match: each player's raw skill is the report's answer.
+            let ids: Vec<String> = got.players.iter().map(|p| p.id.clone()).collect();
+            let now = c
+                .score(proto::ScoreRequest::of_ids(&ids, false))
+                .await
+                .unwrap()
+                .into_inner();
+            for (a, b) in got.players.iter().zip(&now.players) {
+                assert_eq!(a.raw_skill, b.raw_skill, "{}", a.id);
+                assert_eq!(a.games, b.games, "{}", a.id);
+            }
+        }
+        // A second report of a match: a duplicate, nothing changes.
+        let dup = c
+            .report_match(authed(reports[3].clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(dup.status, proto::ReportStatus::Duplicate as i32);
+        // The same player twice in a pool, or on both teams of a lobby: refused by id.
+        let twice = proto::PairRequest {
+            ids: vec![known.clone(), "x".into(), known.clone()],
+            ..Default::default()
+        };
+        let e = c.pair(twice).await.unwrap_err();
+        assert!(e.message().contains(&known), "{e:?}");
+        let both = proto::ScoreRequest::of_ids(&[known.clone(), known.clone()], true);
+        let e = c.score(both).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    });
+    wait_for_rows(&s.lake, 40 * 6);
+
+    // Online equals batch: the lake's matches replayed by the skill fit's replay from the
+    // artifact's snapshot give every player the service's raw skill.
+    let batch = batch_skills(&s.art, &s.lake);
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        let ids: Vec<String> = batch.keys().cloned().collect();
+        let now = c
+            .score(proto::ScoreRequest::of_ids(&ids, false))
+            .await
+            .unwrap()
+            .into_inner();
+        for p in &now.players {
+            let (skill, games) = batch[&p.id];
+            assert!(
+                (p.raw_skill - skill).abs() <= 1e-12,
+                "{}: service {} batch {}",
+                p.id,
+                p.raw_skill,
+                skill
+            );
+            assert_eq!(p.games, games, "{}", p.id);
+        }
+    });
+
+    // The rows are those `mm ingest` writes for the same matches.
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("m.csv");
+    as_csv(&reports, &csv);
+    let ingested = dir.path().join("lake");
+    let (code, _, err) = crate::util::mm(&[
+        "ingest",
+        csv.to_str().unwrap(),
+        "--lake",
+        ingested.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (ours, theirs) = (lake_rows(&s.lake), lake_rows(&ingested));
+    assert_eq!(ours.len(), 240);
+    for (k, row) in &theirs {
+        assert_eq!(ours.get(k), Some(row), "{k:?}");
+    }
+    assert_eq!(ours.len(), theirs.len());
+
+    // The flushes recorded this replica's application transaction.
+    let l = Lake::open(&s.lake).unwrap();
+    assert_eq!(l.app_transaction("mm-serve/r1").unwrap(), Some(40));
+    let text = crate::serve::http_get(&metrics);
+    assert!(
+        text.contains("mm_serve_reports_total{result=\"recorded\",rule=\"\"} 40"),
+        "{text}"
+    );
+    assert!(text.contains("result=\"unauthenticated\""), "{text}");
+    assert!(text.contains("rule=\"match: one team\""), "{text}");
+    assert!(
+        text.contains("mm_serve_reports_total{result=\"duplicate\",rule=\"\"} 1"),
+        "{text}"
+    );
+}
+
+/// Each player's raw skill and matches after replaying the lake with `mm-fit`'s replay, from
+/// the artifact's snapshot with its parameters and party offsets.
+fn batch_skills(art: &Artifact, lake: &Path) -> HashMap<String, (f64, u64)> {
+    let metric = mm_fit::Metric::parse(&art.skill.metric).unwrap();
+    let h = mm_fit::history::read_history(&Lake::open(lake).unwrap(), None, metric).unwrap();
+    let start: Vec<mm_trainer::skill::raw::PlayerSkill> = h
+        .ids
+        .iter()
+        .map(|id| {
+            art.snapshot
+                .get(id)
+                .map(|s| mm_trainer::skill::raw::PlayerSkill {
+                    skill: s.raw_skill,
+                    games: u32::try_from(s.games).unwrap(),
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    let none = mm_fit::replay::Windows {
+        tune_from: 0,
+        tune_to: 0,
+        score_from: 1,
+        score_to: 0,
+    };
+    let params = art.skill.raw_skill.check().unwrap();
+    let mut replay =
+        mm_fit::replay::OursReplay::new(params, art.skill.party_offsets, i64::MAX, none, None, 0)
+            .resume(start);
+    let mut pre = vec![f32::NAN; h.rows()];
+    replay.feed(&h, &mut pre);
+    let run = replay.finish();
+    h.ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let p = run.model.players()[i];
+            (id.clone(), (p.skill, u64::from(p.games)))
+        })
+        .collect()
+}
+
+/// SIGKILL at moments taken from the run's own progress (after the k-th acknowledgement), a
+/// restart on the same log and lake each time, the client re-sending what was not
+/// acknowledged: every acknowledged match is in the lake exactly once, and no match partly.
+#[test]
+fn a_killed_service_loses_no_acknowledged_match() {
+    let s = setup();
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 120, from, 11);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut acked = vec![false; reports.len()];
+    let mut next = 0;
+    let kills_after = [7usize, 23, 31, 58, 64, 90];
+    for (round, &kill_at) in kills_after.iter().chain([&reports.len()]).enumerate() {
+        let (server, addr, _) = start(&s, &["--flush-matches", "5"]);
+        let mut server = Some(server);
+        rt.block_on(async {
+            let mut c = client(&addr).await;
+            // Re-send what the last round did not see acknowledged (a game server retries).
+            for (k, r) in reports.iter().enumerate().take(next) {
+                if !acked[k] {
+                    let got = c
+                        .report_match(authed(r.clone()))
+                        .await
+                        .unwrap()
+                        .into_inner();
+                    acked[k] = true;
+                    let _ = got;
+                }
+            }
+            while next < reports.len() {
+                let k = next;
+                next += 1;
+                // Kill while a report is in flight: its fate is unknown to the client.
+                if k == kill_at {
+                    let r = authed(reports[k].clone());
+                    let mut c2 = c.clone();
+                    let flight = tokio::spawn(async move { c2.report_match(r).await });
+                    tokio::time::sleep(Duration::from_millis((round as u64 * 3) % 7)).await;
+                    drop(server.take());
+                    if let Ok(Ok(ok)) = flight.await {
+                        assert_eq!(ok.into_inner().status, proto::ReportStatus::Recorded as i32);
+                        acked[k] = true;
+                    }
+                    return;
+                }
+                let got = c.report_match(authed(reports[k].clone())).await.unwrap();
+                assert_eq!(
+                    got.into_inner().status,
+                    proto::ReportStatus::Recorded as i32
+                );
+                acked[k] = true;
+            }
+        });
+        if let Some(srv) = server.take() {
+            // The last round: stop after everything is in the lake.
+            wait_for_rows(&s.lake, reports.len() * 6);
+            drop(srv);
+        }
+    }
+    assert!(acked.iter().all(|&a| a));
+    // Each match once, whole.
+    let rows = lake_rows(&s.lake);
+    let mut per_match: BTreeMap<String, usize> = BTreeMap::new();
+    for (m, _) in rows.keys() {
+        *per_match.entry(m.clone()).or_default() += 1;
+    }
+    assert_eq!(per_match.len(), reports.len());
+    assert!(per_match.values().all(|&n| n == 6), "{per_match:?}");
+    let l = Lake::open(&s.lake).unwrap();
+    assert!(l.app_transaction("mm-serve/r1").unwrap().unwrap() >= reports.len() as i64);
+}
+
+/// Every player's score on one service, by id.
+async fn scores(c: &mut MatcherClient<Channel>, ids: &[String]) -> Vec<proto::PlayerScore> {
+    let r = c
+        .score(proto::ScoreRequest::of_ids(ids, false))
+        .await
+        .unwrap()
+        .into_inner();
+    r.players
+}
+
+/// The players of the synthetic artifact and the new ones the random matches draw from.
+fn all_ids(art: &Artifact) -> Vec<String> {
+    (0..40)
+        .map(|i| art.snapshot.id(i).to_string())
+        .chain((0..20).map(|i| format!("new{i:02}")))
+        .collect()
+}
+
+async fn report_all(c: &mut MatcherClient<Channel>, reports: &[proto::ReportMatchRequest]) {
+    for r in reports {
+        let got = c
+            .report_match(authed(r.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(got.status, proto::ReportStatus::Recorded as i32);
+    }
+}
+
+/// A new version promoted while reports flow: the service switches to it only once it has
+/// re-applied the lake's matches after the version's lake version, so no player's state goes
+/// back in time; the reports after the reload continue from there, and the whole lake replayed
+/// from the snapshot gives every player the service's raw skill.
+#[test]
+fn a_reload_keeps_every_player_current() {
+    let s = setup();
+    let (_server, addr, _) = start(&s, &[]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 45, from, 5);
+    let ids = all_ids(&s.art);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        report_all(&mut c, &reports[..20]).await;
+        wait_for_rows(&s.lake, 20 * 6);
+        // Ten more, not all flushed yet when the new version arrives.
+        report_all(&mut c, &reports[20..30]).await;
+        let before = scores(&mut c, &ids).await;
+        // The same snapshot as a new version, fitted (it says) on the lake's first version: the
+        // service rebuilds every player from the lake and the log before it switches.
+        let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
+        m.data.lake_version = Some(0);
+        Store::new(&s.models)
+            .publish("v0002", m, &files, true, None)
+            .unwrap();
+        let t0 = Instant::now();
+        loop {
+            let now = c
+                .score(proto::ScoreRequest::of_ids(&ids[..1], false))
+                .await
+                .unwrap()
+                .into_inner();
+            if now.model_version == "v0002" {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "v0002 not served");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let after = scores(&mut c, &ids).await;
+        for (a, b) in before.iter().zip(&after) {
+            assert_eq!((a.raw_skill, a.games), (b.raw_skill, b.games), "{}", a.id);
+            assert_eq!(a.churn_after_loss, b.churn_after_loss, "{}", a.id);
+        }
+        report_all(&mut c, &reports[30..]).await;
+    });
+    wait_for_rows(&s.lake, 45 * 6);
+    let batch = batch_skills(&s.art, &s.lake);
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        for p in scores(&mut c, &ids).await {
+            let Some(&(skill, games)) = batch.get(&p.id) else {
+                continue;
+            };
+            assert!((p.raw_skill - skill).abs() <= 1e-12, "{}", p.id);
+            assert_eq!(p.games, games, "{}", p.id);
+        }
+    });
+}
+
+/// Two replicas on one lake, reports split between them: each applies the other's matches from
+/// the lake, and once reports stop and the last flush is in, both hold the same state for every
+/// player (the lake's commit order: their flushes interleave, so it is not the start order a
+/// batch replay uses, and only the match counts are compared with it).
+#[test]
+fn two_replicas_converge_on_the_lake() {
+    let s = setup();
+    let wal2 = s.wal.with_file_name("wal2");
+    let (_a, addr_a, _) = start_replica(&s, &s.wal, "a", &["--follow-ms", "100"]);
+    let (_b, addr_b, _) = start_replica(&s, &wal2, "b", &["--follow-ms", "100"]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 40, from, 9);
+    let ids = all_ids(&s.art);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (mut a, mut b) = (client(&addr_a).await, client(&addr_b).await);
+        for (k, r) in reports.iter().enumerate() {
+            let c = if k % 2 == 0 { &mut a } else { &mut b };
+            report_all(c, std::slice::from_ref(r)).await;
+        }
+    });
+    wait_for_rows(&s.lake, 40 * 6);
+    let batch = batch_skills(&s.art, &s.lake);
+    rt.block_on(async {
+        let (mut a, mut b) = (client(&addr_a).await, client(&addr_b).await);
+        let t0 = Instant::now();
+        loop {
+            let (x, y) = (scores(&mut a, &ids).await, scores(&mut b, &ids).await);
+            let same = x
+                .iter()
+                .zip(&y)
+                .all(|(p, q)| (p.raw_skill, p.games) == (q.raw_skill, q.games));
+            if same {
+                // Both applied every match: each player's match count is the lake's.
+                for p in &x {
+                    if let Some(&(_, games)) = batch.get(&p.id) {
+                        assert_eq!(p.games, games, "{}", p.id);
+                    }
+                }
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the replicas disagree 20 s after the last flush"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A match recorded by one replica is a duplicate at the other once it followed.
+        let dup = b
+            .report_match(authed(reports[0].clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(dup.status, proto::ReportStatus::Duplicate as i32);
+    });
+    let l = Lake::open(&s.lake).unwrap();
+    assert_eq!(l.app_transaction("mm-serve/a").unwrap(), Some(20));
+    assert_eq!(l.app_transaction("mm-serve/b").unwrap(), Some(20));
+}
