@@ -80,10 +80,14 @@ fn start_replica(s: &Setup, wal: &Path, replica: &str, extra: &[&str]) -> (Serve
             "300",
             "--replica",
             replica,
-            "--flush-s",
-            "0.2",
+            "--reload-ms",
+            "50",
         ])
-        .args(["--reload-ms", "50"])
+        .args(if extra.contains(&"--flush-s") {
+            &[][..]
+        } else {
+            &["--flush-s", "0.2"][..]
+        })
         .arg("--models")
         .arg(&s.models)
         .arg("--lake")
@@ -94,7 +98,11 @@ fn start_replica(s: &Setup, wal: &Path, replica: &str, extra: &[&str]) -> (Serve
         .arg(&s.token_file)
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if std::env::var_os("MM_TEST_SERVER_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -696,4 +704,67 @@ fn two_replicas_converge_on_the_lake() {
     let l = Lake::open(&s.lake).unwrap();
     assert_eq!(l.app_transaction("mm-serve/a").unwrap(), Some(20));
     assert_eq!(l.app_transaction("mm-serve/b").unwrap(), Some(20));
+}
+
+/// A match reported here and, before the flush, written to the lake by `mm ingest`: the
+/// service learns it from the lake's log, writes none of its rows, and still records that its
+/// log is in the lake (a flush with the application transaction alone), so a restart does not
+/// write it either.
+#[test]
+fn a_match_ingested_before_the_flush_is_not_written_twice() {
+    let s = setup();
+    let (server, addr, metrics) = start(&s, &["--flush-s", "600", "--follow-ms", "50"]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 2, from, 13);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        report_all(&mut c, &reports[..1]).await;
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("m.csv");
+    as_csv(&reports[..1], &csv);
+    let (code, _, err) = crate::util::mm(&[
+        "ingest",
+        csv.to_str().unwrap(),
+        "--lake",
+        s.lake.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // The service follows the ingest's commit: the pending report is dropped as the lake's.
+    let t0 = Instant::now();
+    while !crate::serve::http_get(&metrics).contains("mm_serve_pending_matches 0") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the ingested match is still pending"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        let r = c
+            .report_match(authed(reports[0].clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, proto::ReportStatus::Duplicate as i32);
+        report_all(&mut c, &reports[1..]).await;
+    });
+    // A graceful stop flushes: the second match's rows, and the log's number past the first.
+    let pid = server.0.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let mut server = server;
+    let t0 = Instant::now();
+    while server.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rows = lake_rows(&s.lake);
+    assert_eq!(rows.len(), 12, "each match's six rows once");
+    let l = Lake::open(&s.lake).unwrap();
+    assert_eq!(l.app_transaction("mm-serve/r1").unwrap(), Some(2));
+    // A restart on the same log writes nothing more.
+    let (_again, _, _) = start(&s, &["--flush-s", "0.1"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lake_rows(&s.lake).len(), 12);
 }

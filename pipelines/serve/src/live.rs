@@ -438,12 +438,17 @@ impl Live {
     }
 
     fn sync_locked(&self) -> Result<(), LakeError> {
+        self.sync_with(&Lake::open(&self.cfg.lake)?)
+    }
+
+    /// Applies the commits of `lake` (a snapshot opened by the caller) after the settled
+    /// version.
+    fn sync_with(&self, lake: &Lake) -> Result<(), LakeError> {
         let (art, version) = {
             let st = self.read();
             (Arc::clone(&st.art), st.settled.version)
         };
-        let lake = Lake::open(&self.cfg.lake)?;
-        let new = match read_new(&lake, &art, version) {
+        let new = match read_new(lake, &art, version) {
             Ok(n) => n,
             Err(LakeError::LogTruncated { .. }) => {
                 tracing::warn!(
@@ -523,6 +528,12 @@ impl Live {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let t0 = Instant::now();
+        // What the lake gained since the last follow comes first: a pending report whose match
+        // another writer committed meanwhile is dropped, not written again. The commit below is
+        // made on this same snapshot, so a writer that commits after it is seen by the commit's
+        // re-check of keys.
+        let lake = Lake::open(&self.cfg.lake)?;
+        self.sync_with(&lake)?;
         let (rows, lines, last) = {
             let st = self.read();
             let mut rows: Vec<PlayerRow<'static>> = Vec::new();
@@ -538,7 +549,7 @@ impl Live {
             }
             (rows, lines, last)
         };
-        let result = self.commit(rows, lines, last);
+        let result = self.commit(&lake, rows, lines, last);
         match &result {
             Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
                 self.write().flushed = last;
@@ -567,6 +578,7 @@ impl Live {
 
     fn commit(
         &self,
+        lake: &Lake,
         mut rows: Vec<PlayerRow<'static>>,
         lines: Vec<u64>,
         last: u64,
@@ -591,7 +603,6 @@ impl Live {
         let mut taken: Vec<Option<PlayerRow<'static>>> = rows.drain(..).map(Some).collect();
         let sorted: Vec<PlayerRow<'static>> =
             order.iter().filter_map(|&k| taken[k].take()).collect();
-        let lake = Lake::open(&self.cfg.lake)?;
         let run_id = mm_lake::new_run_id();
         let mut txn = lake.begin(&run_id)?;
         let source = format!("{}#{}", self.app_id, run_id);
