@@ -10,6 +10,7 @@ mod delta;
 mod ingest_canonical;
 mod ingest_real;
 mod lake_crash;
+mod locations;
 mod pair;
 mod results;
 mod retrain;

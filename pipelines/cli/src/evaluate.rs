@@ -6,6 +6,7 @@ use crate::args::EvaluateArgs;
 
 pub fn run(a: &EvaluateArgs, out: &crate::args::Output) -> Result<()> {
     let mut cfg = a.to_config();
+    cfg.out = crate::place::local("out", &a.out)?;
     // Artifacts given as URLs are evaluated from their local mirrors.
     cfg.artifact = mm_lake::mirror::localize(&cfg.artifact)?;
     if let Some(c) = &cfg.compare {
@@ -36,7 +37,21 @@ pub fn retrain(
 ) -> Result<()> {
     let mut cfg = a.to_config()?;
     cfg.run_id = Some(run_id.to_string());
-    let report = mm_retrain::retrain(&cfg)?;
+    // A remote models root: the chain publishes into its mirror, which is uploaded (the
+    // versions' files first, the pointers last) once the chain has run; the promotion gate
+    // compares with the remote's current LATEST, pulled first.
+    let remote = mm_lake::Location::from_path(&cfg.models)?;
+    let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
+    cfg.models.clone_from(&mirror.local);
+    let report = mm_retrain::retrain(&cfg);
+    // What the chain published is uploaded whether it promoted or stopped later (as on a local
+    // root, where it stays); the chain's own error comes first.
+    let pushed = mirror.push();
+    let report = report?;
+    let pushed = pushed?;
+    if remote.is_remote() {
+        tracing::info!(files = pushed.len(), "uploaded the models to {remote}");
+    }
     if out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

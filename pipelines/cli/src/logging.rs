@@ -35,7 +35,11 @@ fn filter(quiet: bool) -> EnvFilter {
         return f;
     }
     let level = if quiet { "warn" } else { "info" };
-    let spec = std::iter::once("warn".to_string())
+    // delta-rs's kernel logs an ERROR whenever a snapshot it tries fails, even where delta-rs
+    // expects it to (creating a table first looks for one, and finds an empty log); what does go
+    // wrong reaches us as an error, which `mm` reports in its own words.
+    let spec = ["warn".to_string(), "buoyant_kernel=off".to_string()]
+        .into_iter()
         .chain(OURS.iter().map(|c| format!("{c}={level}")))
         .collect::<Vec<_>>()
         .join(",");

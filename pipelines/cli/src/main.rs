@@ -13,6 +13,7 @@ mod evaluate;
 mod logging;
 mod models;
 mod pair;
+mod place;
 mod progress;
 
 use std::ffi::OsString;
@@ -97,6 +98,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     let input = e
         .downcast_ref::<mm_matcher::pool::PoolFileError>()
         .is_some()
+        || e.downcast_ref::<place::PlaceError>().is_some()
         || e.downcast_ref::<mm_artifact::ArtifactError>().is_some()
         || e.downcast_ref().is_some_and(mm_lake::LakeError::is_input)
         || e.downcast_ref().is_some_and(IngestError::is_input)

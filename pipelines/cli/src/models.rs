@@ -14,8 +14,8 @@ pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
     let remote = mm_lake::Location::from_path(&a.models)?;
     let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
     let r = mm_fit::export::export(&mm_fit::export::ExportConfig {
-        skill: a.skill.clone(),
-        churn: a.churn.clone(),
+        skill: crate::place::local("skill", &a.skill)?,
+        churn: crate::place::local("churn", &a.churn)?,
         models: mirror.local.clone(),
         name: a.name.clone(),
         version: a.version.clone(),
@@ -364,9 +364,10 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     } else {
         store(&sel)?.root().to_path_buf()
     };
+    let wal = crate::place::local("wal", &a.wal)?;
     let results = a.lake.as_ref().map(|lake| mm_serve::ResultsConfig {
         lake: lake.clone(),
-        wal: a.wal.clone(),
+        wal,
         replica: a.replica.clone().unwrap_or_else(host_name),
         flush_ms: (a.flush_s * 1000.0).round().max(0.0) as u64,
         flush_matches: a.flush_matches,

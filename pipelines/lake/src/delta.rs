@@ -147,6 +147,11 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
             }),
         };
     }
+    // A remote prefix with no log yet is no table: said without asking delta-rs to load it
+    // (its kernel logs an ERROR for an empty log segment, though nothing is wrong).
+    if loc.is_remote() && as_of == AsOf::Latest && !has_log(loc)? {
+        return Ok(None);
+    }
     let b = builder(loc)?;
     let b = match as_of {
         AsOf::Latest => b,
@@ -192,6 +197,26 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
             Err(LakeError::from_delta(loc, e))
         }
     }
+}
+
+/// Whether a remote table location holds any object under `_delta_log/` (listing it also names
+/// a missing bucket or refused credentials with the store's own message).
+fn has_log(loc: &Location) -> Result<bool> {
+    use futures::StreamExt;
+    let store = object_store(loc)?;
+    let prefix = object_store::path::Path::from("_delta_log");
+    block_on(async move {
+        let mut list = store.list(Some(&prefix));
+        match list.next().await {
+            Some(Err(e)) => Err(e),
+            Some(Ok(_)) => Ok(true),
+            None => Ok(false),
+        }
+    })
+    .map_err(|e| LakeError::Location {
+        location: loc.to_string(),
+        reason: crate::error::store_reason(&e),
+    })
 }
 
 /// Lists the location once, so that a missing bucket or bad credentials fail on open with the

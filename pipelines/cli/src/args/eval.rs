@@ -59,7 +59,7 @@ impl RetrainArgs {
             inputs: self.inputs.clone(),
             simulate: self.simulate.clone(),
             models: self.models.clone(),
-            work: self.work.clone(),
+            work: crate::place::local("work", &self.work)?,
             mode: self.mode.clone(),
             name: self.name.clone(),
             holdout_ms: self.holdout_days * 86_400_000,

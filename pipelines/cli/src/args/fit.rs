@@ -141,7 +141,8 @@ impl FitChurnArgs {
 
     pub fn to_config(&self) -> anyhow::Result<mm_fit::churn::ChurnConfig> {
         let horizon_ms = mm_fit::churn::parse_horizon(&self.horizon)?;
-        let base = mm_fit::churn::ChurnConfig::new(self.lake.clone(), self.out.clone());
+        let out = crate::place::local("out", &self.out)?;
+        let base = mm_fit::churn::ChurnConfig::new(self.lake.clone(), out);
         let cfg = mm_fit::churn::ChurnConfig {
             as_of: self.as_of.unwrap_or_default(),
             until_ms: day_ms(self.until),
@@ -165,7 +166,11 @@ impl FitChurnArgs {
                 ..base.fit.clone()
             },
             max_train_rows: self.max_train_rows,
-            skill: self.skill.clone(),
+            skill: self
+                .skill
+                .as_deref()
+                .map(|s| crate::place::local("skill", s))
+                .transpose()?,
             html: !self.no_html,
             table: !self.no_table,
             tables: self.tables.clone(),
@@ -347,7 +352,7 @@ impl FitSkillArgs {
             max_tune_rows: self.max_tune_rows,
             win_skill: !self.no_win_skill,
             max_win_matches: self.max_win_matches,
-            ..mm_fit::SkillConfig::new(self.lake.clone(), self.out.clone())
+            ..mm_fit::SkillConfig::new(self.lake.clone(), crate::place::local("out", &self.out)?)
         })
     }
 }
