@@ -22,7 +22,7 @@
 //! the lake's recorded number are in the lake and the others are flushed again, so each lands
 //! exactly once.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -89,10 +89,12 @@ struct State {
     pending_ids: HashSet<String>,
     /// Match ids being written to the log right now.
     reserved: HashSet<String>,
-    /// The highest sequence number committed to the lake, and the highest found to be a
-    /// duplicate of a match the lake already held (a flush records the larger).
+    /// The highest sequence number committed to the lake (every one at or below it is in the
+    /// lake, or needed no row there).
     flushed: u64,
-    dropped: u64,
+    /// Sequence numbers above `flushed` that need no row: duplicates of matches the lake holds
+    /// already, and logged reports that no longer pass the rules.
+    dropped: BTreeSet<u64>,
     /// The settled state with the pending reports applied: the players they moved.
     overlay: HashMap<String, PlayerState>,
     overlay_updater: LiveUpdater,
@@ -201,24 +203,34 @@ fn read_new(lake: &Lake, art: &Artifact, version: i64) -> Result<Option<NewMatch
 }
 
 impl State {
+    /// The highest sequence number a flush may cover: the end of the run of numbers after
+    /// `flushed` that are all pending or dropped. A report is added to `pending` only after its
+    /// log append returns, and concurrent appends return in any order: a flush that covered a
+    /// number whose predecessor was not added yet would record that predecessor as in the lake.
+    fn flushable(&self) -> u64 {
+        let mut k = self.flushed;
+        while self.pending.contains_key(&(k + 1)) || self.dropped.contains(&(k + 1)) {
+            k += 1;
+        }
+        k
+    }
+
     /// Applies the pending reports again on the settled state, dropping those the lake now
     /// holds.
     fn reapply(&mut self) {
         let settled_ids = &self.settled.matches;
-        let mut dropped = self.dropped;
         let flushed = self.flushed;
-        let pending_ids = &mut self.pending_ids;
+        let (pending_ids, dropped) = (&mut self.pending_ids, &mut self.dropped);
         self.pending.retain(|&seq, (c, _)| {
             let keep = !settled_ids.contains(&c.match_id);
             if !keep {
                 pending_ids.remove(&c.match_id);
                 if seq > flushed {
-                    dropped = dropped.max(seq);
+                    dropped.insert(seq);
                 }
             }
             keep
         });
-        self.dropped = dropped;
         self.overlay.clear();
         self.overlay_updater = self.settled.updater.clone();
         let art = Arc::clone(&self.art);
@@ -271,6 +283,7 @@ impl Live {
         let settled = settled_for(&art, &lake)?;
         let mut pending = BTreeMap::new();
         let mut pending_ids = HashSet::new();
+        let mut dropped = BTreeSet::new();
         let now = Instant::now();
         for r in records.into_iter().filter(|r| r.seq > floor) {
             let checked = proto::ReportMatchRequest::decode(r.payload.as_slice())
@@ -283,6 +296,7 @@ impl Live {
                 }
                 // Checked when it was reported: only a change of the rules since can refuse it.
                 Err(e) => {
+                    dropped.insert(r.seq);
                     tracing::warn!(sequence = r.seq, error = %e, "a logged report no longer passes the rules; dropped")
                 }
             }
@@ -303,7 +317,7 @@ impl Live {
             pending_ids,
             reserved: HashSet::new(),
             flushed: floor,
-            dropped: floor,
+            dropped,
             overlay: HashMap::new(),
             overlay_updater,
         };
@@ -494,25 +508,24 @@ impl Live {
         Ok(())
     }
 
-    /// Whether a flush is due: enough reports wait, or the oldest has waited long enough.
+    /// Whether a flush is due: enough reports wait, or the oldest has waited long enough, or
+    /// only duplicates wait (the lake's number for this replica should pass them).
     #[must_use]
     pub fn flush_due(&self) -> bool {
         let st = self.read();
-        let waiting = st.pending.range(st.flushed + 1..).count();
-        let oldest = st
-            .pending
-            .range(st.flushed + 1..)
-            .next()
-            .map(|(_, (_, t))| t.elapsed());
+        let last = st.flushable();
+        let waiting = st.pending.range(st.flushed + 1..=last).count();
+        let oldest = st.pending.values().map(|(_, t)| t.elapsed()).max();
         self.metrics.backlog(
             self.wal.bytes(),
-            waiting,
+            st.pending.len(),
             oldest.map_or(0, |d| d.as_millis() as u64),
         );
         self.metrics.follow_lag(self.follow_lag_ms());
-        waiting >= self.cfg.flush_matches
-            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
-            || st.dropped > st.flushed
+        last > st.flushed
+            && (waiting >= self.cfg.flush_matches
+                || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
+                || waiting == 0)
     }
 
     /// Writes the pending reports into the lake as one commit with this replica's application
@@ -536,23 +549,26 @@ impl Live {
         self.sync_with(&lake)?;
         let (rows, lines, last) = {
             let st = self.read();
-            let mut rows: Vec<PlayerRow<'static>> = Vec::new();
-            let mut lines = Vec::new();
-            let mut last = st.dropped.max(st.flushed);
-            for (&seq, (c, _)) in st.pending.range(st.flushed + 1..) {
-                rows.extend(c.rows.iter().cloned());
-                lines.extend(std::iter::repeat_n(seq, c.rows.len()));
-                last = last.max(seq);
-            }
+            let last = st.flushable();
             if last <= st.flushed {
                 return Ok(None);
+            }
+            let mut rows: Vec<PlayerRow<'static>> = Vec::new();
+            let mut lines = Vec::new();
+            for (&seq, (c, _)) in st.pending.range(st.flushed + 1..=last) {
+                rows.extend(c.rows.iter().cloned());
+                lines.extend(std::iter::repeat_n(seq, c.rows.len()));
             }
             (rows, lines, last)
         };
         let result = self.commit(&lake, rows, lines, last);
         match &result {
             Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
-                self.write().flushed = last;
+                {
+                    let mut st = self.write();
+                    st.flushed = last;
+                    st.dropped = st.dropped.split_off(&(last + 1));
+                }
                 if let Err(e) = self.wal.truncate_through(last) {
                     tracing::warn!(error = %e, "could not remove the log's flushed segments");
                 }

@@ -456,7 +456,15 @@ impl proto::matcher_server::Matcher for MatcherService {
         self.allow("ReportMatch", &request, Access::Write)?;
         let t0 = std::time::Instant::now();
         let out = match &self.live {
-            Some(l) => l.report(request.into_inner()).await,
+            // In a task of its own: a client that goes away mid-call must not stop a report
+            // between its log append and its application (its number would stay a gap that
+            // holds back every flush).
+            Some(l) => {
+                let (l, req) = (Arc::clone(l), request.into_inner());
+                tokio::spawn(async move { l.report(req).await })
+                    .await
+                    .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))))
+            }
             None => Err(Status::failed_precondition(
                 "this service records no results: start it with --lake",
             )),
