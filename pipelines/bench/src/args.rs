@@ -54,6 +54,17 @@ pub struct BenchServeArgs {
     /// Work directory (the artifacts served).
     #[arg(long, default_value = "/tmp/mm-bench-serve")]
     pub work: PathBuf,
+    /// Instead of the phases above: results under load. The server records into a lake in the
+    /// work directory; Score (12 players) runs alone, then beside closed loops of ReportMatch
+    /// (6v6 matches, 12 player-results each); the lake is checked to hold every acknowledged
+    /// match exactly once.
+    #[arg(long)]
+    pub reports: bool,
+    /// ReportMatch calls a second in the results phase, sent at that rate whatever the answers'
+    /// times (an open loop; latency counted from when each call was due). The default is 20,000
+    /// player-results a second in 6v6 matches.
+    #[arg(long, default_value_t = 1667.0)]
+    pub report_rate: f64,
 }
 
 #[derive(Debug, Args)]

@@ -57,7 +57,12 @@ impl Server {
 }
 
 fn start(root: &Path, max_seconds: f64) -> Result<Server> {
+    start_with(root, max_seconds, &[])
+}
+
+fn start_with(root: &Path, max_seconds: f64, extra: &[&str]) -> Result<Server> {
     let mut child = Command::new(std::env::current_exe()?)
+        .env("MM_SERVE_TOKEN", TOKEN)
         .args([
             "serve",
             "--listen",
@@ -73,8 +78,14 @@ fn start(root: &Path, max_seconds: f64) -> Result<Server> {
         ])
         .arg("--models")
         .arg(root)
+        .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // The server's log, when asked for (MM_BENCH_SERVER_LOG=1): the results phase's flushes.
+        .stderr(if std::env::var_os("MM_BENCH_SERVER_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()?;
     let mut out = BufReader::new(child.stdout.take().context("the server's stdout")?);
     let mut line = |prefix: &str| -> Result<String> {
@@ -352,11 +363,299 @@ fn http_get(url: &str) -> Result<String> {
     Ok(text)
 }
 
+const TOKEN: &str = "bench-token";
+
+/// A closed-loop call of ReportMatch: each call a new 6v6 match of 12 players drawn from
+/// `ids`, with kills, deaths and team scores, numbered by `next`.
+fn report_call(
+    ids: Arc<Vec<String>>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+    start_ms: i64,
+) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
+    move |mut c| {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        // splitmix64 of the match number: the players and their figures.
+        let mut z = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        };
+        let first = (rnd() % (ids.len() as u64 / 12)) as usize * 12;
+        let scores = [(rnd() % 100) as f64, (rnd() % 100) as f64];
+        let players = (0..12)
+            .map(|j| proto::PlayerResult {
+                player_id: ids[first + j].clone(),
+                team: (j % 2) as i32,
+                team_score: Some(scores[j % 2]),
+                kills: Some((rnd() % 20) as i32),
+                deaths: Some(10),
+                deaths_by_enemy: Some((rnd() % 10) as i32),
+                seconds_played: Some(600.0),
+                ..Default::default()
+            })
+            .collect();
+        let mut req = tonic::Request::new(proto::ReportMatchRequest {
+            match_id: format!("bench-{k:010}"),
+            mode: "tdm-6v6".into(),
+            start_ms: start_ms + i64::try_from(k).unwrap_or(0) * 50,
+            end_ms: None,
+            players,
+        });
+        if let Ok(v) = format!("Bearer {TOKEN}").parse() {
+            req.metadata_mut().insert("authorization", v);
+        }
+        Box::pin(async move { Ok(c.report_match(req).await?.into_inner().model_version) })
+    }
+}
+
+/// Calls `call` at `rate` a second for `seconds`, each call in a task of its own; latency from
+/// when each call was due (so that a slow answer does not hide the calls it delays). Returns the
+/// latencies (ms) of the answered calls and the number that failed.
+async fn open_loop<F>(
+    client: &MatcherClient<Channel>,
+    rate: f64,
+    seconds: f64,
+    call: F,
+) -> Result<(Vec<f64>, u64)>
+where
+    F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
+{
+    let t0 = tokio::time::Instant::now();
+    let n = (rate * seconds).round() as u64;
+    let mut tasks = Vec::with_capacity(n as usize);
+    for k in 0..n {
+        let due = t0 + Duration::from_secs_f64(k as f64 / rate);
+        tokio::time::sleep_until(due).await;
+        let (c, call) = (client.clone(), call.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = call(c).await;
+            (r.is_ok(), due.elapsed().as_secs_f64() * 1e3)
+        }));
+    }
+    let (mut ms, mut failed) = (Vec::with_capacity(tasks.len()), 0u64);
+    for t in tasks {
+        let (ok, took) = t.await?;
+        if ok {
+            ms.push(took);
+        } else {
+            failed += 1;
+        }
+    }
+    Ok((ms, failed))
+}
+
+#[derive(Debug, Serialize)]
+struct ReportsReport {
+    players: usize,
+    score_alone: Phase,
+    score_beside_reports: Phase,
+    reports: Phase,
+    player_results_per_second: f64,
+    /// Score's p99 beside the reports over its p99 alone.
+    score_p99_ratio: f64,
+    /// Matches acknowledged, and the lake's rows and distinct (match, player) keys once the last
+    /// flush is in.
+    acknowledged: u64,
+    lake_rows: u64,
+    lake_keys: u64,
+    /// From the last acknowledgement to the lake holding every acknowledged match, s.
+    drain_seconds: f64,
+    /// The log's largest size seen by the metrics during the load, MiB.
+    log_mib_max: f64,
+    rss_mib_start: Option<f64>,
+    rss_mib_end: Option<f64>,
+}
+
+/// `mm bench serve --reports`: results under load.
+fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
+    let work: PathBuf = a.work.clone();
+    let root = work.join("models").join("bench");
+    let (lake, wal) = (work.join("lake"), work.join("wal"));
+    for d in [&root, &lake, &wal] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    publish(&root, "v0001", a.players, 1)?;
+    let budget = 120.0 + a.seconds * 4.0;
+    let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
+    let server = start_with(
+        &root,
+        budget,
+        &[
+            "--lake",
+            &lake_s,
+            "--wal",
+            &wal_s,
+            "--replica",
+            "bench",
+            "--flush-s",
+            "1",
+        ],
+    )?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let report = rt.block_on(async {
+        let channel = Channel::from_shared(format!("http://{}", server.grpc))?
+            .connect()
+            .await?;
+        let client = MatcherClient::new(channel);
+        let art = Store::new(&root).open_latest()?;
+        let ids: Arc<Vec<String>> = Arc::new(
+            (0..art.snapshot.len().min(20_000))
+                .map(|i| art.snapshot.id(i).to_string())
+                .collect(),
+        );
+        let twelve = Arc::new(ids[..12].to_vec());
+        let rss_start = server.rss_mib();
+        let (alone, _) = timed_phase(
+            &client,
+            "Score 12",
+            a.concurrency,
+            a.seconds,
+            score_call(Arc::clone(&twelve)),
+        )
+        .await?;
+        // Both loops at once, the log's size sampled from the metrics meanwhile.
+        let stop = Arc::new(AtomicBool::new(false));
+        let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let t0 = Instant::now();
+        let scores = closed_loop(
+            &client,
+            a.concurrency,
+            Arc::clone(&stop),
+            score_call(Arc::clone(&twelve)),
+        )
+        .await;
+        let reports = tokio::spawn({
+            let (client, call) = (
+                client.clone(),
+                report_call(
+                    Arc::clone(&ids),
+                    Arc::clone(&next),
+                    art.manifest.snapshot_as_of_ms + 3_600_000,
+                ),
+            );
+            let (rate, seconds) = (a.report_rate, a.seconds);
+            async move { open_loop(&client, rate, seconds, call).await }
+        });
+        let mut log_max = 0.0f64;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if let Ok(text) = http_get(&server.metrics) {
+                log_max = log_max.max(metric(&text, "mm_serve_log_bytes"));
+            }
+        }
+        let (rm, rf) = reports.await??;
+        stop.store(true, Ordering::Relaxed);
+        let (sm, sf, _) = gather(scores).await?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let done = Instant::now();
+        let acknowledged = rm.len() as u64;
+        let beside = phase("Score 12 + reports", a.concurrency, sm, sf, seconds);
+        let reports = phase("ReportMatch (open)", 0, rm, rf, seconds);
+        // The lake, once the last flush is in.
+        let want = acknowledged * 12;
+        let lake_rows = loop {
+            let l = lake.clone();
+            let rows = tokio::task::spawn_blocking(move || -> Result<u64> {
+                let l = mm_lake::Lake::open(&l)?;
+                Ok(l.match_entries().iter().filter_map(|f| f.rows).sum())
+            })
+            .await??;
+            if rows >= want || done.elapsed() > Duration::from_secs(120) {
+                break rows;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let drain = done.elapsed().as_secs_f64();
+        let l = lake.clone();
+        let keys = tokio::task::spawn_blocking(move || -> Result<u64> {
+            let l = mm_lake::Lake::open(&l)?;
+            let mut keys = std::collections::HashSet::new();
+            for f in l.matches_files()? {
+                for b in
+                    mm_lake::parquet_io::read_parquet_columns(&f, Some(&["match_id", "player_id"]))?
+                {
+                    use arrow_array::cast::AsArray;
+                    let (m, p) = (
+                        b.column(0).as_string::<i32>(),
+                        b.column(1).as_string::<i32>(),
+                    );
+                    for i in 0..b.num_rows() {
+                        keys.insert((m.value(i).to_string(), p.value(i).to_string()));
+                    }
+                }
+            }
+            Ok(keys.len() as u64)
+        })
+        .await??;
+        Ok::<ReportsReport, anyhow::Error>(ReportsReport {
+            players: a.players,
+            player_results_per_second: reports.per_second * 12.0,
+            score_p99_ratio: beside.p99_ms / alone.p99_ms,
+            score_alone: alone,
+            score_beside_reports: beside,
+            reports,
+            acknowledged,
+            lake_rows,
+            lake_keys: keys,
+            drain_seconds: drain,
+            log_mib_max: log_max / f64::from(1u32 << 20),
+            rss_mib_start: rss_start,
+            rss_mib_end: server.rss_mib(),
+        })
+    })?;
+    drop(server);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "mm serve on loopback with results (a lake and a log on local disk), an artifact of {} players",
+        report.players
+    );
+    println!(
+        "{:<20} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
+        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
+    );
+    for p in [
+        &report.score_alone,
+        &report.score_beside_reports,
+        &report.reports,
+    ] {
+        println!(
+            "{:<20} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
+            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
+        );
+    }
+    println!(
+        "reports: {:.0} player-results/s acknowledged (p99 {:.2} ms); Score p99 beside them {:.2}x alone",
+        report.player_results_per_second, report.reports.p99_ms, report.score_p99_ratio
+    );
+    println!(
+        "lake: {} matches acknowledged, {} rows and {} distinct (match, player) keys {:.1} s after the last (want {}); log at most {:.1} MiB",
+        report.acknowledged,
+        report.lake_rows,
+        report.lake_keys,
+        report.drain_seconds,
+        report.acknowledged * 12,
+        report.log_mib_max
+    );
+    if let (Some(s), Some(e)) = (report.rss_mib_start, report.rss_mib_end) {
+        println!("server resident memory: {s:.0} MiB before, {e:.0} MiB at the end");
+    }
+    Ok(())
+}
+
 /// Runs `mm bench serve`.
 ///
 /// # Errors
 /// The server did not start, or a phase could not run.
 pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
+    if a.reports {
+        return run_reports(a, json);
+    }
     let work: PathBuf = a.work.clone();
     let root = work.join("models").join("bench");
     let _ = std::fs::remove_dir_all(&root);
