@@ -513,8 +513,6 @@ impl Live {
     #[must_use]
     pub fn flush_due(&self) -> bool {
         let st = self.read();
-        let last = st.flushable();
-        let waiting = st.pending.range(st.flushed + 1..=last).count();
         let oldest = st.pending.values().map(|(_, t)| t.elapsed()).max();
         self.metrics.backlog(
             self.wal.bytes(),
@@ -522,10 +520,16 @@ impl Live {
             oldest.map_or(0, |d| d.as_millis() as u64),
         );
         self.metrics.follow_lag(self.follow_lag_ms());
-        last > st.flushed
-            && (waiting >= self.cfg.flush_matches
-                || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
-                || waiting == 0)
+        let last = st.flushable();
+        if last <= st.flushed {
+            // Nothing to flush (and a range `flushed + 1..=flushed` of a non-empty map would
+            // panic).
+            return false;
+        }
+        let waiting = st.pending.range(st.flushed + 1..=last).count();
+        waiting >= self.cfg.flush_matches
+            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
+            || waiting == 0
     }
 
     /// Writes the pending reports into the lake as one commit with this replica's application
