@@ -5,9 +5,8 @@
 //! server is started with `--max-seconds` and killed when its test ends.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
@@ -18,17 +17,9 @@ use mm_serve::proto;
 use mm_serve::proto::matcher_client::MatcherClient;
 use tonic::transport::Channel;
 
+use crate::util::{Killed, start_serve};
+
 const TOKEN: &str = "t0ken-for-tests";
-
-/// Kills the server when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -61,62 +52,36 @@ fn setup() -> Setup {
 
 /// Starts `mm serve` recording into the setup's lake; returns it, its address and its metrics
 /// URL.
-fn start(s: &Setup, extra: &[&str]) -> (Server, String, String) {
+fn start(s: &Setup, extra: &[&str]) -> (Killed, String, String) {
     start_replica(s, &s.wal, "r1", extra)
 }
 
 /// [`start`] as replica `replica` with its log in `wal`.
-fn start_replica(s: &Setup, wal: &Path, replica: &str, extra: &[&str]) -> (Server, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mm"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--max-seconds",
-            "300",
-            "--replica",
-            replica,
-            "--reload-ms",
-            "50",
-        ])
-        .args(if extra.contains(&"--flush-s") {
-            &[][..]
-        } else {
-            &["--flush-s", "0.2"][..]
-        })
-        .arg("--models")
-        .arg(&s.models)
-        .arg("--lake")
-        .arg(&s.lake)
-        .arg("--wal")
-        .arg(wal)
-        .arg("--token-file")
-        .arg(&s.token_file)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(if std::env::var_os("MM_TEST_SERVER_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = |prefix: &str| {
-        let mut l = String::new();
-        out.read_line(&mut l).unwrap();
-        l.trim()
-            .strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("no {prefix:?} line: {l:?}"))
-            .to_string()
-    };
-    let addr = line("listening on ");
-    let metrics = line("metrics on ");
-    (Server(child), addr, metrics)
+fn start_replica(s: &Setup, wal: &Path, replica: &str, extra: &[&str]) -> (Killed, String, String) {
+    let mut args: Vec<std::ffi::OsString> = [
+        "--max-seconds",
+        "300",
+        "--replica",
+        replica,
+        "--reload-ms",
+        "50",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    if !extra.contains(&"--flush-s") {
+        args.extend(["--flush-s".into(), "0.2".into()]);
+    }
+    for (flag, value) in [
+        ("--models", s.models.as_os_str()),
+        ("--lake", s.lake.as_os_str()),
+        ("--wal", wal.as_os_str()),
+        ("--token-file", s.token_file.as_os_str()),
+    ] {
+        args.extend([flag.into(), value.to_os_string()]);
+    }
+    args.extend(extra.iter().map(Into::into));
+    start_serve(&args, &[])
 }
 
 async fn client(addr: &str) -> MatcherClient<Channel> {

@@ -6,9 +6,7 @@
 //! at the end, so it never outlives the test.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,15 +19,7 @@ use mm_serve::proto;
 use mm_serve::proto::matcher_client::MatcherClient;
 use tonic::transport::Channel;
 
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::util::Killed;
 
 fn publish(root: &Path, version: &str, seed: u64, promote: bool) {
     let (m, files) = mm_artifact::synthetic::artifact(80, seed);
@@ -39,33 +29,18 @@ fn publish(root: &Path, version: &str, seed: u64, promote: bool) {
 }
 
 /// Starts `mm serve` on free ports; returns it, its gRPC address and its metrics URL.
-fn start(models: &Path) -> (Server, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mm"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--reload-ms", "50"])
-        .args([
-            "--metrics",
-            "127.0.0.1:0",
-            "--max-seconds",
-            "120",
-            "--models",
-        ])
-        .arg(models)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = |prefix: &str| {
-        let mut l = String::new();
-        out.read_line(&mut l).unwrap();
-        l.trim()
-            .strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("no {prefix:?} line: {l:?}"))
-            .to_string()
-    };
-    let addr = line("listening on ");
-    let metrics = line("metrics on ");
-    (Server(child), addr, metrics)
+fn start(models: &Path) -> (Killed, String, String) {
+    let models = models.as_os_str();
+    let args: [&std::ffi::OsStr; 5] = [
+        "--reload-ms".as_ref(),
+        "50".as_ref(),
+        "--max-seconds".as_ref(),
+        "120".as_ref(),
+        "--models".as_ref(),
+    ];
+    let mut all: Vec<&std::ffi::OsStr> = args.to_vec();
+    all.push(models);
+    crate::util::start_serve(&all, &[])
 }
 
 /// The text at a `http://host:port/path` URL, by a plain HTTP/1.0 GET.
@@ -335,33 +310,21 @@ fn serve_reloads_from_an_s3_bucket() {
     publish(&root, "v0001", 1, true);
     s3.upload_dir("models", "duel", &root);
     let art = Store::new(&root).open_latest().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mm"));
-    cmd.args(["serve", "--models", "s3://models", "--name", "duel"])
-        .args([
-            "--listen",
-            "127.0.0.1:0",
+    let mut env = s3.env();
+    env.push(("MM_CACHE", dir.path().join("cache").display().to_string()));
+    let (_server, addr, _) = crate::util::start_serve(
+        &[
+            "--models",
+            "s3://models",
+            "--name",
+            "duel",
             "--reload-ms",
             "200",
             "--max-seconds",
             "120",
-        ])
-        .env("MM_CACHE", dir.path().join("cache"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (k, v) in s3.env() {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Server(child);
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+        ],
+        &env,
+    );
     let ids: Vec<String> = (0..4).map(|i| art.snapshot.id(i).to_string()).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

@@ -315,3 +315,56 @@ pub fn mm_env(args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A child process killed when dropped, however the test ends (a test's server never outlives
+/// it; each is also started with `--max-seconds`).
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `mm serve` with `args` and the environment `env`, listening and serving metrics on
+/// free ports; returns it, its gRPC address and its metrics URL once bound. Its log goes to the
+/// test's stderr when `MM_TEST_SERVER_LOG` is set.
+pub fn start_serve<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    env: &[(&str, String)],
+) -> (Killed, String, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mm"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+    ])
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(if std::env::var_os("MM_TEST_SERVER_LOG").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    });
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = |prefix: &str| {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        l.trim()
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {l:?}"))
+            .to_string()
+    };
+    let addr = line("listening on ");
+    let metrics = line("metrics on ");
+    (Killed(child), addr, metrics)
+}
