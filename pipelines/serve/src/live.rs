@@ -288,7 +288,7 @@ impl Live {
         for r in records.into_iter().filter(|r| r.seq > floor) {
             let checked = proto::ReportMatchRequest::decode(r.payload.as_slice())
                 .map_err(|e| e.to_string())
-                .and_then(|req| report::check(&req).map_err(|s| s.message().to_string()));
+                .and_then(|req| report::check(&req).map_err(|r| r.status.message().to_string()));
             match checked {
                 Ok(c) => {
                     pending_ids.insert(c.match_id.clone());
@@ -374,15 +374,9 @@ impl Live {
     ) -> Result<proto::ReportMatchResponse, Status> {
         let checked = match report::check(&req) {
             Ok(c) => c,
-            Err(s) => {
-                let rule = s
-                    .message()
-                    .strip_prefix("rule ")
-                    .and_then(|m| m.split(',').next())
-                    .unwrap_or("")
-                    .to_string();
-                self.metrics.report("refused", &rule);
-                return Err(s);
+            Err(r) => {
+                self.metrics.report("refused", &r.rule);
+                return Err(r.status);
             }
         };
         let version = {

@@ -26,11 +26,22 @@ pub struct Checked {
     pub finished: FinishedMatch,
 }
 
-fn refused(rule: &str, field: &str, detail: &str) -> Status {
-    Status::invalid_argument(format!("rule {rule}, field {field}: {detail}"))
+/// A report that breaks a rule: the rule's name (for the metrics) and the status the caller
+/// gets (`INVALID_ARGUMENT` naming the rule and the field).
+#[derive(Debug)]
+pub struct Refused {
+    pub rule: String,
+    pub status: Status,
 }
 
-fn outcome_of(k: usize, code: i32) -> Result<Outcome, Status> {
+fn refused(rule: &str, field: &str, detail: &str) -> Refused {
+    Refused {
+        rule: rule.to_string(),
+        status: Status::invalid_argument(format!("rule {rule}, field {field}: {detail}")),
+    }
+}
+
+fn outcome_of(k: usize, code: i32) -> Result<Outcome, Refused> {
     match proto::Outcome::try_from(code) {
         Ok(proto::Outcome::Win) => Ok(Outcome::Win),
         Ok(proto::Outcome::Draw) => Ok(Outcome::Draw),
@@ -48,7 +59,7 @@ fn row_of(
     req: &proto::ReportMatchRequest,
     k: usize,
     p: &proto::PlayerResult,
-) -> Result<PlayerRow<'static>, Status> {
+) -> Result<PlayerRow<'static>, Refused> {
     let s = |v: &Option<String>| v.clone().map(Cow::Owned);
     Ok(PlayerRow {
         match_id: Cow::Owned(req.match_id.clone()),
@@ -96,8 +107,9 @@ fn rule_field(e: &MatchRejection) -> &'static str {
 /// the match's ([`mm_lake::rules`]); resolves outcomes from team scores where none was given.
 ///
 /// # Errors
-/// `INVALID_ARGUMENT` naming the rule and the field (and the player, for a row's rule).
-pub fn check(req: &proto::ReportMatchRequest) -> Result<Checked, Status> {
+/// The rule broken, with `INVALID_ARGUMENT` naming it and the field (and the player, for a
+/// row's rule).
+pub fn check(req: &proto::ReportMatchRequest) -> Result<Checked, Refused> {
     let n = req.players.len();
     if n == 0 {
         return Err(refused("match", "players", "a match needs players"));
@@ -200,7 +212,7 @@ mod tests {
         assert_eq!(lake_order, ["a", "c", "b"]);
 
         let msg = |r: proto::ReportMatchRequest| {
-            let e = check(&r).unwrap_err();
+            let e = check(&r).unwrap_err().status;
             assert_eq!(e.code(), tonic::Code::InvalidArgument);
             e.message().to_string()
         };
