@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
+use mm_artifact::synthetic::Mix;
 use mm_artifact::{Artifact, Store};
 use mm_lake::Lake;
 use mm_serve::proto;
@@ -98,22 +99,6 @@ fn authed<T>(msg: T) -> tonic::Request<T> {
     r.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     r
-}
-
-/// splitmix64, for reproducible random matches.
-struct Mix(u64);
-
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// `n` random 3v3 matches, one every five minutes from `from_ms`, among the snapshot's first 40

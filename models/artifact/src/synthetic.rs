@@ -15,19 +15,28 @@ use crate::skill::RawSkillParams;
 use crate::snapshot::{PlayerState, Snapshot, write_snapshot};
 use crate::team::{DrawModel, SkillBasis, TeamWinModel};
 
-/// splitmix64: enough for synthetic data.
-struct Mix(u64);
+/// splitmix64: enough for synthetic data (and the tests' and benches' random matches).
+#[derive(Debug, Clone)]
+pub struct Mix(pub u64);
 
 impl Mix {
-    fn next(&mut self) -> u64 {
+    /// The next value.
+    #[allow(clippy::should_implement_trait)] // not an iterator: it never ends
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn unit(&mut self) -> f64 {
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `0..n` (modulo bias below 2^-32 for the small `n` of tests).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }
 

@@ -126,6 +126,20 @@ struct Phase {
     max_ms: f64,
 }
 
+/// The phases as a table, the names in a column `name_width` wide.
+fn print_phases<'a>(name_width: usize, phases: impl IntoIterator<Item = &'a Phase>) {
+    println!(
+        "{:<name_width$} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
+        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
+    );
+    for p in phases {
+        println!(
+            "{:<name_width$} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
+            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
+        );
+    }
+}
+
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -374,15 +388,9 @@ fn report_call(
 ) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
     move |mut c| {
         let k = next.fetch_add(1, Ordering::Relaxed);
-        // splitmix64 of the match number: the players and their figures.
-        let mut z = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let mut rnd = move || {
-            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            x ^ (x >> 31)
-        };
+        // splitmix64 seeded by the match number: the players and their figures.
+        let mut mix = mm_artifact::synthetic::Mix(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rnd = move || mix.next();
         let first = (rnd() % (ids.len() as u64 / 12)) as usize * 12;
         let scores = [(rnd() % 100) as f64, (rnd() % 100) as f64];
         let players = (0..12)
@@ -615,20 +623,14 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         "mm serve on loopback with results (a lake and a log on local disk), an artifact of {} players",
         report.players
     );
-    println!(
-        "{:<20} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
-        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
+    print_phases(
+        20,
+        [
+            &report.score_alone,
+            &report.score_beside_reports,
+            &report.reports,
+        ],
     );
-    for p in [
-        &report.score_alone,
-        &report.score_beside_reports,
-        &report.reports,
-    ] {
-        println!(
-            "{:<20} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
-            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
-        );
-    }
     println!(
         "reports: {:.0} player-results/s acknowledged (p99 {:.2} ms); Score p99 beside them {:.2}x alone",
         report.player_results_per_second, report.reports.p99_ms, report.score_p99_ratio
@@ -811,16 +813,7 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
         "mm serve on loopback, an artifact of {} players; closed loops (offered load = concurrency)",
         report.players
     );
-    println!(
-        "{:<16} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
-        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
-    );
-    for p in report.phases.iter().chain(&report.soak) {
-        println!(
-            "{:<16} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
-            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
-        );
-    }
+    print_phases(16, report.phases.iter().chain(&report.soak));
     let q = &report.queue;
     println!(
         "queue: {} 6v6 searches, {} arrivals/s, {} ticks: tick p50 {:.1} ms, p99 {:.1} ms, {:.1} lobbies/tick, {} queued at the end; enqueue p50 {:.3} ms, p99 {:.3} ms",

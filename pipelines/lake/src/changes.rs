@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::delta::{self, RUN_KEY};
+use crate::delta;
 use crate::error::{LakeError, Result};
 use crate::schema::parse_day_dir_name;
 use crate::store::{DAY, FileEntry, Lake};
@@ -79,63 +79,31 @@ impl Lake {
     }
 }
 
+/// A commit's entry in the log, read by the one parser of log entries
+/// ([`delta::parse_commit`]), as a [`Change`]: paths decoded, days parsed.
 fn parse_change(version: i64, bytes: &[u8]) -> Change {
-    use serde_json::Value;
-    let mut c = Change {
+    let w = delta::parse_commit(version, bytes);
+    Change {
         version,
-        added: Vec::new(),
-        app_transactions: Vec::new(),
-        operation: None,
-        run_id: None,
-    };
-    for line in bytes.split(|b| *b == b'\n') {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        if let Some(a) = v.get("add") {
-            let data_change = a.get("dataChange").and_then(Value::as_bool).unwrap_or(true);
-            let Some(path) = a.get("path").and_then(Value::as_str) else {
-                continue;
-            };
-            if !data_change {
-                continue;
-            }
-            let day = a
-                .get("partitionValues")
-                .and_then(|p| p.get(DAY))
-                .and_then(Value::as_str)
-                .and_then(|d| parse_day_dir_name(&format!("{DAY}={d}")));
-            let rows = a
-                .get("stats")
-                .and_then(Value::as_str)
-                .and_then(|s| serde_json::from_str::<Value>(s).ok())
-                .and_then(|s| s.get("numRecords").and_then(Value::as_u64));
-            c.added.push(FileEntry {
-                path: decode(path),
-                day,
-                bytes: a.get("size").and_then(Value::as_u64).unwrap_or(0),
-                rows,
-            });
-        } else if let Some(t) = v.get("txn") {
-            if let (Some(app), Some(ver)) = (
-                t.get("appId").and_then(Value::as_str),
-                t.get("version").and_then(Value::as_i64),
-            ) {
-                c.app_transactions.push((app.to_string(), ver));
-            }
-        } else if let Some(ci) = v.get("commitInfo") {
-            c.operation = ci
-                .get("operation")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            c.run_id = ci
-                .get(RUN_KEY)
-                .and_then(|r| r.get("run_id"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
-        }
+        added: w
+            .added
+            .into_iter()
+            .map(|f| FileEntry {
+                day: f
+                    .partition_values
+                    .get(DAY)
+                    .cloned()
+                    .flatten()
+                    .and_then(|d| parse_day_dir_name(&format!("{DAY}={d}"))),
+                path: decode(&f.path),
+                bytes: f.size,
+                rows: f.rows,
+            })
+            .collect(),
+        app_transactions: w.app_transactions,
+        operation: w.operation,
+        run_id: w.run_id,
     }
-    c
 }
 
 /// A log path is URL-encoded (`day=2024-01-01/part-%3A.parquet`); the snapshot's listing gives

@@ -147,11 +147,6 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
             }),
         };
     }
-    // A remote prefix with no log yet is no table: said without asking delta-rs to load it
-    // (its kernel logs an ERROR for an empty log segment, though nothing is wrong).
-    if loc.is_remote() && as_of == AsOf::Latest && !has_log(loc)? {
-        return Ok(None);
-    }
     let b = builder(loc)?;
     let b = match as_of {
         AsOf::Latest => b,
@@ -197,26 +192,6 @@ pub(crate) fn open_table(loc: &Location, as_of: AsOf) -> Result<Option<DeltaTabl
             Err(LakeError::from_delta(loc, e))
         }
     }
-}
-
-/// Whether a remote table location holds any object under `_delta_log/` (listing it also names
-/// a missing bucket or refused credentials with the store's own message).
-fn has_log(loc: &Location) -> Result<bool> {
-    use futures::StreamExt;
-    let store = object_store(loc)?;
-    let prefix = object_store::path::Path::from("_delta_log");
-    block_on(async move {
-        let mut list = store.list(Some(&prefix));
-        match list.next().await {
-            Some(Err(e)) => Err(e),
-            Some(Ok(_)) => Ok(true),
-            None => Ok(false),
-        }
-    })
-    .map_err(|e| LakeError::Location {
-        location: loc.to_string(),
-        reason: crate::error::store_reason(&e),
-    })
 }
 
 /// Lists the location once, so that a missing bucket or bad credentials fail on open with the
@@ -357,12 +332,24 @@ pub(crate) fn add_missing_columns(loc: &Location, schema: &ArrowSchema) -> Resul
     }
 }
 
-/// What a concurrent winner committed, as read from its log entry.
+/// A file a commit added with `dataChange: true`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AddedFile {
+    /// Relative to the table, as the log records it (URL-encoded).
+    pub path: String,
+    pub partition_values: HashMap<String, Option<String>>,
+    pub size: u64,
+    /// `numRecords` from the add's statistics, when present.
+    pub rows: Option<u64>,
+}
+
+/// What a commit did, as read from its log entry: a concurrent winner's, for the re-check of a
+/// losing commit, or any commit after a version ([`crate::changes`]).
 #[derive(Debug, Default, Clone)]
 pub struct WinnerCommit {
     pub version: i64,
-    /// Files it added with `dataChange: true`: (path relative to the table, partition values).
-    pub added: Vec<(String, HashMap<String, Option<String>>)>,
+    /// Files it added with `dataChange: true` (compactions add files without new data).
+    pub added: Vec<AddedFile>,
     /// Files it removed.
     pub removed: Vec<String>,
     pub operation: Option<String>,
@@ -372,7 +359,7 @@ pub struct WinnerCommit {
     pub app_transactions: Vec<(String, i64)>,
 }
 
-fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
+pub(crate) fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
     let mut w = WinnerCommit {
         version,
         ..Default::default()
@@ -384,11 +371,19 @@ fn parse_commit(version: i64, bytes: &[u8]) -> WinnerCommit {
         if let Some(a) = v.get("add") {
             let data_change = a.get("dataChange").and_then(Value::as_bool).unwrap_or(true);
             if let (Some(p), true) = (a.get("path").and_then(Value::as_str), data_change) {
-                let pv = a
-                    .get("partitionValues")
-                    .and_then(|x| serde_json::from_value(x.clone()).ok())
-                    .unwrap_or_default();
-                w.added.push((p.to_string(), pv));
+                w.added.push(AddedFile {
+                    path: p.to_string(),
+                    partition_values: a
+                        .get("partitionValues")
+                        .and_then(|x| serde_json::from_value(x.clone()).ok())
+                        .unwrap_or_default(),
+                    size: a.get("size").and_then(Value::as_u64).unwrap_or(0),
+                    rows: a
+                        .get("stats")
+                        .and_then(Value::as_str)
+                        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                        .and_then(|s| s.get("numRecords").and_then(Value::as_u64)),
+                });
             }
         } else if let Some(r) = v.get("remove") {
             if let Some(p) = r.get("path").and_then(Value::as_str) {

@@ -259,7 +259,7 @@ impl DerivedTable {
                 let touched = w
                     .added
                     .iter()
-                    .map(|(p, _)| p)
+                    .map(|f| &f.path)
                     .chain(&w.removed)
                     .any(|p| p.starts_with(&prefix));
                 if touched {

@@ -39,16 +39,9 @@ impl PlayerRow<'_> {
     }
 }
 
-/// The lake's row order: by start, match and team, and as given within a team (what `mm
-/// ingest` writes; every replay reads matches in this order).
-pub fn sort_lake_order(rows: &mut [PlayerRow<'_>]) {
-    rows.sort_by(|a, b| {
-        (a.start_ms, a.match_id.as_ref(), a.team).cmp(&(b.start_ms, b.match_id.as_ref(), b.team))
-    });
-}
-
-/// The lake batch of `rows` (with outcomes resolved), in the order given, each recorded as line
-/// `lines[k]` of the source `source` (`lines` as long as `rows`).
+/// The lake batch of `rows` (with outcomes resolved), in the order given (sort it with
+/// [`crate::rows::sort_lake_order`]), each recorded as line `lines[k]` of the source `source`
+/// (`lines` as long as `rows`).
 ///
 /// # Errors
 /// The batch cannot be built (an internal error).

@@ -501,10 +501,10 @@ fn recheck_keys(
     // read once however many files the winner added to its partition.
     let mut theirs_by_part: std::collections::BTreeMap<Option<String>, HashSet<(String, i64)>> =
         std::collections::BTreeMap::new();
-    for (path, pv) in &w.added {
-        let part = pv.get(DAY).cloned().flatten();
+    for f in &w.added {
+        let part = f.partition_values.get(DAY).cloned().flatten();
         if ours.contains_key(&part) {
-            let keys = file_keys(&view.local_file(path)?, table)?;
+            let keys = file_keys(&view.local_file(&f.path)?, table)?;
             theirs_by_part.entry(part).or_default().extend(keys);
         }
     }

@@ -593,7 +593,7 @@ impl Live {
     fn commit(
         &self,
         lake: &Lake,
-        mut rows: Vec<PlayerRow<'static>>,
+        rows: Vec<PlayerRow<'static>>,
         lines: Vec<u64>,
         last: u64,
     ) -> Result<i64, LakeError> {
@@ -603,36 +603,25 @@ impl Live {
             lake_version = tracing::field::Empty
         );
         let _e = span.enter();
-        // Lines follow their rows through the sort.
-        let mut order: Vec<usize> = (0..rows.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (x, y) = (&rows[a], &rows[b]);
-            (x.start_ms, x.match_id.as_ref(), x.team).cmp(&(
-                y.start_ms,
-                y.match_id.as_ref(),
-                y.team,
-            ))
-        });
-        let sorted_lines: Vec<u64> = order.iter().map(|&k| lines[k]).collect();
-        let mut taken: Vec<Option<PlayerRow<'static>>> = rows.drain(..).map(Some).collect();
-        let sorted: Vec<PlayerRow<'static>> =
-            order.iter().filter_map(|&k| taken[k].take()).collect();
+        // A file per day, its rows in the lake's order (the lake's own sort, as compaction's).
+        let mut days: BTreeMap<i32, (Vec<PlayerRow<'static>>, Vec<u64>)> = BTreeMap::new();
+        for (r, line) in rows.into_iter().zip(lines) {
+            let day = days.entry(mm_lake::schema::day_of(r.start_ms)).or_default();
+            day.0.push(r);
+            day.1.push(line);
+        }
         let run_id = mm_lake::new_run_id();
         let mut txn = lake.begin(&run_id)?;
         let source = format!("{}#{}", self.app_id, run_id);
-        let mut at = 0;
-        while at < sorted.len() {
-            let day = mm_lake::schema::day_of(sorted[at].start_ms);
-            let end = at
-                + sorted[at..]
-                    .iter()
-                    .take_while(|r| mm_lake::schema::day_of(r.start_ms) == day)
-                    .count();
-            let batch =
-                mm_lake::results::lake_batch(&sorted[at..end], &source, &sorted_lines[at..end])?;
-            let rel = Lake::partition_rel(day).join(format!("part-{run_id}.parquet"));
+        let written: usize = days.values().map(|d| d.0.len()).sum();
+        for (day, (rows, lines)) in &days {
+            let batch = mm_lake::results::lake_batch(rows, &source, lines)?;
+            let batch = mm_lake::rows::sort_lake_order(&[batch]).map_err(|e| LakeError::Arrow {
+                path: source.clone().into(),
+                source: e,
+            })?;
+            let rel = Lake::partition_rel(*day).join(format!("part-{run_id}.parquet"));
             txn.write_parquet(&rel, &[batch])?;
-            at = end;
         }
         txn.set_app_transaction(&self.app_id, i64::try_from(last).unwrap_or(i64::MAX));
         let done = txn.commit(&serde_json::json!({
@@ -640,7 +629,7 @@ impl Live {
             "kind": "serve-flush",
             "app_id": self.app_id,
             "last_sequence": last,
-            "lake_rows_written": sorted.len(),
+            "lake_rows_written": written,
         }))?;
         span.record("lake_version", done.version);
         Ok(done.version)
@@ -694,15 +683,9 @@ fn settled_for(art: &Arc<Artifact>, lake: &Lake) -> Result<Settled, ServeError> 
 #[must_use]
 pub fn score_of(art: &Artifact, s: &PlayerState, now_ms: i64) -> proto::PlayerScore {
     let m = Member::from_state(art, s, now_ms, false);
-    proto::PlayerScore {
-        id: s.player_id.clone(),
-        known: art.snapshot.position(&s.player_id).is_some(),
-        raw_skill: m.raw_skill,
-        percentile: m.percentile,
-        games: m.games,
-        churn_after_win: m.churn[0],
-        churn_after_draw: m.churn[1],
-        churn_after_loss: m.churn[2],
-        outcome_skill: m.outcome_skill,
-    }
+    crate::service::player_score(
+        &s.player_id,
+        art.snapshot.position(&s.player_id).is_some(),
+        &m,
+    )
 }
