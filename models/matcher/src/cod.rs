@@ -243,15 +243,23 @@ pub struct CodRules {
     pub models: LobbyModels,
 }
 
-impl CodRules {
+impl CodConfig {
+    /// Rules that refuse nothing a full lobby of compatible platforms can hold: every skill,
+    /// every disparity and any ping accepted from the first second. For measuring what the rules
+    /// cost (an unconstrained optimum) and for tests.
     #[must_use]
-    pub fn new(config: CodConfig, models: LobbyModels) -> CodRules {
-        CodRules { config, models }
+    pub fn open(team_size: usize) -> CodConfig {
+        CodConfig {
+            skill_range: Backoff::new(&[(0.0, 1.0)]),
+            disparity: Backoff::new(&[(0.0, 1.0)]),
+            delta_ping: Backoff::new(&[(0.0, 1e9)]),
+            ..CodConfig::new(team_size)
+        }
     }
 
-    /// The candidate record of search `i` at this tick.
-    fn candidate(&self, v: &View, i: usize) -> Candidate {
-        let c = &self.config;
+    /// The candidate record of search `i` (view `v`) at this tick.
+    pub(crate) fn candidate(&self, v: &View, i: usize) -> Candidate {
+        let c = self;
         Candidate {
             index: i,
             size: v.size,
@@ -264,12 +272,36 @@ impl CodRules {
         }
     }
 
+    /// Whether the searches `ids` (indices of this tick) make a full lobby every rule accepts.
+    /// The rules hold for a set whatever the order its searches join in.
+    ///
+    /// # Errors
+    /// The first rule that refuses; [`Rule::TeamBalance`] when the lobby is not full.
+    pub(crate) fn admits(&self, st: &TickState<'_>, ids: &[usize]) -> Result<(), Rule> {
+        let mut b = LobbyBuilder::new(self.team_size);
+        for &i in ids {
+            b.try_add(&self.candidate(&st.views[i], i), st.searches)?;
+        }
+        if b.is_full() {
+            Ok(())
+        } else {
+            Err(Rule::TeamBalance)
+        }
+    }
+}
+
+impl CodRules {
+    #[must_use]
+    pub fn new(config: CodConfig, models: LobbyModels) -> CodRules {
+        CodRules { config, models }
+    }
+
     /// The candidate records of every search at this tick.
-    fn candidates(&self, st: &TickState<'_>) -> Vec<Candidate> {
+    pub(crate) fn candidates(&self, st: &TickState<'_>) -> Vec<Candidate> {
         st.views
             .iter()
             .enumerate()
-            .map(|(i, v)| self.candidate(v, i))
+            .map(|(i, v)| self.config.candidate(v, i))
             .collect()
     }
 
@@ -464,15 +496,8 @@ impl Policy for CodRules {
             return Ok(());
         }
         let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
-        let mut b = LobbyBuilder::new(self.config.team_size);
-        for &i in teams[0].iter().chain(&teams[1]) {
-            b.try_add(&self.candidate(&st.views[i], i), st.searches)?;
-        }
-        if b.is_full() {
-            Ok(())
-        } else {
-            Err(Rule::TeamBalance)
-        }
+        let ids: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
+        self.config.admits(&st, &ids)
     }
 }
 

@@ -1,9 +1,15 @@
-//! EOMM for team lobbies: the EOMM paper leaves it open ("Instead of a pair assignment, we seek a
-//! grouping assignment on a complete graph"). This policy chooses lobbies and splits that
-//! minimise the total expected churn of the players it places, under the same balance and party
-//! rules as the other policies: full lobbies of two equal teams, parties never split, platforms
-//! compatible, and optionally a cap on how uneven a lobby may be (`max_imbalance`, on
-//! `|P(A wins | decisive) - 1/2|`).
+//! EOMM for team lobbies, inside the queue's rules. The EOMM paper leaves teams open ("Instead
+//! of a pair assignment, we seek a grouping assignment on a complete graph"). This policy is not
+//! a separate rule-free queue: among the lobbies and splits that the Call of Duty rules accept
+//! (candidates by distance, skill similarity, skill disparity and delta ping, each loosening with
+//! the search's age; full lobbies of two equal teams, parties never split, platforms compatible)
+//! and that are balanced enough, it chooses those of least total expected churn.
+//!
+//! **Balance bound.** A lobby's `|P(A wins | decisive) - 1/2|` must not exceed the least
+//! allowance of its searches, read from a backoff curve of their age (`balance`; `None` for no
+//! bound). The default, 0.1 at once and 0.2 from two minutes, never admits a predicted blowout
+//! (the evaluation's blowout is a favourite at 0.75 or more, an imbalance of 0.25): the EOMM
+//! paper's gain comes from who plays whom, and the CoD paper's players leave after blowouts.
 //!
 //! A lobby's expected churn, for a split, is `sum over players of P(own team wins) churn(win) +
 //! P(draw) churn(draw) + P(own team loses) churn(loss)`, with the probabilities from the team
@@ -14,15 +20,18 @@
 //! up to `exact_split_parties` parties; larger sets use the skill-balanced split.
 //!
 //! Each tick:
-//! 1. **Construction**: every search in turn (oldest first) anchors a lobby drawn from its top K
-//!    candidates (CoD distance, so lobbies stay geographically sensible); `restarts` + 1 fills
-//!    (nearest first, then shuffled) are tried and the one of least expected churn is kept.
+//! 1. **Construction**: every search in turn (oldest first) anchors a lobby grown from its top K
+//!    candidates under the rules. The first fill takes them nearest first, exactly as the CoD
+//!    rules policy does, so a lobby forms whenever the CoD policy would form one there (unless
+//!    every split of it is beyond the balance bound); `restarts` more fills take them in
+//!    shuffled orders, and the admitted lobby of least expected churn is kept.
 //! 2. **Local search**: swaps of same-size searches between neighbouring lobbies (lobbies that
-//!    hold candidates of each other's anchors), each lobby re-split for least churn, accepted when
-//!    the total falls, pass after pass until none improves or the budget is spent.
+//!    hold candidates of each other's anchors), kept only when both lobbies still pass every
+//!    rule, each re-split for least churn, accepted when the total falls, pass after pass until
+//!    none improves or the budget is spent.
 //!
-//! [`exhaustive_min_churn`] solves small queues exactly (every partition into lobbies, every
-//! split) so that the gap can be measured; the README reports it.
+//! [`exhaustive_min_churn`] solves small queues exactly under the same rules (every partition
+//! into admitted lobbies, every split within the bound), so that the gap can be measured.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,21 +41,24 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::cod::{CodConfig, CodRules, LobbyBuilder};
 use crate::queue::{
-    Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
-    QualityWeights, Queue, QueueError, Rule, SearchId, TickState, View, balanced_split,
-    check_structure, fill_exact, make_lobby, score_split, split_churn, team_sample,
+    Backoff, Blocker, Deadline, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy, Queue,
+    QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure, make_lobby,
+    score_split, split_churn, team_sample,
 };
 use mm_artifact::team::{TeamSample, sigmoid};
 
 /// Settings of the EOMM team policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EommTeamsConfig {
-    pub team_size: usize,
-    pub k: usize,
-    pub distance: Distance,
-    /// Largest `|P(A wins | decisive) - 1/2|` allowed; `None` for no cap.
-    pub max_imbalance: Option<f64>,
+    /// The queue's rules, which every lobby this policy forms passes: team size, K candidates,
+    /// distance, skill similarity, disparity and delta ping with their backoff, the maximum
+    /// wait and the weights of the quality reported with each lobby.
+    pub rules: CodConfig,
+    /// Largest `|P(A wins | decisive) - 1/2|` a search accepts, by its age; a lobby takes the
+    /// least of its searches'. `None` for no bound.
+    pub balance: Option<Backoff>,
     /// Extra shuffled fills per anchor.
     pub restarts: usize,
     /// Local-search passes at most.
@@ -54,28 +66,43 @@ pub struct EommTeamsConfig {
     /// Largest party count whose splits are all enumerated.
     pub exact_split_parties: usize,
     pub time_budget: Option<Duration>,
-    pub max_wait_s: f64,
-    /// Weights of the quality score reported with each lobby (not this policy's objective).
-    pub quality: QualityWeights,
     pub seed: u64,
 }
 
 impl EommTeamsConfig {
+    /// The CoD rules' defaults for the mode, and the default balance bound (module docs).
     #[must_use]
     pub fn new(team_size: usize) -> EommTeamsConfig {
         EommTeamsConfig {
-            team_size,
-            k: 24,
-            distance: Distance::default(),
-            max_imbalance: Some(0.3),
+            rules: CodConfig::new(team_size),
+            balance: Some(Backoff::new(&[(0.0, 0.1), (120.0, 0.2)])),
             restarts: 2,
             passes: 3,
             exact_split_parties: 14,
             time_budget: None,
-            max_wait_s: 120.0,
-            quality: QualityWeights::default(),
             seed: 0,
         }
+    }
+
+    /// No rule but structure and platforms, and no balance bound: the EOMM objective alone, for
+    /// measuring what the rules cost. Not for a live queue (it forms blowouts).
+    #[must_use]
+    pub fn unruled(team_size: usize) -> EommTeamsConfig {
+        EommTeamsConfig {
+            rules: CodConfig::open(team_size),
+            balance: None,
+            ..EommTeamsConfig::new(team_size)
+        }
+    }
+
+    /// The balance bound of a lobby of the searches `ids`: the least of their allowances.
+    fn cap(&self, views: &[View], ids: &[usize]) -> Option<f64> {
+        let b = self.balance.as_ref()?;
+        Some(
+            ids.iter()
+                .map(|&i| b.at(views[i].age_s))
+                .fold(f64::INFINITY, f64::min),
+        )
     }
 }
 
@@ -251,18 +278,21 @@ impl EommTeams {
         }
     }
 
+    /// The least expected churn of the lobby `ids` over the splits within its balance bound.
     fn cost(&self, views: &[View], ids: &[usize]) -> Option<(f64, [Vec<usize>; 2])> {
         let c = &self.config;
         best_churn_split(
             views,
             ids,
-            c.team_size,
+            c.rules.team_size,
             &self.models,
-            c.max_imbalance,
+            c.cap(views, ids),
             c.exact_split_parties,
         )
     }
 
+    /// The admitted lobby of least expected churn around `anchor`, or the rule that kept every
+    /// fill from one.
     fn construct(
         &self,
         st: &TickState<'_>,
@@ -271,34 +301,46 @@ impl EommTeams {
         deadline: Deadline,
     ) -> Result<Tentative, Rule> {
         let c = &self.config;
-        let nearest: Vec<usize> = st.nearest(anchor, c.k).into_iter().map(|x| x.1).collect();
-        let start = (st.views[anchor].size, 0);
+        let r = &c.rules;
+        let nearest: Vec<usize> = st.nearest(anchor, r.k).into_iter().map(|x| x.1).collect();
+        let anchor_cand = r.candidate(&st.views[anchor], anchor);
+        let mut order = nearest.clone();
         let mut best: Option<Tentative> = None;
         let mut filled = false;
-        for mut pool in st.platform_groups(anchor, &nearest) {
-            for round in 0..=c.restarts {
-                if round > 0 {
-                    if deadline.passed() {
-                        break;
-                    }
-                    pool.shuffle(rng);
-                }
-                let Some(fill) = fill_exact(&pool, |j| st.views[j].size, c.team_size, start) else {
+        for round in 0..=c.restarts {
+            if round > 0 {
+                if deadline.passed() {
                     break;
-                };
-                filled = true;
-                let mut ids = vec![anchor];
-                ids.extend(fill);
-                if let Some((churn, teams)) = self.cost(&st.views, &ids)
-                    && best.as_ref().is_none_or(|b| churn < b.churn)
-                {
-                    best = Some(Tentative {
-                        ids,
-                        teams,
-                        churn,
-                        pool: nearest.clone(),
-                    });
                 }
+                order.shuffle(rng);
+            }
+            let mut b = LobbyBuilder::new(r.team_size);
+            b.try_add(&anchor_cand, st.searches)?;
+            for &j in &order {
+                if b.is_full() {
+                    break;
+                }
+                // A refused candidate leaves the lobby as it was.
+                let _ = b.try_add(&r.candidate(&st.views[j], j), st.searches);
+            }
+            if !b.is_full() {
+                continue;
+            }
+            filled = true;
+            let mut ids = b.members().to_vec();
+            ids.sort_unstable();
+            if best.as_ref().is_some_and(|t| t.ids == ids) {
+                continue;
+            }
+            if let Some((churn, teams)) = self.cost(&st.views, &ids)
+                && best.as_ref().is_none_or(|t| churn < t.churn)
+            {
+                best = Some(Tentative {
+                    ids,
+                    teams,
+                    churn,
+                    pool: nearest.clone(),
+                });
             }
         }
         if !filled {
@@ -307,7 +349,8 @@ impl EommTeams {
         best.ok_or(Rule::Imbalance)
     }
 
-    /// Swaps between neighbouring lobbies while the total expected churn falls.
+    /// Swaps between neighbouring lobbies while the total expected churn falls; both lobbies
+    /// of a swap must still pass every rule.
     fn local_search(&self, st: &TickState<'_>, lobbies: &mut [Tentative], deadline: Deadline) {
         let mut owner = vec![usize::MAX; st.views.len()];
         for (l, t) in lobbies.iter().enumerate() {
@@ -315,6 +358,7 @@ impl EommTeams {
                 owner[i] = l;
             }
         }
+        let rules = &self.config.rules;
         // A pair of lobbies whose every swap was tried without improvement is not tried again
         // until one of the two changes: the outcome is the same, with far fewer re-splits
         // (every pair is reached from both sides, and again in each later pass).
@@ -351,7 +395,7 @@ impl EommTeams {
                             let mut ib = lobbies[b].ids.clone();
                             ia[x] = j;
                             ib[y] = i;
-                            if !compatible(st, &ia) || !compatible(st, &ib) {
+                            if rules.admits(st, &ia).is_err() || rules.admits(st, &ib).is_err() {
                                 continue;
                             }
                             let (Some(ca), Some(cb)) =
@@ -388,14 +432,6 @@ impl EommTeams {
     }
 }
 
-fn compatible(st: &TickState<'_>, ids: &[usize]) -> bool {
-    ids.iter().enumerate().all(|(x, &i)| {
-        ids[x + 1..]
-            .iter()
-            .all(|&j| crate::queue::platforms_compatible(&st.searches[i], &st.searches[j]))
-    })
-}
-
 impl Policy for EommTeams {
     fn name(&self) -> &'static str {
         "eomm"
@@ -403,8 +439,8 @@ impl Policy for EommTeams {
 
     fn form_lobbies(&mut self, now_ms: i64, queue: &Queue) -> Vec<Lobby> {
         let deadline = Deadline::after(self.config.time_budget);
-        let c = self.config.clone();
-        let mut st = TickState::new(queue, now_ms, self.models.party, c.distance);
+        let r = self.config.rules.clone();
+        let mut st = TickState::new(queue, now_ms, self.models.party, r.distance);
         let mut rng = self.rng.clone();
         let mut tentative = Vec::new();
         for a in st.age_order() {
@@ -423,10 +459,10 @@ impl Policy for EommTeams {
                 let scored = score_split(
                     &st,
                     &self.models,
-                    &c.quality,
+                    &r.quality,
                     &t.teams,
-                    c.team_size,
-                    c.max_wait_s,
+                    r.team_size,
+                    r.max_wait_s,
                 );
                 make_lobby(&st, t.teams, &scored, now_ms, false)
             })
@@ -436,45 +472,41 @@ impl Policy for EommTeams {
     }
 
     fn max_wait_rule(&self) -> MaxWaitRule {
+        let r = &self.config.rules;
         MaxWaitRule {
             models: self.models,
-            weights: self.config.quality,
-            team_size: self.config.team_size,
-            max_wait_s: self.config.max_wait_s,
-            distance: self.config.distance,
+            weights: r.quality,
+            team_size: r.team_size,
+            max_wait_s: r.max_wait_s,
+            distance: r.distance,
         }
     }
 
+    /// The CoD rules' explanation; when the rules admit a lobby but every split of it is beyond
+    /// the balance bound, that blocker first.
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {
+        let mut e =
+            CodRules::new(self.config.rules.clone(), self.models).explain(now_ms, queue, id)?;
         let a = queue.position(id)?;
-        let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
+        let st = TickState::new(queue, now_ms, self.models.party, self.config.rules.distance);
         let mut rng = self.rng.clone();
-        let s = &queue.searches()[a];
-        let rule = match self.construct(&st, a, &mut rng, Deadline::after(None)) {
-            Ok(_) => Rule::NotEnoughPlayers,
-            Err(r) => r,
-        };
-        let detail = match rule {
-            Rule::Imbalance => format!(
-                "every split of the lobbies found is more uneven than the cap {:?}",
-                self.config.max_imbalance
-            ),
-            _ => "the nearest candidates cannot fill two teams, or were placed in other lobbies"
-                .to_string(),
-        };
-        Ok(Explanation {
-            search: id,
-            wait_ms: (now_ms - s.start_ms).max(0),
-            players_found: 0,
-            players_needed: 2 * self.config.team_size,
-            blockers: vec![Blocker {
-                rule,
-                candidates: st.nearest(a, self.config.k).len(),
-                relaxes_at_ms: None,
-                detail,
-            }],
-            max_wait_at_ms: s.start_ms + (self.config.max_wait_s * 1000.0).ceil() as i64,
-        })
+        if let Err(Rule::Imbalance) = self.construct(&st, a, &mut rng, Deadline::after(None)) {
+            let cap = self.config.cap(&st.views, &[a]).unwrap_or(f64::INFINITY);
+            e.blockers.retain(|b| b.rule != Rule::NotEnoughPlayers);
+            e.blockers.insert(
+                0,
+                Blocker {
+                    rule: Rule::Imbalance,
+                    candidates: st.nearest(a, self.config.rules.k).len(),
+                    relaxes_at_ms: None,
+                    detail: format!(
+                        "every split of the lobbies found has |P(win) - 1/2| above the bound \
+                         ({cap:.3} for this search now)"
+                    ),
+                },
+            );
+        }
+        Ok(e)
     }
 
     fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule> {
@@ -482,11 +514,13 @@ impl Policy for EommTeams {
         if lobby.rescued {
             return Ok(());
         }
-        let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
+        let st = TickState::new(queue, now_ms, self.models.party, self.config.rules.distance);
+        let ids: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
+        self.config.rules.admits(&st, &ids)?;
         let s = team_sample(&st.views, &teams);
         if self
             .config
-            .max_imbalance
+            .cap(&st.views, &ids)
             .is_some_and(|cap| (sigmoid(self.models.win.logit(&s)) - 0.5).abs() > cap + 1e-9)
         {
             return Err(Rule::Imbalance);
@@ -495,14 +529,15 @@ impl Policy for EommTeams {
     }
 }
 
-/// The exact optimum for a small queue: the least total expected churn over every partition of
-/// all its searches into full lobbies (platforms compatible) and every valid split, by dynamic
-/// programming over subsets. `None` when the searches cannot all be placed. Up to 20 searches.
+/// The exact optimum for a small queue under the policy's rules: the least total expected churn
+/// over every partition of all its searches into admitted lobbies and every split within the
+/// balance bound, by dynamic programming over subsets. `None` when the searches cannot all be
+/// placed so. Up to 20 searches.
 #[must_use]
 pub fn exhaustive_min_churn(
     queue: &Queue,
     models: &LobbyModels,
-    max_imbalance: Option<f64>,
+    config: &EommTeamsConfig,
     now_ms: i64,
 ) -> Option<f64> {
     let t = queue.mode().team_size;
@@ -510,7 +545,7 @@ pub fn exhaustive_min_churn(
     if n > 20 {
         return None;
     }
-    let st = TickState::new(queue, now_ms, models.party, Distance::default());
+    let st = TickState::new(queue, now_ms, models.party, config.rules.distance);
     let full = (1usize << n) - 1;
     let mut f = vec![f64::INFINITY; 1 << n];
     f[0] = 0.0;
@@ -532,10 +567,11 @@ pub fn exhaustive_min_churn(
             &mut lobbies,
         );
         for ids in lobbies {
-            if !compatible(&st, &ids) {
+            if config.rules.admits(&st, &ids).is_err() {
                 continue;
             }
-            if let Some((c, _)) = best_churn_split(&st.views, &ids, t, models, max_imbalance, 64) {
+            let cap = config.cap(&st.views, &ids);
+            if let Some((c, _)) = best_churn_split(&st.views, &ids, t, models, cap, 64) {
                 let ns = ids.iter().fold(s, |acc, &i| acc | 1 << i);
                 f[ns] = f[ns].min(f[s] + c);
             }
