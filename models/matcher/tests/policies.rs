@@ -543,3 +543,64 @@ fn eomm_teams_is_close_to_the_exhaustive_optimum() {
         assert!(mean < 0.01, "mean gap {mean}");
     }
 }
+
+/// With another objective (the offline oracle's hook), each lobby's split is the objective's
+/// least among every split of its searches into equal teams, checked by brute force over the
+/// lobbies of a realistic queue; and the lobbies still pass the CoD rules.
+#[test]
+fn an_objective_chooses_each_split_by_brute_force() {
+    use mm_matcher::eomm_teams::Objective;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    let t = 6;
+    let q0 = mm_matcher::sim_queue::realistic_queue(400, t, NOW, 150.0, 0, 7);
+    let skill: HashMap<u64, f64> = q0
+        .searches()
+        .iter()
+        .map(|s| (s.id, s.members.iter().map(|m| m.raw_skill).sum::<f64>()))
+        .collect();
+    let size: HashMap<u64, usize> = q0
+        .searches()
+        .iter()
+        .map(|s| (s.id, s.members.len()))
+        .collect();
+    // A cost no churn model gives (symmetric in the teams, as an objective must be): how far
+    // the gap of the teams' raw-skill sums is from 0.3.
+    let sk = skill.clone();
+    let cost = move |a: &[u64], b: &[u64]| {
+        let sum = |x: &[u64]| x.iter().map(|i| sk[i]).sum::<f64>();
+        ((sum(a) - sum(b)).abs() - 0.3).powi(2)
+    };
+    let mut cfg = EommTeamsConfig::new(t);
+    cfg.balance = None;
+    let mut p = EommTeams::new(cfg, models()).with_objective(Objective(Arc::new(cost.clone())));
+    let mut q = q0.clone();
+    let lobbies = p.tick(NOW, &mut q);
+    assert!(lobbies.len() >= 5, "{}", lobbies.len());
+    let cod = CodRules::new(CodConfig::new(t), models());
+    for l in lobbies.iter().filter(|l| !l.rescued) {
+        assert_eq!(cod.check(NOW, &q0, l), Ok(()));
+        let ids: Vec<u64> = l.search_ids().collect();
+        let mut best = f64::INFINITY;
+        for mask in 0u32..1 << ids.len() {
+            let (a, b): (Vec<u64>, Vec<u64>) =
+                ids.iter()
+                    .enumerate()
+                    .fold((vec![], vec![]), |(mut a, mut b), (k, &i)| {
+                        if mask >> k & 1 == 1 {
+                            a.push(i)
+                        } else {
+                            b.push(i)
+                        }
+                        (a, b)
+                    });
+            if a.iter().map(|i| size[i]).sum::<usize>() == t
+                && b.iter().map(|i| size[i]).sum::<usize>() == t
+            {
+                best = best.min(cost(&a, &b));
+            }
+        }
+        let got = cost(&l.teams[0], &l.teams[1]);
+        assert!((got - best).abs() < 1e-12, "split {got}, best {best}");
+    }
+}

@@ -131,7 +131,7 @@ pub fn evaluate_with(
     let pools = pool1v1::pools(&h, cfg.pool_window_ms);
     let mut sizes = Vec::new();
     // On a simulated lake, the truth of every search: the pools then carry the oracle.
-    let truth = if one_v_one && !cfg.pool_sizes.is_empty() {
+    let truth = if !one_v_one || !cfg.pool_sizes.is_empty() {
         if art.churn.horizon_ms == truth::HORIZON_MS {
             match truth::load(&cfg.lake, &h)? {
                 Ok(t) => Some(t),
@@ -146,7 +146,7 @@ pub fn evaluate_with(
     } else {
         None
     };
-    if truth.is_some() {
+    if truth.is_some() && one_v_one {
         notes.push(
             "Simulated lake: every pairing is also scored under the simulator's truth, beside \
              the oracle (EOMM pairing on the true win and churn probabilities)."
@@ -185,15 +185,19 @@ pub fn evaluate_with(
                 if let Some(o) = &other {
                     pairs.push((o, &arts[1]));
                 }
-                team_queue = Some(replay::replay(
-                    &h,
-                    &pairs,
-                    t,
-                    cfg.tick_s,
-                    cfg.drain_s,
-                    cfg.seed,
-                    cfg.blowout_p,
-                )?);
+                team_queue = Some(replay::replay(&h, &pairs, t, cfg, truth.as_ref())?);
+                if team_queue
+                    .as_ref()
+                    .is_some_and(|q| q.policies.iter().any(|p| p.truth.is_some()))
+                {
+                    notes.push(
+                        "Simulated lake: every policy's lobbies are also scored under the \
+                         simulator's truth (the kill race's true win, draw and blowout \
+                         probabilities, each player's true churn after a win, a draw, a close \
+                         and a blowout loss), with paired tests over the players both placed."
+                            .to_string(),
+                    );
+                }
                 notes.push(format!(
                     "The mode is not 1v1: the pairing policies do not apply. The team-queue \
                      policies were replayed over the window's {} real searches ({t}v{t}).",

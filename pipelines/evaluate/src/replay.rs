@@ -23,21 +23,25 @@
 //! every search is placed at one location with one input and platform, so the policies' skill,
 //! party and wait rules decide.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use mm_artifact::Artifact;
 use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
+use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig, Objective};
 use mm_matcher::queue::{Input, Lobby, LobbyModels, Mode, Policy, Queue, Search};
 use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
 
+use crate::config::EvalConfig;
 use crate::error::EvalError;
 use crate::history::EvalHistory;
 use crate::measures::{Scored, balance, decile, decile_stats, mix};
-use crate::results::{PairTest, TeamPolicyStats, TeamQueueResult};
-use crate::stats::{Moments, welch, wilson};
+use crate::results::{PairTest, TeamOracle, TeamPolicyStats, TeamQueueResult, TeamTruthStats};
+use crate::stats::{Moments, paired, welch, wilson};
+use crate::truth::{TeamTruth, TruthSearches};
 
-/// The team-queue policies, in report order.
+/// The team-queue policies, in report order; on a simulated lake the team oracle follows
+/// (team EOMM choosing by the simulator's true churn, under the same rules).
 pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
 
 /// A search of the replay with the searchers (indices into the history) of its seats.
@@ -90,14 +94,19 @@ fn arrivals(h: &EvalHistory, team_size: usize) -> (Vec<Arrival>, u64) {
     (out, split)
 }
 
-fn policy(name: &str, team_size: usize, models: LobbyModels) -> Box<dyn Policy> {
+fn policy(
+    name: &str,
+    team_size: usize,
+    models: LobbyModels,
+    eomm: EommTeamsConfig,
+) -> Box<dyn Policy> {
     match name {
         "cod" => Box::new(CodRules::new(CodConfig::new(team_size), models)),
         "threshold" => Box::new(ThresholdPolicy::new(
             ThresholdConfig::new(team_size),
             models,
         )),
-        _ => Box::new(EommTeams::new(EommTeamsConfig::new(team_size), models)),
+        _ => Box::new(EommTeams::new(eomm, models)),
     }
 }
 
@@ -125,9 +134,120 @@ struct Acc {
     dec_balance: [f64; 10],
     tick: Moments,
     tick_max: f64,
+    /// Under the simulator's truth: churn per placed player, blowouts per lobby, and each
+    /// seat's churn (NaN when not placed) for the paired tests.
+    true_churn: Moments,
+    true_blowouts: f64,
+    true_by_seat: Vec<f64>,
 }
 
-fn record(acc: &mut Acc, lobby: &Lobby, arr: &[Arrival], sc: &Scored, seed: u64, blowout_p: f64) {
+/// The simulator's truth for the team replay: the race's outcome model and each searcher's
+/// true skill, party bonus and churn by outcome.
+struct Truth<'a> {
+    game: TeamTruth,
+    t: &'a TruthSearches,
+    loss: &'a [[f64; 2]],
+}
+
+impl Truth<'_> {
+    /// The lobby's outcome under the truth ([A wins, draw, A by a blowout, B by a blowout]),
+    /// from the effective-skill sums of its seats.
+    fn lobby(&self, lobby: &Lobby, arr: &[Arrival]) -> [f64; 4] {
+        let mut d = 0.0;
+        for (side, team) in lobby.teams.iter().enumerate() {
+            let sign = if side == 0 { 1.0 } else { -1.0 };
+            for &id in team {
+                for &k in &arr[id as usize].seats {
+                    d += sign * (self.t.skill[k as usize] + self.t.party_bonus[k as usize]);
+                }
+            }
+        }
+        self.game.probs(d)
+    }
+
+    /// Seat `k`'s true churn after a win, a draw, a close and a blowout loss.
+    fn churn_if(&self, k: u32) -> [f64; 4] {
+        let c = self.t.churn_if[k as usize];
+        let [close, blowout] = self.loss[k as usize];
+        [c[0], c[1], close, blowout]
+    }
+
+    /// Seat `k`'s true expected churn on side `side` of a lobby with outcome `o`.
+    fn churn(&self, k: u32, side: usize, o: [f64; 4]) -> f64 {
+        expected_churn(self.churn_if(k), side, o)
+    }
+
+    /// The team oracle's objective: a split's true expected churn, from each arrival's seats'
+    /// effective skills and churn by outcome.
+    fn objective(&self, arr: &[Arrival]) -> Objective {
+        let seats: Vec<Vec<(f64, [f64; 4])>> = arr
+            .iter()
+            .map(|a| {
+                a.seats
+                    .iter()
+                    .map(|&k| {
+                        let i = k as usize;
+                        (self.t.skill[i] + self.t.party_bonus[i], self.churn_if(k))
+                    })
+                    .collect()
+            })
+            .collect();
+        let game = self.game.clone();
+        Objective(Arc::new(move |a: &[u64], b: &[u64]| {
+            let sum = |x: &[u64]| -> f64 {
+                x.iter()
+                    .flat_map(|&id| &seats[id as usize])
+                    .map(|s| s.0)
+                    .sum()
+            };
+            let o = game.probs(sum(a) - sum(b));
+            let mut c = 0.0;
+            for (side, ids) in [a, b].into_iter().enumerate() {
+                for &id in ids {
+                    for s in &seats[id as usize] {
+                        c += expected_churn(s.1, side, o);
+                    }
+                }
+            }
+            c
+        }))
+    }
+}
+
+/// A player's expected churn on side `side` of a lobby with outcome `o` ([A wins, draw, A by a
+/// blowout, B by a blowout]), from their churn after a win, a draw, a close and a blowout loss.
+fn expected_churn(c: [f64; 4], side: usize, o: [f64; 4]) -> f64 {
+    let [a_win, draw, a_blow, b_blow] = o;
+    let b_win = (1.0 - a_win - draw).max(0.0);
+    let (win, loss, blown) = if side == 0 {
+        (a_win, b_win, b_blow)
+    } else {
+        (b_win, a_win, a_blow)
+    };
+    win * c[0] + draw * c[1] + (loss - blown).max(0.0) * c[2] + blown * c[3]
+}
+
+fn record(
+    acc: &mut Acc,
+    lobby: &Lobby,
+    arr: &[Arrival],
+    sc: &Scored,
+    (seed, blowout_p): (u64, f64),
+    truth: Option<&Truth<'_>>,
+) {
+    if let Some(t) = truth {
+        let o = t.lobby(lobby, arr);
+        acc.true_blowouts += o[2] + o[3];
+        for (side, team) in lobby.teams.iter().enumerate() {
+            for &id in team {
+                for &k in &arr[id as usize].seats {
+                    let c = t.churn(k, side, o);
+                    acc.true_churn.push(c);
+                    acc.true_by_seat[k as usize] = c;
+                }
+            }
+        }
+    }
     acc.lobbies += 1;
     acc.rescued += u64::from(lobby.rescued);
     let p = mm_matcher::scoring::OutcomeProbs {
@@ -195,22 +315,61 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
+/// The team oracle's figures for the first artifact: the true retention gain over the CoD rules
+/// the oracle reaches (the gain available under the rules), the one team EOMM realises, and
+/// the share, with the paired tests over the players both placed.
+fn team_oracle(stats: &[TeamPolicyStats], tests: &[PairTest]) -> Option<TeamOracle> {
+    let art = &stats.first()?.artifact;
+    let label = |p: &str| {
+        stats
+            .iter()
+            .find(|x| &x.artifact == art && x.policy == p)
+            .map(|x| x.label.clone())
+    };
+    let (cod, eomm, oracle) = (label("cod")?, label("eomm")?, label("oracle")?);
+    let vs_cod = |a: &str| {
+        tests
+            .iter()
+            .find(|t| t.a == a && t.b == cod)
+            .and_then(|t| t.paired_truth)
+    };
+    let (available, realised) = (vs_cod(&oracle)?, vs_cod(&eomm)?);
+    Some(TeamOracle {
+        available_gain: available.diff,
+        available_p: available.p,
+        realised_gain: realised.diff,
+        realised_p: realised.p,
+        share: realised.diff / available.diff,
+    })
+}
+
 /// Replays every team-queue policy under each artifact over the window's arrivals.
 pub(crate) fn replay(
     h: &EvalHistory,
     arts: &[(&Artifact, &Scored)],
     team_size: usize,
-    tick_s: f64,
-    drain_s: f64,
-    seed: u64,
-    blowout_p: f64,
+    cfg: &EvalConfig,
+    truth: Option<&TruthSearches>,
 ) -> Result<TeamQueueResult, EvalError> {
     let t0 = Instant::now();
+    let (tick_s, drain_s, seed, blowout_p) = (cfg.tick_s, cfg.drain_s, cfg.seed, cfg.blowout_p);
+    let eomm = |team_size: usize| EommTeamsConfig {
+        balance: cfg.eomm_balance.clone(),
+        ..EommTeamsConfig::new(team_size)
+    };
+    let truth = truth.and_then(|t| {
+        Some(Truth {
+            game: TeamTruth::new(&t.tdm?, team_size),
+            loss: t.churn_if_loss.as_deref()?,
+            t,
+        })
+    });
     let (arr, split_parties) = arrivals(h, team_size);
     let tick_ms = (tick_s * 1e3).round().max(1.0) as i64;
     let mode = Mode { team_size };
     let mut stats = Vec::new();
     let mut moments = Vec::new();
+    let mut by_seat: Vec<Vec<f64>> = Vec::new();
     for &(art, sc) in arts {
         let models = LobbyModels::from_artifact(art).ok_or_else(|| {
             EvalError::Input(format!(
@@ -218,12 +377,24 @@ pub(crate) fn replay(
                 art.dir.display()
             ))
         })?;
-        for name in TEAM_POLICIES {
-            let mut pol = policy(name, team_size, models);
+        let names = TEAM_POLICIES
+            .iter()
+            .copied()
+            .chain(truth.as_ref().map(|_| "oracle"));
+        for name in names {
+            let mut pol = match (name, &truth) {
+                ("oracle", Some(t)) => Box::new(
+                    EommTeams::new(eomm(team_size), models).with_objective(t.objective(&arr)),
+                ),
+                _ => policy(name, team_size, models, eomm(team_size)),
+            };
             let mut queue = Queue::new(mode)
                 .map_err(|e| EvalError::Input(format!("team size {team_size}: {e}")))?;
             let mut queued = vec![false; h.ids.len()];
-            let mut acc = Acc::default();
+            let mut acc = Acc {
+                true_by_seat: vec![f64::NAN; h.searchers.len()],
+                ..Acc::default()
+            };
             let (mut offered, mut superseded) = (0u64, 0u64);
             let mut next = 0usize;
             let Some(first) = arr.first() else { break };
@@ -272,7 +443,7 @@ pub(crate) fn replay(
                                 queued[h.searchers[k as usize].player as usize] = false;
                             }
                         }
-                        record(&mut acc, l, &arr, sc, seed, blowout_p);
+                        record(&mut acc, l, &arr, sc, (seed, blowout_p), truth.as_ref());
                     }
                 }
                 if next >= arr.len() && queue.players() < mode.lobby_players() {
@@ -320,8 +491,14 @@ pub(crate) fn replay(
                 by_decile,
                 tick_ms_mean: acc.tick.mean,
                 tick_ms_max: acc.tick_max,
+                truth: truth.is_some().then(|| TeamTruthStats {
+                    expected_churn: acc.true_churn.mean,
+                    expected_churn_ci95: acc.true_churn.ci(0.95),
+                    blowout_rate: acc.true_blowouts / lob,
+                }),
             });
             moments.push(acc.churn);
+            by_seat.push(acc.true_by_seat);
         }
     }
     let mut tests = Vec::new();
@@ -340,11 +517,23 @@ pub(crate) fn replay(
                 relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
                 paired: None,
                 paired_expected: None,
-                paired_truth: None,
+                paired_truth: truth.as_ref().map(|_| {
+                    // Retention i over j under the truth, seat by seat over the seats both
+                    // placed: churn j minus churn i.
+                    let mut d = Moments::default();
+                    for (ci, cj) in by_seat[i].iter().zip(&by_seat[j]) {
+                        if ci.is_finite() && cj.is_finite() {
+                            d.push(cj - ci);
+                        }
+                    }
+                    paired(&d)
+                }),
             });
         }
     }
+    let oracle = team_oracle(&stats, &tests);
     Ok(TeamQueueResult {
+        oracle,
         team_size,
         tick_s,
         drain_s,

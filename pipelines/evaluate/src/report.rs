@@ -671,6 +671,63 @@ fn welch_matrix(h: &mut String, names: &[String], tests: &[PairTest], digits: us
     h.push_str("</table>");
 }
 
+/// On a simulated lake: each policy's lobbies under the simulator's truth, and the paired tests
+/// of true retention against the CoD rules over the players both placed.
+fn team_truth_section(h: &mut String, t: &TeamQueueResult) {
+    if t.policies.iter().all(|x| x.truth.is_none()) {
+        return;
+    }
+    h.push_str(
+        "<h3>Under the simulator's truth</h3><p>The same lobbies scored by the kill race's true \
+         win, draw and blowout probabilities and each player's true churn after a win, a draw, \
+         a close loss and a blowout loss (the simulator's players stop more often after a \
+         blowout loss). Paired tests over the players both policies placed.</p><table><tr>\
+         <th>policy</th><th>true churn per player (95% CI)</th><th>true blowouts per lobby</th>\
+         <th>true retention over the CoD rules (paired p)</th></tr>",
+    );
+    for x in &t.policies {
+        let Some(tr) = &x.truth else { continue };
+        let cod = t
+            .policies
+            .iter()
+            .find(|y| y.policy == "cod" && y.artifact == x.artifact)
+            .map(|y| y.label.as_str());
+        let vs = t
+            .tests
+            .iter()
+            .find(|p| p.a == x.label && Some(p.b.as_str()) == cod)
+            .and_then(|p| p.paired_truth)
+            .map_or_else(
+                || "–".to_string(),
+                |p| format!("{:+.5} (p {})", p.diff, decimals(p.p, 4)),
+            );
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{} ({} – {})</td><td>{}</td><td>{}</td></tr>",
+            escape(&x.label),
+            decimals(tr.expected_churn, 4),
+            decimals(tr.expected_churn_ci95.0, 4),
+            decimals(tr.expected_churn_ci95.1, 4),
+            decimals(tr.blowout_rate, 4),
+            vs
+        );
+    }
+    h.push_str("</table>");
+    if let Some(o) = &t.oracle {
+        let _ = write!(
+            h,
+            "<p>The team oracle (team EOMM choosing by the true churn, under the same rules and \
+             balance bound) gains {:+.5} true retention per player over the CoD rules (paired p \
+             {}); team EOMM gains {:+.5} (p {}): <strong>{}%</strong> of the available gain.</p>",
+            o.available_gain,
+            decimals(o.available_p, 4),
+            o.realised_gain,
+            decimals(o.realised_p, 4),
+            decimals(100.0 * o.share, 0)
+        );
+    }
+}
+
 /// The team-queue replay: one row per policy, the Welch matrix, and the decile tables.
 fn team_section(h: &mut String, t: &TeamQueueResult) {
     let _ = write!(
@@ -732,6 +789,7 @@ fn team_section(h: &mut String, t: &TeamQueueResult) {
     );
     let names: Vec<String> = t.policies.iter().map(|x| x.label.clone()).collect();
     welch_matrix(h, &names, &t.tests, 5);
+    team_truth_section(h, t);
     h.push_str("<div class=\"charts\">");
     h.push_str(&wait_chart(t));
     h.push_str("</div>");

@@ -243,6 +243,20 @@ pub struct TeamPolicyStats {
     pub by_decile: Vec<DecileStats>,
     pub tick_ms_mean: f64,
     pub tick_ms_max: f64,
+    /// On a simulated lake: the same lobbies under the simulator's truth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth: Option<TeamTruthStats>,
+}
+
+/// A team policy's lobbies under the simulator's truth: the true outcome probabilities of the
+/// kill race (blowouts included) and each player's true churn under each outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamTruthStats {
+    /// True expected churn per placed player, with its 95% interval.
+    pub expected_churn: f64,
+    pub expected_churn_ci95: (f64, f64),
+    /// Expected share of lobbies that end in a blowout (score difference above the game's).
+    pub blowout_rate: f64,
 }
 
 /// The replay's results.
@@ -254,7 +268,24 @@ pub struct TeamQueueResult {
     /// Parties larger than a team, queued as solo players.
     pub split_parties: u64,
     pub policies: Vec<TeamPolicyStats>,
-    /// Welch tests of predicted retention per placed player between every pair of policies.
+    /// Welch tests of predicted retention per placed player between every pair of policies
+    /// (and, on a simulated lake, paired tests of true retention over the players both placed).
     pub tests: Vec<PairTest>,
+    /// On a simulated lake: the team oracle against team EOMM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<TeamOracle>,
     pub seconds: f64,
+}
+
+/// True retention per placed player over the CoD rules (paired over the players both placed):
+/// the team oracle's (team EOMM on the simulator's true churn, same rules and bound), which is
+/// the gain available, and team EOMM's, which is the gain realised.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TeamOracle {
+    pub available_gain: f64,
+    pub available_p: f64,
+    pub realised_gain: f64,
+    pub realised_p: f64,
+    /// `realised_gain / available_gain`.
+    pub share: f64,
 }

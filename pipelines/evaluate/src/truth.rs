@@ -39,7 +39,21 @@ pub(crate) struct TruthSearches {
     /// 8-h churn per searcher under a win, a draw, a loss.
     pub churn_if: Vec<[f64; 3]>,
     pub win: DuelTruth,
+    /// Party bonus per searcher (0 when the truth has none).
+    pub party_bonus: Vec<f64>,
+    /// 8-h churn per searcher under a close and a blowout loss, when the truth has them
+    /// (simulations from before them do not): what the team replay's truth needs.
+    pub churn_if_loss: Option<Vec<[f64; 2]>>,
+    /// The team race's constants, when `truth/params.json` has them.
+    pub tdm: Option<TdmConstants>,
 }
+
+/// Columns read when the truth has them.
+const TEAM_COLS: [&str; 3] = [
+    "party_bonus",
+    "churn_8h_if_close_loss",
+    "churn_8h_if_blowout_loss",
+];
 
 /// The simulator's 1v1 outcome model with the form averaged out, tabulated by skill difference.
 #[derive(Debug, Clone)]
@@ -86,6 +100,179 @@ impl DuelTruth {
         let i = (x.floor() as usize).min(self.table.len() - 2);
         let f = x - i as f64;
         self.table[i] * (1.0 - f) + self.table[i + 1] * f
+    }
+}
+
+/// The simulator's team deathmatch under the truth: a kill race to `target` kills within
+/// `limit_s`, kills a Poisson process of mean interval `interval_s`, each to team A with
+/// probability `σ(k (D + ε))`, `D` the difference of the teams' effective-skill sums (true skill
+/// plus party bonus) and `ε` the match's form, `N(0, 2 t form_sd²)` for teams of `t`. A result
+/// is a blowout when the scores differ by more than `blowout_diff`. Tabulated by `D`: P(A wins),
+/// P(draw), P(A wins by a blowout), P(B wins by a blowout). Late joins and early quits, which
+/// the game adds, are left out (a few percent of the players, rarely for long).
+#[derive(Debug, Clone)]
+pub(crate) struct TeamTruth {
+    table: Vec<[f64; 4]>,
+}
+
+/// The team race's constants, as `truth/params.json` records them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TdmConstants {
+    pub target: i32,
+    pub limit_s: f64,
+    pub interval_s: f64,
+    pub blowout_diff: i32,
+    pub kill_logit: f64,
+    pub form_sd: f64,
+}
+
+impl TdmConstants {
+    fn of(c: &serde_json::Value) -> Option<TdmConstants> {
+        Some(TdmConstants {
+            target: i32::try_from(c["tdm_target"].as_i64()?).ok()?,
+            limit_s: c["tdm_limit_s"].as_f64()?,
+            interval_s: c["kill_interval_s"].as_f64()?,
+            blowout_diff: i32::try_from(c["blowout_diff"].as_i64()?).ok()?,
+            kill_logit: c["kill_logit_per_skill"].as_f64()?,
+            form_sd: c["form_sd"].as_f64()?,
+        })
+    }
+}
+
+/// The exact result of the race for a kill share `q`: [A wins, draw, A by a blowout, B by a
+/// blowout]. Paths to a score `(a, b)` below the target have probability `C(a+b, a) q^a
+/// (1-q)^b`; the race stops there at the time limit when exactly `a + b` kills fall in it
+/// (Poisson), or at the target when the winning kill is the `(target + loser's)`-th and it
+/// falls in time.
+pub(crate) fn race(c: &TdmConstants, q: f64) -> [f64; 4] {
+    let t = c.target.max(1) as usize;
+    let lam = c.limit_s / c.interval_s;
+    // Poisson pmf and upper tail P(N >= n) for n up to 2t.
+    let mut pmf = vec![0.0; 2 * t + 1];
+    pmf[0] = (-lam).exp();
+    for n in 1..pmf.len() {
+        pmf[n] = pmf[n - 1] * lam / n as f64;
+    }
+    let mut tail = vec![0.0; 2 * t + 1];
+    let mut below = 0.0f64;
+    for n in 0..tail.len() {
+        tail[n] = (1.0 - below).max(0.0);
+        below += pmf[n];
+    }
+    let blow = |d: usize| d as i32 > c.blowout_diff;
+    let mut out = [0.0; 4];
+    // Row by row over a: path[b] = P(path reaches (a, b)).
+    let mut prev = vec![0.0; t];
+    for a in 0..t {
+        let mut row = vec![0.0; t];
+        for b in 0..t {
+            row[b] = if a == 0 && b == 0 {
+                1.0
+            } else {
+                let from_a = if a > 0 { prev[b] * q } else { 0.0 };
+                let from_b = if b > 0 { row[b - 1] * (1.0 - q) } else { 0.0 };
+                from_a + from_b
+            };
+            // The time limit at (a, b).
+            let p = row[b] * pmf[a + b];
+            match a.cmp(&b) {
+                std::cmp::Ordering::Greater => {
+                    out[0] += p;
+                    if blow(a - b) {
+                        out[2] += p;
+                    }
+                }
+                std::cmp::Ordering::Equal => out[1] += p,
+                std::cmp::Ordering::Less => {
+                    if blow(b - a) {
+                        out[3] += p;
+                    }
+                }
+            }
+            // B reaches the target from (a, t-1) with the next kill.
+            if b == t - 1 {
+                let p = row[b] * (1.0 - q) * tail[t + a];
+                if blow(t - a) {
+                    out[3] += p;
+                }
+            }
+        }
+        // A reaches the target from (t-1, b).
+        if a == t - 1 {
+            for (b, &r) in row.iter().enumerate() {
+                let p = r * q * tail[t + b];
+                out[0] += p;
+                if blow(t - b) {
+                    out[2] += p;
+                }
+            }
+        }
+        prev = row;
+    }
+    out
+}
+
+const TEAM_D_MAX: f64 = 24.0;
+const TEAM_STEP: f64 = 0.02;
+
+impl TeamTruth {
+    /// The table for teams of `team_size` (the form's spread grows with it).
+    pub fn new(c: &TdmConstants, team_size: usize) -> TeamTruth {
+        // The race by kill share on a fine grid, then E over the form by the trapezoid rule
+        // over ±7 sd, reading the race by linear interpolation.
+        let qn = 4001;
+        let by_q: Vec<[f64; 4]> = (0..qn)
+            .map(|i| race(c, i as f64 / (qn - 1) as f64))
+            .collect();
+        let at_q = |q: f64| {
+            let x = q.clamp(0.0, 1.0) * (qn - 1) as f64;
+            let i = (x.floor() as usize).min(qn - 2);
+            let f = x - i as f64;
+            let mut r = [0.0; 4];
+            for (k, v) in r.iter_mut().enumerate() {
+                *v = by_q[i][k] * (1.0 - f) + by_q[i + 1][k] * f;
+            }
+            r
+        };
+        let s = (2.0 * team_size as f64).sqrt() * c.form_sd;
+        let nodes = 141;
+        let grid: Vec<(f64, f64)> = (0..nodes)
+            .map(|i| {
+                let z = -7.0 + 14.0 * i as f64 / (nodes - 1) as f64;
+                let w = if i == 0 || i == nodes - 1 { 0.5 } else { 1.0 };
+                (z * s, w * (-0.5 * z * z).exp())
+            })
+            .collect();
+        let norm: f64 = grid.iter().map(|g| g.1).sum();
+        let n = (2.0 * TEAM_D_MAX / TEAM_STEP).round() as usize + 1;
+        let table = (0..n)
+            .map(|i| {
+                let d = -TEAM_D_MAX + i as f64 * TEAM_STEP;
+                let mut r = [0.0; 4];
+                for &(e, w) in &grid {
+                    let q = 1.0 / (1.0 + (-c.kill_logit * (d + e)).exp());
+                    for (acc, v) in r.iter_mut().zip(at_q(q)) {
+                        *acc += w * v / norm;
+                    }
+                }
+                r
+            })
+            .collect();
+        TeamTruth { table }
+    }
+
+    /// [A wins, draw, A by a blowout, B by a blowout] when A's effective-skill sum exceeds
+    /// B's by `d`.
+    pub fn probs(&self, d: f64) -> [f64; 4] {
+        let x = (d.clamp(-TEAM_D_MAX, TEAM_D_MAX) + TEAM_D_MAX) / TEAM_STEP;
+        let x = x.min((self.table.len() - 1) as f64);
+        let i = (x.floor() as usize).min(self.table.len() - 2);
+        let f = x - i as f64;
+        let mut r = [0.0; 4];
+        for (k, v) in r.iter_mut().enumerate() {
+            *v = self.table[i][k] * (1.0 - f) + self.table[i + 1][k] * f;
+        }
+        r
     }
 }
 
@@ -154,13 +341,17 @@ pub(crate) fn load(
         .enumerate()
         .map(|(i, id)| (id.as_str(), i as u32))
         .collect();
-    let mut at: HashMap<(u32, i64), (f64, [f64; 3])> = HashMap::new();
+    // (true skill, churn if win, draw, loss), and (party bonus, churn if close, blowout loss)
+    // when the truth has them.
+    type At = (f64, [f64; 3], Option<[f64; 3]>);
+    let mut at: HashMap<(u32, i64), At> = HashMap::new();
+    let wanted: Vec<&str> = COLS.iter().chain(&TEAM_COLS).copied().collect();
     let day = |ms: i64| ms.div_euclid(86_400_000) as i32;
     let last = h.to_ms.min(h.data_end_ms + 1);
     for d in day(h.from_ms)..=day(last) {
         for path in mm_fit::churn_build::truth_files(&lake, d) {
             let bad = |e: String| EvalError::Input(format!("{}: {e}", path.display()));
-            let batches = mm_lake::parquet_io::read_parquet_columns(&path, Some(&COLS))
+            let batches = mm_lake::parquet_io::read_parquet_columns(&path, Some(&wanted))
                 .map_err(|e| bad(e.to_string()))?;
             for b in batches {
                 let col = |n: &str| b.column_by_name(n).ok_or_else(|| n.to_string());
@@ -177,11 +368,22 @@ pub(crate) fn load(
                 let start = cols[1].as_primitive::<TimestampMillisecondType>();
                 let f = |k: usize| cols[k].as_primitive::<Float64Type>();
                 let (skill, cw, cd, cl) = (f(2), f(3), f(4), f(5));
+                let team: Option<Vec<_>> = TEAM_COLS
+                    .iter()
+                    .map(|n| b.column_by_name(n).map(|c| c.as_primitive::<Float64Type>()))
+                    .collect();
                 for i in 0..b.num_rows() {
                     if let Some(&p) = index.get(ids.value(i)) {
+                        let extra = team
+                            .as_ref()
+                            .map(|t| [t[0].value(i), t[1].value(i), t[2].value(i)]);
                         at.insert(
                             (p, start.value(i)),
-                            (skill.value(i), [cw.value(i), cd.value(i), cl.value(i)]),
+                            (
+                                skill.value(i),
+                                [cw.value(i), cd.value(i), cl.value(i)],
+                                extra,
+                            ),
                         );
                     }
                 }
@@ -190,8 +392,10 @@ pub(crate) fn load(
     }
     let mut skill = Vec::with_capacity(h.searchers.len());
     let mut churn_if = Vec::with_capacity(h.searchers.len());
+    let mut party_bonus = Vec::with_capacity(h.searchers.len());
+    let mut churn_if_loss = Some(Vec::with_capacity(h.searchers.len()));
     for s in &h.searchers {
-        let Some(&(sk, c)) = at.get(&(s.player, s.start_ms)) else {
+        let Some(&(sk, c, extra)) = at.get(&(s.player, s.start_ms)) else {
             return Ok(Err(format!(
                 "the truth has no row for {} at {}",
                 h.ids[s.player as usize],
@@ -200,17 +404,109 @@ pub(crate) fn load(
         };
         skill.push(sk);
         churn_if.push(c);
+        party_bonus.push(extra.map_or(0.0, |e| e[0]));
+        match (extra, churn_if_loss.as_mut()) {
+            (Some(e), Some(v)) => v.push([e[1], e[2]]),
+            _ => churn_if_loss = None,
+        }
     }
     Ok(Ok(TruthSearches {
         skill,
         churn_if,
         win: DuelTruth::new(draw, k, form_sd),
+        party_bonus,
+        churn_if_loss,
+        tdm: TdmConstants::of(c),
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tdm_constants() -> TdmConstants {
+        use mm_sim::game;
+        TdmConstants {
+            target: game::TDM_TARGET,
+            limit_s: game::TDM_LIMIT_S,
+            interval_s: game::KILL_INTERVAL_S,
+            blowout_diff: game::BLOWOUT_DIFF,
+            kill_logit: game::KILL_LOGIT_PER_SKILL,
+            form_sd: game::FORM_SD,
+        }
+    }
+
+    /// The exact race is a distribution (A's, the draws' and B's shares add to one), mirrors
+    /// itself (A at q is B at 1 - q), and a blowout is a win.
+    #[test]
+    fn the_race_is_a_distribution_and_symmetric() {
+        let c = tdm_constants();
+        for q in [0.0, 0.1, 0.37, 0.5, 0.62, 0.93, 1.0] {
+            let r = race(&c, q);
+            let m = race(&c, 1.0 - q);
+            let b_win = 1.0 - r[0] - r[1];
+            assert!(
+                r.iter().all(|p| (-1e-12..=1.0 + 1e-12).contains(p)),
+                "{q}: {r:?}"
+            );
+            assert!(
+                (r[0] - (1.0 - m[0] - m[1])).abs() < 1e-9,
+                "{q}: {r:?} {m:?}"
+            );
+            assert!((r[2] - m[3]).abs() < 1e-9 && (r[1] - m[1]).abs() < 1e-9);
+            assert!(r[2] <= r[0] + 1e-12 && r[3] <= b_win + 1e-12);
+        }
+        // Even teams: no edge, the same blowouts both ways.
+        let r = race(&c, 0.5);
+        assert!((r[0] - (1.0 - r[0] - r[1])).abs() < 1e-12 && (r[2] - r[3]).abs() < 1e-12);
+    }
+
+    /// The tabulated race against the simulator's own game (`mm_sim::game::tdm`, with its
+    /// form, late joins and early quits) by Monte Carlo: 6v6 lobbies at several skill-sum
+    /// differences.
+    #[test]
+    fn the_team_truth_matches_the_simulators_game() {
+        use mm_sim::game::{FORM_SD, Slot, tdm};
+        use rand::{Rng, SeedableRng};
+        let t = TeamTruth::new(&tdm_constants(), 6);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let n = 6000;
+        for d in [0.0, 1.5, -3.0, 6.0] {
+            let mut got = [0.0; 4];
+            for _ in 0..n {
+                let slots: Vec<Slot> = (0..12)
+                    .map(|i| {
+                        let (u, v): (f64, f64) = (rng.random(), rng.random());
+                        let z = (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+                        let team = usize::from(i >= 6);
+                        let base = if team == 0 { d / 6.0 } else { 0.0 };
+                        Slot {
+                            team,
+                            eff: base + FORM_SD * z,
+                        }
+                    })
+                    .collect();
+                let r = tdm(&slots, &mut rng);
+                let o = r.outcome(0);
+                got[0] += f64::from(u8::from(o == 0));
+                got[1] += f64::from(u8::from(o == 1));
+                got[2] += f64::from(u8::from(o == 0 && r.blowout()));
+                got[3] += f64::from(u8::from(o == 2 && r.blowout()));
+            }
+            let want = t.probs(d);
+            for k in 0..4 {
+                let mc = got[k] / f64::from(n);
+                // Binomial sd at most 0.0065 (2.3 sd); late joins and quits move it a little.
+                assert!(
+                    (mc - want[k]).abs() < 0.015,
+                    "d {d}, k {k}: game {mc}, table {}",
+                    want[k]
+                );
+            }
+        }
+        // A stronger team A wins more and is blown out less.
+        assert!(t.probs(3.0)[0] > t.probs(0.0)[0] && t.probs(3.0)[3] < t.probs(0.0)[3]);
+    }
 
     #[test]
     fn the_tabulated_win_model_is_the_simulators_averaged_over_form() {

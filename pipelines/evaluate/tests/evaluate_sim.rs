@@ -238,7 +238,9 @@ fn team_queue_replay_accounts_for_every_search() {
         .as_ref()
         .expect("a team mode gets the queue replay");
     assert_eq!(t.team_size, 6);
-    assert_eq!(t.policies.len(), 3);
+    // The three policies and, on this simulated lake, the team oracle.
+    let names: Vec<&str> = t.policies.iter().map(|p| p.policy.as_str()).collect();
+    assert_eq!(names, ["cod", "threshold", "eomm", "oracle"]);
     let offered = t.policies[0].searches + t.policies[0].superseded;
     for p in &t.policies {
         // Every arrival is either queued or superseded by the player's older search, and every
@@ -259,17 +261,39 @@ fn team_queue_replay_accounts_for_every_search() {
         assert!((0.0..=0.5).contains(&p.mean_abs_pwin_minus_half));
         let players: u64 = p.by_decile.iter().map(|d| d.players).sum();
         assert_eq!(players, p.placed_players);
+        // Under the truth: a churn per player and a blowout share, both probabilities.
+        let truth = p
+            .truth
+            .as_ref()
+            .expect("a simulated lake scores every policy by its truth");
+        assert!(truth.expected_churn > 0.0 && truth.expected_churn < 1.0);
+        assert!((0.0..=1.0).contains(&truth.blowout_rate));
     }
-    assert_eq!(t.tests.len(), 3 * 2);
+    // Every pair of policies has a paired test under the truth, antisymmetric; the oracle
+    // figures are those of the oracle's and team EOMM's tests against the CoD rules.
+    let test = |a: &str, b: &str| {
+        t.tests
+            .iter()
+            .find(|x| x.a == a && x.b == b)
+            .and_then(|x| x.paired_truth)
+            .expect("a paired test under the truth")
+    };
+    assert!((test("eomm", "cod").diff + test("cod", "eomm").diff).abs() < 1e-12);
+    let o = t.oracle.expect("the team oracle's figures");
+    assert_eq!(o.available_gain, test("oracle", "cod").diff);
+    assert_eq!(o.realised_gain, test("eomm", "cod").diff);
+    assert!((o.share - o.realised_gain / o.available_gain).abs() < 1e-12);
+    assert_eq!(t.tests.len(), 4 * 3);
     let html = std::fs::read_to_string(dir.path().join("eval/evaluation.html")).unwrap();
     assert!(html.contains("Team-queue policies replayed"));
+    assert!(html.contains("Under the simulator's truth") && html.contains("of the available gain"));
 
     // Deterministic, and an artifact compared with itself gives identical rows.
     cfg.compare = Some(model.clone());
     cfg.out = dir.path().join("eval2");
     let r2 = evaluate(&cfg).unwrap();
     let t2 = r2.team_queue.as_ref().unwrap();
-    assert_eq!(t2.policies.len(), 6);
+    assert_eq!(t2.policies.len(), 8);
     for p in &t.policies {
         for q in t2.policies.iter().filter(|q| q.policy == p.policy) {
             assert_eq!(

@@ -197,26 +197,76 @@ fn eval_lines(e: &Value) -> Vec<String> {
             oracle.join("; ")
         ));
     }
-    let tq = &e["team_queue"];
-    let policies: Vec<String> = first(&tq["policies"])
-        .iter()
-        .map(|p| {
-            format!(
-                "{} wait {:.1} s (p90 {:.0} s), churn {:.4}",
-                p["label"].as_str().unwrap_or("?"),
-                f(&p["wait_s_mean"]),
-                f(&p["wait_s_p90"]),
-                f(&p["expected_churn"])
-            )
-        })
-        .collect();
-    if !policies.is_empty() {
+    lines.extend(queue_lines(&e["team_queue"], &first));
+    lines
+}
+
+/// A policy whose blowout rate is more than this multiple of the CoD rules' is flagged.
+pub const BLOWOUT_FLAG_RATIO: f64 = 1.5;
+
+/// The team replay: each policy's waits, blowouts, balance, skill disparity and churn on one
+/// line, and a flag in words for a policy that makes blowouts at more than
+/// [`BLOWOUT_FLAG_RATIO`] times the CoD rules' rate.
+fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> {
+    let rows = first(&tq["policies"]);
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "  queue     {}v{} over the window's real searches (expected churn under our model):",
+        tq["team_size"], tq["team_size"]
+    )];
+    for p in &rows {
         lines.push(format!(
-            "  queue     {}v{} over the window's real searches: {}",
-            tq["team_size"],
-            tq["team_size"],
-            policies.join("; ")
+            "            {:<10} wait {:.1} s (p90 {:.0} s), blowouts {:.1}%, |P(win)-1/2| {:.3}, \
+             disparity {:.3}, churn {:.4}, retained {:.4}",
+            p["policy"].as_str().unwrap_or("?"),
+            f(&p["wait_s_mean"]),
+            f(&p["wait_s_p90"]),
+            100.0 * f(&p["blowout_rate"]),
+            f(&p["mean_abs_pwin_minus_half"]),
+            f(&p["mean_skill_disparity"]),
+            f(&p["expected_churn"]),
+            f(&p["retained_share"])
         ));
+        let t = &p["truth"];
+        if t.is_object() {
+            lines.push(format!(
+                "            {:<10} under the truth: churn {:.4}, blowouts {:.1}%",
+                "",
+                f(&t["expected_churn"]),
+                100.0 * f(&t["blowout_rate"])
+            ));
+        }
+    }
+    let o = &tq["oracle"];
+    if o.is_object() {
+        lines.push(format!(
+            "  vs truth  true retention per player over the CoD rules: team oracle {:+.5} (paired \
+             p {:.3}), team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain",
+            f(&o["available_gain"]),
+            f(&o["available_p"]),
+            f(&o["realised_gain"]),
+            f(&o["realised_p"]),
+            100.0 * f(&o["share"])
+        ));
+    }
+    let Some(cod) = rows.iter().find(|p| p["policy"] == "cod") else {
+        return lines;
+    };
+    let base = f(&cod["blowout_rate"]);
+    for p in &rows {
+        let rate = f(&p["blowout_rate"]);
+        if p["policy"] != "cod" && rate > BLOWOUT_FLAG_RATIO * base {
+            lines.push(format!(
+                "  FLAG      {} makes blowouts in {:.1}% of its lobbies, more than {} times the \
+                 CoD rules' {:.1}%: players leave after blowouts, so its churn figure flatters it",
+                p["policy"].as_str().unwrap_or("?"),
+                100.0 * rate,
+                BLOWOUT_FLAG_RATIO,
+                100.0 * base
+            ));
+        }
     }
     lines
 }
@@ -253,5 +303,44 @@ mod tests {
         // A fit from before the win skill (or with --no-win-skill) has no such line.
         let none = skill_lines(&metrics(Value::Null));
         assert!(none.iter().all(|l| !l.contains("win skill")), "{none:?}");
+    }
+
+    fn team_queue(eomm_blowouts: f64) -> Value {
+        let row = |policy: &str, blowouts: f64| {
+            serde_json::json!({
+                "policy": policy, "artifact": "candidate", "label": policy,
+                "wait_s_mean": 50.0, "wait_s_p90": 90.0, "blowout_rate": blowouts,
+                "mean_abs_pwin_minus_half": 0.02, "mean_skill_disparity": 0.03,
+                "expected_churn": 0.21, "retained_share": 0.79
+            })
+        };
+        serde_json::json!({"evaluation": {}, "team_queue": {"team_size": 6, "policies": [
+            row("cod", 0.014), row("threshold", 0.014), row("eomm", eomm_blowouts)
+        ]}})
+    }
+
+    /// A blowout factory is flagged in words; a policy below 1.5 times the CoD rules' rate is
+    /// not; every policy's line shows blowouts beside churn.
+    #[test]
+    fn a_policy_making_blowouts_is_flagged_in_the_summary() {
+        let bad = eval_lines(&team_queue(0.487));
+        let flags: Vec<&String> = bad.iter().filter(|l| l.contains("FLAG")).collect();
+        assert_eq!(flags.len(), 1, "{bad:?}");
+        assert_eq!(
+            flags[0].as_str(),
+            "  FLAG      eomm makes blowouts in 48.7% of its lobbies, more than 1.5 times the \
+             CoD rules' 1.4%: players leave after blowouts, so its churn figure flatters it"
+        );
+        let eomm = bad
+            .iter()
+            .find(|l| l.trim_start().starts_with("eomm"))
+            .unwrap();
+        assert!(
+            eomm.contains("blowouts 48.7%") && eomm.contains("churn 0.2100"),
+            "{eomm}"
+        );
+        // Below 1.5 times is not flagged, nor are the CoD rules against themselves.
+        let fine = eval_lines(&team_queue(0.020));
+        assert!(fine.iter().all(|l| !l.contains("FLAG")), "{fine:?}");
     }
 }

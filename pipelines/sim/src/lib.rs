@@ -512,18 +512,22 @@ impl Sim {
             let rating = self.rating(m);
             let p = &mut self.players[m as usize];
             // The same player's 8-h churn under each outcome, all else as it was (a loss
-            // is a blowout if this match was one) except what the outcome decides: in a 1v1
-            // the performance rank (see `behaviour::perf_if`).
-            let churn_8h_if = [0u8, 1, 2].map(|o| {
-                let mut q = p.clone();
-                q.record(o);
-                let view = MatchView {
-                    outcome: o,
-                    blowout_loss: o == 2 && res.blowout(),
-                    perf_pct: behaviour::perf_if(mode, o, perf_pct),
-                };
-                behaviour::p_stop(&q, &view) * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
-            });
+            // is a blowout if this match was one; then a close and a blowout loss) except what
+            // the outcome decides: in a 1v1 the performance rank (see `behaviour::perf_if`).
+            let blown = res.blowout();
+            let churn_8h_if = [(0u8, false), (1, false), (2, blown), (2, false), (2, true)].map(
+                |(o, blowout)| {
+                    let mut q = p.clone();
+                    q.record(o);
+                    let view = MatchView {
+                        outcome: o,
+                        blowout_loss: blowout,
+                        perf_pct: behaviour::perf_if(mode, o, perf_pct),
+                    };
+                    behaviour::p_stop(&q, &view)
+                        * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
+                },
+            );
             p.record(outcome);
             let view = MatchView {
                 outcome,

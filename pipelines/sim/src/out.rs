@@ -32,8 +32,9 @@ pub struct TruthRow<'a> {
     /// P(no match in the next 8 h, 1 day, 7 days, 14 days).
     pub churn: [f64; 4],
     /// The 8-h churn probability had the match ended in a win, a draw, a loss (all else as it
-    /// was): the truth an oracle pairs on. `churn[0]` is the realised outcome's.
-    pub churn_8h_if: [f64; 3],
+    /// was, a loss a blowout if this match was one), a close loss and a blowout loss: the truth
+    /// an oracle pairs on. `churn[0]` is the realised outcome's.
+    pub churn_8h_if: [f64; 5],
     pub stopped: bool,
 }
 
@@ -52,7 +53,7 @@ struct TruthCols {
     stopped: BooleanBuilder,
 }
 
-const TRUTH_F64: [&str; 14] = [
+const TRUTH_F64: [&str; 16] = [
     "true_skill",
     "true_raw_skill",
     "party_bonus",
@@ -67,6 +68,8 @@ const TRUTH_F64: [&str; 14] = [
     "churn_8h_if_win",
     "churn_8h_if_draw",
     "churn_8h_if_loss",
+    "churn_8h_if_close_loss",
+    "churn_8h_if_blowout_loss",
 ];
 
 /// Raw skill (the CoD scale, in [-1, 1]) per unit of latent skill: the 80th and 50th
@@ -119,6 +122,8 @@ impl Day {
             truth.churn_8h_if[0],
             truth.churn_8h_if[1],
             truth.churn_8h_if[2],
+            truth.churn_8h_if[3],
+            truth.churn_8h_if[4],
         ];
         for (b, v) in t.f.iter_mut().zip(vals) {
             b.append_value(v);

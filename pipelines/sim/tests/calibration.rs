@@ -29,8 +29,9 @@ struct Row {
     party_bonus: f64,
     kill_share: f64,
     churn_8h: f64,
-    /// The 8-h churn had the match ended in a win, a draw, a loss.
-    churn_8h_if: [f64; 3],
+    /// The 8-h churn had the match ended in a win, a draw, a loss (a blowout if it was one), a
+    /// close loss, a blowout loss.
+    churn_8h_if: [f64; 5],
 }
 
 struct World {
@@ -104,6 +105,8 @@ fn world() -> &'static World {
                     "churn_8h_if_win",
                     "churn_8h_if_draw",
                     "churn_8h_if_loss",
+                    "churn_8h_if_close_loss",
+                    "churn_8h_if_blowout_loss",
                 ],
             );
             assert_eq!(
@@ -143,6 +146,8 @@ fn world() -> &'static World {
                 f("churn_8h_if_win"),
                 f("churn_8h_if_draw"),
                 f("churn_8h_if_loss"),
+                f("churn_8h_if_close_loss"),
+                f("churn_8h_if_blowout_loss"),
             ];
             for i in 0..m.num_rows() {
                 let n = match_ids.len() as u32;
@@ -167,7 +172,7 @@ fn world() -> &'static World {
                         f64::NAN
                     },
                     churn_8h: churn.value(i),
-                    churn_8h_if: [0, 1, 2].map(|o| churn_if[o].value(i)),
+                    churn_8h_if: [0, 1, 2, 3, 4].map(|o| churn_if[o].value(i)),
                 });
             }
         }
@@ -228,7 +233,7 @@ fn churn(w: &World, h: f64, keep: impl Fn(usize) -> bool) -> (f64, usize) {
 #[test]
 fn conditional_churn_truth_agrees_with_the_realised_outcome() {
     let w = world();
-    let mut loss_above_win = 0usize;
+    let (mut loss_above_win, mut blown) = (0usize, 0usize);
     for r in &w.rows {
         let c = r.churn_8h_if[r.outcome as usize];
         assert!((c - r.churn_8h).abs() < 1e-12, "{r:?}");
@@ -237,8 +242,16 @@ fn conditional_churn_truth_agrees_with_the_realised_outcome() {
             "{r:?}"
         );
         loss_above_win += usize::from(r.churn_8h_if[2] > r.churn_8h_if[0]);
+        // The loss of the match is the close or the blowout loss, and a blowout loss makes
+        // stopping likelier than a close one (+0.45 on the logit scale).
+        let [.., loss, close, blowout] = r.churn_8h_if;
+        assert!(loss == close || loss == blowout, "{r:?}");
+        assert!(blowout > close, "{r:?}");
+        blown += usize::from(!r.duel && loss == blowout);
     }
     assert_eq!(loss_above_win, w.rows.len());
+    // Some 6v6 matches were blowouts, so the realised loss column holds both kinds.
+    assert!(blown > 0);
 }
 
 #[test]

@@ -133,6 +133,37 @@ pub struct EvaluateArgs {
     /// Team modes: how long the replay runs on after the last arrival, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub drain_s: f64,
+    /// Team modes: team EOMM's balance bound, the largest |P(win) - 1/2| a search accepts at
+    /// 0 s and from 120 s of waiting (linear between), or `none` for no bound. Default: the
+    /// library's, `0.05,0.1`.
+    #[arg(long, value_parser = parse_balance)]
+    pub eomm_balance: Option<Balance>,
+}
+
+/// `--eomm-balance`: the bound's curve, or none.
+#[derive(Debug, Clone)]
+pub struct Balance(pub Option<mm_matcher::queue::Backoff>);
+
+fn parse_balance(s: &str) -> Result<Balance, String> {
+    if s == "none" {
+        return Ok(Balance(None));
+    }
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>().map_err(|e| format!("{x:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    match v[..] {
+        [a, b] if (0.0..=0.5).contains(&a) && (a..=0.5).contains(&b) => {
+            Ok(Balance(Some(mm_matcher::queue::Backoff::new(&[
+                (0.0, a),
+                (120.0, b),
+            ]))))
+        }
+        _ => Err(format!(
+            "{s:?}: give two bounds in [0, 0.5], the second at least the first (`0.05,0.1`), or \
+             `none`"
+        )),
+    }
 }
 
 impl EvaluateArgs {
@@ -151,6 +182,9 @@ impl EvaluateArgs {
         c.policies.clone_from(&self.policies);
         c.tick_s = self.tick_s;
         c.drain_s = self.drain_s;
+        if let Some(b) = &self.eomm_balance {
+            c.eomm_balance.clone_from(&b.0);
+        }
         c
     }
 }
