@@ -964,22 +964,40 @@ pub fn summary(r: &EvalReport) -> String {
         let _ = writeln!(
             s,
             "team queue replay ({n}v{n}, tick {} s): policy, placed/unplaced searches, mean wait s, \
-             p90 wait s, predicted churn per player, |P(win)-1/2|, party parity",
+             p90 wait s, predicted blowouts, |P(win)-1/2|, skill disparity, party parity, \
+             predicted churn per player; under the truth: churn, blowouts",
             t.tick_s,
             n = t.team_size
         );
         for x in &t.policies {
+            let truth = x.truth.as_ref().map_or_else(String::new, |tr| {
+                format!(" {:>8.4} {:>6.3}", tr.expected_churn, tr.blowout_rate)
+            });
             let _ = writeln!(
                 s,
-                "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>10.4} {:>8.4} {:>7.3}",
+                "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>7.4} {:>8.4} {:>7.4} {:>7.3} {:>10.4}{truth}",
                 x.label,
                 x.placed_searches,
                 x.unplaced_searches,
                 x.wait_s_mean,
                 x.wait_s_p90,
-                x.expected_churn,
+                x.blowout_rate,
                 x.mean_abs_pwin_minus_half,
-                x.party_parity
+                x.mean_skill_disparity,
+                x.party_parity,
+                x.expected_churn,
+            );
+        }
+        if let Some(o) = &t.oracle {
+            let _ = writeln!(
+                s,
+                "team oracle: true retention per player over the CoD rules {:+.5} (paired p {:.3}); \
+                 team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain",
+                o.available_gain,
+                o.available_p,
+                o.realised_gain,
+                o.realised_p,
+                100.0 * o.share
             );
         }
     }
