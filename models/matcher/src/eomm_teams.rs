@@ -27,10 +27,16 @@
 //!    rules policy does, so a lobby forms whenever the CoD policy would form one there (unless
 //!    every split of it is beyond the balance bound); `restarts` more fills take them in
 //!    shuffled orders, and the admitted lobby of least expected churn is kept.
-//! 2. **Local search**: swaps of same-size searches between neighbouring lobbies (lobbies that
-//!    hold candidates of each other's anchors), kept only when both lobbies still pass every
-//!    rule, each re-split for least churn, accepted when the total falls, pass after pass until
-//!    none improves or the budget is spent.
+//! 2. **Local search** (`passes`, off by default): swaps of same-size searches between
+//!    neighbouring lobbies (lobbies that hold candidates of each other's anchors), kept only when
+//!    both lobbies still pass every rule, each re-split for least churn, accepted when the total
+//!    falls, pass after pass until none improves or the budget is spent.
+//!
+//! The defaults (one shuffled fill, no local search) come from the replays of docs/eomm.md: on
+//! a live queue ticking every 5 s, few lobbies can form at once, and more restarts (2, 4) or
+//! three passes of local search changed the realised gain within noise, while the local search
+//! made a cold tick of 10,000 searches 20 times slower than the CoD rules'. With these
+//! defaults that tick takes about 1.4 times the CoD rules'.
 //!
 //! [`exhaustive_min_churn`] solves small queues exactly under the same rules (every partition
 //! into admitted lobbies, every split within the bound), so that the gap can be measured.
@@ -44,7 +50,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::cod::{CodConfig, CodRules, LobbyBuilder};
+use crate::cod::{Candidate, CodConfig, CodRules, LobbyBuilder};
 use crate::queue::{
     Backoff, Blocker, Deadline, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy, Queue,
     QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure, make_lobby,
@@ -79,8 +85,8 @@ impl EommTeamsConfig {
         EommTeamsConfig {
             rules: CodConfig::new(team_size),
             balance: Some(Backoff::new(&[(0.0, 0.05), (120.0, 0.1)])),
-            restarts: 2,
-            passes: 3,
+            restarts: 1,
+            passes: 0,
             exact_split_parties: 14,
             time_budget: None,
             seed: 0,
@@ -199,6 +205,7 @@ fn best_churn_split(
         total,
         models,
         max_imbalance,
+        max_logit: max_logit(max_imbalance),
         best: None,
     };
     search.visit(1, parts[0].0, parts[0].1, 1);
@@ -249,6 +256,15 @@ fn objective_split(
     best
 }
 
+/// The logit of `1/2 + cap`, loosened by 1e-6: a split whose logit is larger in size is beyond
+/// the cap (the logistic is monotone). Infinite without a cap or with a cap of 1/2 or more.
+fn max_logit(max_imbalance: Option<f64>) -> f64 {
+    match max_imbalance {
+        Some(cap) if cap < 0.5 => ((0.5 + cap) / (0.5 - cap)).ln() + 1e-6,
+        _ => f64::INFINITY,
+    }
+}
+
 /// Whether a split with `P(A wins | decisive)` = `decisive` is within the imbalance cap.
 fn within_cap(decisive: f64, max_imbalance: Option<f64>) -> bool {
     max_imbalance.is_none_or(|cap| (decisive - 0.5).abs() <= cap + 1e-12)
@@ -272,6 +288,9 @@ struct SplitSearch<'a> {
     total: Sums,
     models: &'a LobbyModels,
     max_imbalance: Option<f64>,
+    /// A bound on `|logit|` a little looser than the cap: splits beyond it are dropped before
+    /// the sigmoid (the cap itself is then checked exactly).
+    max_logit: f64,
     best: Option<(f64, u64)>,
 }
 
@@ -304,7 +323,11 @@ impl SplitSearch<'_> {
             party_spread_diff: 2.0 * a[2] - t[2],
             outcome: 0.0,
         };
-        let decisive = sigmoid(self.models.win.logit(&s));
+        let logit = self.models.win.logit(&s);
+        if logit.abs() > self.max_logit {
+            return;
+        }
+        let decisive = sigmoid(logit);
         if !within_cap(decisive, self.max_imbalance) {
             return;
         }
@@ -346,6 +369,15 @@ impl EommTeams {
         self
     }
 
+    /// The candidate records of every search at this tick (the rules' view of each).
+    fn candidates(&self, st: &TickState<'_>) -> Vec<Candidate> {
+        st.views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| self.config.rules.candidate(v, i))
+            .collect()
+    }
+
     /// The least expected churn of the lobby `ids` over the splits within its balance bound.
     fn cost(&self, st: &TickState<'_>, ids: &[usize]) -> Option<(f64, [Vec<usize>; 2])> {
         let c = &self.config;
@@ -368,15 +400,19 @@ impl EommTeams {
     fn construct(
         &self,
         st: &TickState<'_>,
+        cands: &[Candidate],
         anchor: usize,
         rng: &mut ChaCha8Rng,
         deadline: Deadline,
     ) -> Result<Tentative, Rule> {
         let c = &self.config;
         let r = &c.rules;
-        let nearest: Vec<usize> = st.nearest(anchor, r.k).into_iter().map(|x| x.1).collect();
-        let anchor_cand = r.candidate(&st.views[anchor], anchor);
-        let mut order = nearest.clone();
+        // The first fill walks the candidates nearest first and stops when the lobby is full,
+        // as the CoD policy does; the candidates it saw are the pool of the shuffled fills
+        // (walking all K for every anchor was most of the tick).
+        let mut nearest: Vec<usize> = Vec::with_capacity(r.k);
+        let mut walk = st.nearest_iter(anchor).take(r.k).map(|x| x.1);
+        let mut order = Vec::new();
         let mut best: Option<Tentative> = None;
         let mut filled = false;
         for round in 0..=c.restarts {
@@ -384,16 +420,27 @@ impl EommTeams {
                 if deadline.passed() {
                     break;
                 }
+                order.clone_from(&nearest);
                 order.shuffle(rng);
             }
             let mut b = LobbyBuilder::new(r.team_size);
-            b.try_add(&anchor_cand, st.searches)?;
-            for &j in &order {
-                if b.is_full() {
-                    break;
+            b.try_add(&cands[anchor], st.searches)?;
+            if round == 0 {
+                for j in walk.by_ref() {
+                    nearest.push(j);
+                    // A refused candidate leaves the lobby as it was.
+                    let _ = b.try_add(&cands[j], st.searches);
+                    if b.is_full() {
+                        break;
+                    }
                 }
-                // A refused candidate leaves the lobby as it was.
-                let _ = b.try_add(&r.candidate(&st.views[j], j), st.searches);
+            } else {
+                for &j in &order {
+                    if b.is_full() {
+                        break;
+                    }
+                    let _ = b.try_add(&cands[j], st.searches);
+                }
             }
             if !b.is_full() {
                 continue;
@@ -513,12 +560,13 @@ impl Policy for EommTeams {
         let r = self.config.rules.clone();
         let mut st = TickState::new(queue, now_ms, self.models.party, r.distance);
         let mut rng = self.rng.clone();
+        let cands = self.candidates(&st);
         let mut tentative = Vec::new();
         for a in st.age_order() {
             if st.taken[a] {
                 continue;
             }
-            if let Ok(t) = self.construct(&st, a, &mut rng, deadline) {
+            if let Ok(t) = self.construct(&st, &cands, a, &mut rng, deadline) {
                 st.take(&t.ids);
                 tentative.push(t);
             }
@@ -561,7 +609,10 @@ impl Policy for EommTeams {
         let a = queue.position(id)?;
         let st = TickState::new(queue, now_ms, self.models.party, self.config.rules.distance);
         let mut rng = self.rng.clone();
-        if let Err(Rule::Imbalance) = self.construct(&st, a, &mut rng, Deadline::after(None)) {
+        let cands = self.candidates(&st);
+        if let Err(Rule::Imbalance) =
+            self.construct(&st, &cands, a, &mut rng, Deadline::after(None))
+        {
             let cap = self.config.cap(&st.views, &[a]).unwrap_or(f64::INFINITY);
             e.blockers.retain(|b| b.rule != Rule::NotEnoughPlayers);
             e.blockers.insert(
