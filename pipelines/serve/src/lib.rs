@@ -373,13 +373,13 @@ async fn flush_loop(live: Arc<Live>) {
     let mut pause = Duration::ZERO;
     loop {
         tokio::time::sleep(every + pause).await;
-        if !live.flush_due() {
-            continue;
-        }
+        // Both take the players' lock, which a follow or a reload may hold for a while: off the
+        // async workers that answer requests.
         let l = Arc::clone(&live);
-        match tokio::task::spawn_blocking(move || l.flush()).await {
-            Ok(Ok(_)) => pause = Duration::ZERO,
-            Ok(Err(e)) => {
+        match tokio::task::spawn_blocking(move || l.flush_due().then(|| l.flush())).await {
+            Ok(None) => continue,
+            Ok(Some(Ok(_))) => pause = Duration::ZERO,
+            Ok(Some(Err(e))) => {
                 pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
                 tracing::warn!(error = %e, retry_ms = pause.as_millis() as u64, "results: the flush failed; retrying");
             }
