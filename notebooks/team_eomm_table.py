@@ -1,0 +1,68 @@
+"""The team EOMM table of docs/eomm.md from `mm evaluate`'s evaluation.json files.
+
+    python3 notebooks/team_eomm_table.py [--rows eomm,oracle] LABEL=PATH/evaluation.json ...
+
+One markdown table per file: every team-queue policy's waits, predicted blowouts and balance,
+skill disparity, expected churn under the churn model and under the simulator's truth, true
+blowouts and true retention over the CoD rules (paired over the players both placed); then the
+team oracle's line. Standard library only.
+"""
+
+import json
+import sys
+
+
+def table(label, path, only=None):
+    e = json.load(open(path))
+    t = e["team_queue"]
+    rows = [p for p in t["policies"] if p["artifact"] == t["policies"][0]["artifact"]]
+    tests = {(x["a"], x["b"]): x for x in t["tests"]}
+    cod = next(p for p in rows if p["policy"] == "cod")
+    out = [
+        f"**{label}** ({t['team_size']}v{t['team_size']}, {e['window']}, "
+        f"{rows[0]['searches']:,} searches)",
+        "",
+        "| policy | mean wait | predicted blowouts | mean abs(P(win) - 1/2) | skill disparity "
+        "| expected churn (our model) | true churn | true blowouts | true retention over CoD (paired p) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in rows:
+        if only and p["policy"] not in only:
+            continue
+        tr = p.get("truth") or {}
+        vs = "–"
+        pt = tests.get((p["label"], cod["label"]), {}).get("paired_truth")
+        if pt:
+            vs = f"{pt['diff']:+.5f} (p {pt['p']:.3f})"
+        true_churn = f"{tr['expected_churn']:.4f}" if tr else "–"
+        true_blow = f"{100 * tr['blowout_rate']:.1f}%" if tr else "–"
+        out.append(
+            f"| {p['policy']} | {p['wait_s_mean']:.1f} s | {100 * p['blowout_rate']:.1f}% "
+            f"| {p['mean_abs_pwin_minus_half']:.3f} | {p['mean_skill_disparity']:.3f} "
+            f"| {p['expected_churn']:.4f} | {true_churn} | {true_blow} | {vs} |"
+        )
+    o = t.get("oracle")
+    if o:
+        out.append("")
+        out.append(
+            f"Team oracle: {o['available_gain']:+.5f} true retention per player over the CoD "
+            f"rules (p {o['available_p']:.3g}); team EOMM {o['realised_gain']:+.5f} "
+            f"(p {o['realised_p']:.3f}): {100 * o['share']:.0f}% of the available gain."
+        )
+    return "\n".join(out)
+
+
+def main(args):
+    only = None
+    if args[:1] == ["--rows"]:
+        only, args = args[1].split(","), args[2:]
+    if not args:
+        sys.exit(__doc__)
+    for a in args:
+        label, _, path = a.rpartition("=")
+        print(table(label or path, path, only))
+        print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
