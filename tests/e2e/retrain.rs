@@ -222,7 +222,24 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
     assert!(c["auc"].as_f64().unwrap() > 0.55);
     let e = json("tdm-6v6/evaluation/evaluation.json");
     assert_eq!(e["team_queue"]["team_size"], 6);
-    assert_eq!(e["team_queue"]["policies"].as_array().unwrap().len(), 3);
+    // The three policies and the team oracle, each also scored under the truth; team EOMM,
+    // inside the CoD rules, makes no more predicted blowouts than they do (so the summary
+    // flags nothing).
+    let policies = e["team_queue"]["policies"].as_array().unwrap();
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cod", "threshold", "eomm", "oracle"]);
+    assert!(
+        policies
+            .iter()
+            .all(|p| p["truth"]["expected_churn"].is_number())
+    );
+    let blowouts = |k: usize| policies[k]["blowout_rate"].as_f64().unwrap();
+    assert!(blowouts(2) <= 1.5 * blowouts(0), "{policies:?}");
+    assert!(e["team_queue"]["oracle"]["share"].is_number());
+    assert!(!out.contains("FLAG"), "{out}");
 
     // 1v1: no kills in the rows, so the outcome is the metric; skill still tracks the truth,
     // and the pairing policies are compared on pools.
@@ -239,6 +256,7 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
         "EOMM      retained per round over SkillMM",
         "queue     6v6",
         "vs truth",
+        "true retention per player over the CoD rules",
     ] {
         assert!(out.contains(line), "{line}: {out}");
     }
