@@ -409,7 +409,9 @@ impl EommTeams {
         let r = &c.rules;
         // The first fill walks the candidates nearest first and stops when the lobby is full,
         // as the CoD policy does; the candidates it saw are the pool of the shuffled fills
-        // (walking all K for every anchor was most of the tick).
+        // (walking all K for every anchor was most of the tick). With the local search on, the
+        // walk goes on to all K: they are the lobby's neighbourhood for the swaps, and the
+        // shuffled fills draw from them too.
         let mut nearest: Vec<usize> = Vec::with_capacity(r.k);
         let mut walk = st.nearest_iter(anchor).take(r.k).map(|x| x.1);
         let mut order = Vec::new();
@@ -419,6 +421,9 @@ impl EommTeams {
             if round > 0 {
                 if deadline.passed() {
                     break;
+                }
+                if c.passes > 0 {
+                    nearest.extend(walk.by_ref());
                 }
                 order.clone_from(&nearest);
                 order.shuffle(rng);
@@ -458,14 +463,19 @@ impl EommTeams {
                     ids,
                     teams,
                     churn,
-                    pool: nearest.clone(),
+                    pool: Vec::new(),
                 });
             }
         }
         if !filled {
             return Err(Rule::NotEnoughPlayers);
         }
-        best.ok_or(Rule::Imbalance)
+        let mut best = best.ok_or(Rule::Imbalance)?;
+        if c.passes > 0 {
+            nearest.extend(walk);
+        }
+        best.pool = nearest;
+        Ok(best)
     }
 
     /// Swaps between neighbouring lobbies while the total expected churn falls; both lobbies
