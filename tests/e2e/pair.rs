@@ -1,6 +1,6 @@
 //! `mm pair`: pools from disk in both formats, the peers' reference optima, and bad input.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::util::mm;
 
@@ -9,13 +9,7 @@ fn mm_pair(args: &[&str]) -> (i32, String, String) {
 }
 
 fn pools() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peers/results/pools");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    crate::util::shared("peers/results/pools")
 }
 
 /// The int32 pool of P = 200 gives networkx's optimum (82532166, results/mwpm_P200.json) with a

@@ -8,15 +8,31 @@ use arrow_array::RecordBatch;
 use assert_cmd::Command;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+/// A folder of the `shared/` tree beside this checkout (`rel`: its path inside), or `None`
+/// with a message when it is absent. With `MM_REQUIRE_SHARED=1` (set by `.ci/run`) an absent
+/// folder fails the test instead: CI never skips a test that needs it.
+///
+/// # Panics
+/// When the folder is absent and `MM_REQUIRE_SHARED=1`.
+pub fn shared(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared")
+        .join(rel);
+    if p.is_dir() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var("MM_REQUIRE_SHARED").as_deref() != Ok("1"),
+        "{} not found, and MM_REQUIRE_SHARED=1: clone this repository beside shared/",
+        p.display()
+    );
+    eprintln!("skipping: {} not found", p.display());
+    None
+}
+
 /// The shared real data, if this checkout sits beside `shared/`.
 pub fn real_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/real");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    shared("data/real")
 }
 
 /// Runs `mm ingest ... --json` and returns (exit code, stdout JSON or null, stderr).
