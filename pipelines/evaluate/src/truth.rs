@@ -55,6 +55,28 @@ const TEAM_COLS: [&str; 3] = [
     "churn_8h_if_blowout_loss",
 ];
 
+/// The grid point below position `x` (in steps from the first of `len` points) and the share of
+/// the step past it, for linear interpolation; positions past the end read the last step's end.
+fn grid_at(x: f64, len: usize) -> (usize, f64) {
+    let x = x.clamp(0.0, (len - 1) as f64);
+    let i = (x.floor() as usize).min(len - 2);
+    (i, x - i as f64)
+}
+
+/// The trapezoid rule's nodes for an expectation over a match's form `e ~ N(0, sd²)`: `nodes`
+/// points over ±7 sd as (e, weight), and the weights' sum.
+fn form_grid(sd: f64, nodes: usize) -> (Vec<(f64, f64)>, f64) {
+    let grid: Vec<(f64, f64)> = (0..nodes)
+        .map(|i| {
+            let z = -7.0 + 14.0 * i as f64 / (nodes - 1) as f64;
+            let w = if i == 0 || i == nodes - 1 { 0.5 } else { 1.0 };
+            (z * sd, w * (-0.5 * z * z).exp())
+        })
+        .collect();
+    let norm = grid.iter().map(|g| g.1).sum();
+    (grid, norm)
+}
+
 /// The simulator's 1v1 outcome model with the form averaged out, tabulated by skill difference.
 #[derive(Debug, Clone)]
 pub(crate) struct DuelTruth {
@@ -70,16 +92,7 @@ impl DuelTruth {
     /// The model with draw probability `draw`, slope `k` and form sd `form_sd`.
     pub fn new(draw: f64, k: f64, form_sd: f64) -> DuelTruth {
         // E over e ~ N(0, s²) of σ(k (d + e)), by the trapezoid rule over ±7 s.
-        let s = std::f64::consts::SQRT_2 * form_sd;
-        let nodes = 561;
-        let grid: Vec<(f64, f64)> = (0..nodes)
-            .map(|i| {
-                let z = -7.0 + 14.0 * i as f64 / (nodes - 1) as f64;
-                let w = if i == 0 || i == nodes - 1 { 0.5 } else { 1.0 };
-                (z * s, w * (-0.5 * z * z).exp())
-            })
-            .collect();
-        let norm: f64 = grid.iter().map(|g| g.1).sum();
+        let (grid, norm) = form_grid(std::f64::consts::SQRT_2 * form_sd, 561);
         let n = (2.0 * D_MAX / STEP).round() as usize + 1;
         let table = (0..n)
             .map(|i| {
@@ -96,9 +109,7 @@ impl DuelTruth {
 
     /// P(win) of a player `d` stronger than the opponent (linear between grid points).
     pub fn p_win(&self, d: f64) -> f64 {
-        let x = ((d.clamp(-D_MAX, D_MAX) + D_MAX) / STEP).min((self.table.len() - 1) as f64);
-        let i = (x.floor() as usize).min(self.table.len() - 2);
-        let f = x - i as f64;
+        let (i, f) = grid_at((d.clamp(-D_MAX, D_MAX) + D_MAX) / STEP, self.table.len());
         self.table[i] * (1.0 - f) + self.table[i + 1] * f
     }
 }
@@ -225,25 +236,14 @@ impl TeamTruth {
             .map(|i| race(c, i as f64 / (qn - 1) as f64))
             .collect();
         let at_q = |q: f64| {
-            let x = q.clamp(0.0, 1.0) * (qn - 1) as f64;
-            let i = (x.floor() as usize).min(qn - 2);
-            let f = x - i as f64;
+            let (i, f) = grid_at(q.clamp(0.0, 1.0) * (qn - 1) as f64, qn);
             let mut r = [0.0; 4];
             for (k, v) in r.iter_mut().enumerate() {
                 *v = by_q[i][k] * (1.0 - f) + by_q[i + 1][k] * f;
             }
             r
         };
-        let s = (2.0 * team_size as f64).sqrt() * c.form_sd;
-        let nodes = 141;
-        let grid: Vec<(f64, f64)> = (0..nodes)
-            .map(|i| {
-                let z = -7.0 + 14.0 * i as f64 / (nodes - 1) as f64;
-                let w = if i == 0 || i == nodes - 1 { 0.5 } else { 1.0 };
-                (z * s, w * (-0.5 * z * z).exp())
-            })
-            .collect();
-        let norm: f64 = grid.iter().map(|g| g.1).sum();
+        let (grid, norm) = form_grid((2.0 * team_size as f64).sqrt() * c.form_sd, 141);
         let n = (2.0 * TEAM_D_MAX / TEAM_STEP).round() as usize + 1;
         let table = (0..n)
             .map(|i| {
@@ -265,9 +265,7 @@ impl TeamTruth {
     /// B's by `d`.
     pub fn probs(&self, d: f64) -> [f64; 4] {
         let x = (d.clamp(-TEAM_D_MAX, TEAM_D_MAX) + TEAM_D_MAX) / TEAM_STEP;
-        let x = x.min((self.table.len() - 1) as f64);
-        let i = (x.floor() as usize).min(self.table.len() - 2);
-        let f = x - i as f64;
+        let (i, f) = grid_at(x, self.table.len());
         let mut r = [0.0; 4];
         for (k, v) in r.iter_mut().enumerate() {
             *v = self.table[i][k] * (1.0 - f) + self.table[i + 1][k] * f;
