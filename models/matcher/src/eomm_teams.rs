@@ -205,7 +205,6 @@ fn best_churn_split(
         total,
         models,
         max_imbalance,
-        max_logit: max_logit(max_imbalance),
         best: None,
     };
     search.visit(1, parts[0].0, parts[0].1, 1);
@@ -256,15 +255,6 @@ fn objective_split(
     best
 }
 
-/// The logit of `1/2 + cap`, loosened by 1e-6: a split whose logit is larger in size is beyond
-/// the cap (the logistic is monotone). Infinite without a cap or with a cap of 1/2 or more.
-fn max_logit(max_imbalance: Option<f64>) -> f64 {
-    match max_imbalance {
-        Some(cap) if cap < 0.5 => ((0.5 + cap) / (0.5 - cap)).ln() + 1e-6,
-        _ => f64::INFINITY,
-    }
-}
-
 /// Whether a split with `P(A wins | decisive)` = `decisive` is within the imbalance cap.
 fn within_cap(decisive: f64, max_imbalance: Option<f64>) -> bool {
     max_imbalance.is_none_or(|cap| (decisive - 0.5).abs() <= cap + 1e-12)
@@ -288,9 +278,6 @@ struct SplitSearch<'a> {
     total: Sums,
     models: &'a LobbyModels,
     max_imbalance: Option<f64>,
-    /// A bound on `|logit|` a little looser than the cap: splits beyond it are dropped before
-    /// the sigmoid (the cap itself is then checked exactly).
-    max_logit: f64,
     best: Option<(f64, u64)>,
 }
 
@@ -323,11 +310,7 @@ impl SplitSearch<'_> {
             party_spread_diff: 2.0 * a[2] - t[2],
             outcome: 0.0,
         };
-        let logit = self.models.win.logit(&s);
-        if logit.abs() > self.max_logit {
-            return;
-        }
-        let decisive = sigmoid(logit);
+        let decisive = sigmoid(self.models.win.logit(&s));
         if !within_cap(decisive, self.max_imbalance) {
             return;
         }
