@@ -179,6 +179,8 @@ fn retrain_publishes_into_a_bucket() {
             "20",
             "--pool-sizes",
             "20",
+            "--holdout-days",
+            "2",
         ],
         &env,
     );
@@ -195,6 +197,34 @@ fn retrain_publishes_into_a_bucket() {
         let version = l.replace("/LATEST", "/v0001/manifest.json");
         assert!(keys.contains(&version), "{version} missing: {keys:?}");
     }
+    // The next day's run continues the bucket's LATEST of each mode and publishes v0002 there.
+    let (code, out, err) = mm_in(
+        cwd,
+        &[
+            "retrain",
+            "--lake",
+            "s3://bkt/lake",
+            "--models",
+            "s3://bkt/models",
+            "--work",
+            "w",
+            "--rounds",
+            "20",
+            "--pool-sizes",
+            "20",
+            "--margin",
+            "1",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("continued v0001 (lake version"), "{out}");
+    let keys = server.list("bkt");
+    for l in keys.iter().filter(|k| k.ends_with("/LATEST")) {
+        let version = l.replace("/LATEST", "/v0002/manifest.json");
+        assert!(keys.contains(&version), "{version} missing: {keys:?}");
+    }
+    assert!(url_named(cwd).is_empty(), "{:?}", url_named(cwd));
     // And every model verifies from the bucket.
     let (code, out, err) = mm_in(
         cwd,

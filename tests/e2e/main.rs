@@ -6,6 +6,7 @@
 mod util;
 
 mod churn_shards;
+mod daily;
 mod delta;
 mod ingest_canonical;
 mod ingest_real;

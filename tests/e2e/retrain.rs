@@ -92,9 +92,9 @@ fn a_crashed_retrain_resumes_and_never_publishes_half_an_artifact() {
     ]);
     assert_eq!(code, 0, "{out}{err}");
 
-    // Second retrain crashes right after publishing v0002 (not promoted): LATEST stays v0001,
-    // and v0002 is whole (it verifies).
-    let (code, _, err) = run(&["--crash-after", "export"]);
+    // Second retrain (in full: a continued one has nothing new to read) crashes right after
+    // publishing v0002 (not promoted): LATEST stays v0001, and v0002 is whole (it verifies).
+    let (code, _, err) = run(&["--full", "--crash-after", "export"]);
     assert_eq!(code, 101, "{err}");
     assert_eq!(latest(&models).as_deref(), Some("v0001"));
     let (code, out, err) = mm(&[

@@ -174,6 +174,27 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Lake(LakeCmd::Checkpoint(a)) => {
+            let lake = mm_lake::Lake::open(&a.lake)?;
+            let r = lake.checkpoint(a.expire_hours)?;
+            if out.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                let part = |t: Option<(i64, usize)>| {
+                    t.map_or_else(
+                        || "no table".to_string(),
+                        |(v, n)| format!("checkpoint at version {v}, {n} log entries deleted"),
+                    )
+                };
+                println!(
+                    "checkpoint {}: matches {}; quarantine {}",
+                    lake.root(),
+                    part(r.matches),
+                    part(r.quarantine)
+                );
+            }
+            Ok(())
+        }
         Cmd::Lake(LakeCmd::Vacuum(a)) => {
             let lake = mm_lake::Lake::open(&a.lake)?;
             let r = lake.vacuum(a.retention_hours, a.full, a.dry_run, a.force)?;

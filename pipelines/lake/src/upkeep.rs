@@ -1,4 +1,5 @@
-//! Upkeep of the tables: compaction (`optimize`) and `vacuum`, as Delta defines them.
+//! Upkeep of the tables: compaction (`optimize`), `vacuum` and the log's checkpoint and
+//! cleanup, as Delta defines them.
 
 use std::path::PathBuf;
 
@@ -30,7 +31,48 @@ pub struct VacuumReport {
     pub quarantine: Vec<String>,
 }
 
+/// What [`Lake::checkpoint`] did, per table: the version checkpointed and the log entries
+/// deleted.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckpointReport {
+    pub matches: Option<(i64, usize)>,
+    pub quarantine: Option<(i64, usize)>,
+}
+
 impl Lake {
+    /// Writes a checkpoint of each table at the version this lake was opened at, then deletes
+    /// the log entries before the newest checkpoint that are older than `expire_hours`, as
+    /// delta-rs's log cleanup does (Delta's `logRetentionDuration` is 30 days, 720 hours). A
+    /// log written by a service's flushes gains a commit per flush: this keeps it short. A
+    /// reader that continues from a version whose commits are gone (a continued `mm retrain`,
+    /// a replica of `mm serve`) is told so and reads the table whole instead.
+    pub fn checkpoint(&self, expire_hours: u64) -> Result<CheckpointReport> {
+        use deltalake_core::checkpoints::{cleanup_expired_logs_for, create_checkpoint};
+        let mut report = CheckpointReport::default();
+        let cutoff = chrono::Utc::now().timestamp_millis()
+            - i64::try_from(expire_hours)
+                .unwrap_or(i64::MAX / 3_600_000)
+                .saturating_mul(3_600_000);
+        for (view, out) in [
+            (&self.matches, &mut report.matches),
+            (&self.quarantine, &mut report.quarantine),
+        ] {
+            let Some(t) = &view.table else { continue };
+            delta::check_protocol(&view.loc, t, true)?;
+            let version = t.snapshot().map_err(delta::delta_err(&view.loc))?.version();
+            delta::block_on(create_checkpoint(t, None)).map_err(delta::delta_err(&view.loc))?;
+            let deleted = delta::block_on(cleanup_expired_logs_for(
+                version,
+                t.log_store().as_ref(),
+                cutoff,
+                None,
+            ))
+            .map_err(delta::delta_err(&view.loc))?;
+            *out = Some((i64::try_from(version).unwrap_or(i64::MAX), deleted));
+        }
+        Ok(report)
+    }
+
     /// Compacts every day of the matches table that has at least `min_files` files into one
     /// file in lake order, as Delta's OPTIMIZE does: one commit of `remove` and `add` actions
     /// with `dataChange: false`, so readers of any version see the same rows and streaming

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use mm_eval::{EvalConfig, EvalError, Holdout};
 
+pub mod daily;
 mod summary;
 pub use summary::summary;
 
@@ -65,6 +66,14 @@ pub struct RetrainConfig {
     pub pool_sizes: Vec<usize>,
     /// Team modes: the evaluation's queue replay tick, seconds (`mm evaluate --tick-s`).
     pub tick_s: f64,
+    /// Fit every mode from the whole history even when a promoted model could be continued.
+    pub full: bool,
+    /// Continue a promoted model only while the last full fit in its chain ended less than
+    /// this long before the run's cutoff (ms); then fit in full.
+    pub full_every_ms: i64,
+    /// Fit in full when more than this share of the rows since the promoted model started
+    /// before its data's end (late matches).
+    pub late_max: f64,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
     /// The run id of a new run (the process's, so that log lines and the run log agree);
@@ -124,6 +133,12 @@ pub struct ModeRun {
     pub candidate: Option<serde_json::Value>,
     pub baseline_holdout: Option<serde_json::Value>,
     pub decision: Option<String>,
+    /// Continued from the promoted model over the matches it has not seen ([`daily`]);
+    /// `None`: fitted on the whole history, for the reason in `full_reason`.
+    #[serde(default)]
+    pub continued: Option<daily::Continued>,
+    #[serde(default)]
+    pub full_reason: Option<String>,
 }
 
 impl ModeRun {
@@ -151,6 +166,18 @@ impl RetrainConfig {
             return Err(RetrainError::Input(format!(
                 "--holdout-days is {}: at least one day is held out",
                 self.holdout_ms / 86_400_000
+            )));
+        }
+        if self.full_every_ms < DAY_MS {
+            return Err(RetrainError::Input(format!(
+                "--full-every is {} ms: at least a day (1d); every run is full with --full",
+                self.full_every_ms
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.late_max) {
+            return Err(RetrainError::Input(format!(
+                "--late-max is {}: a share of the new rows, from 0 to 1",
+                self.late_max
             )));
         }
         if !(self.tick_s > 0.0 && self.tick_s.is_finite()) {
@@ -580,6 +607,66 @@ fn cutoff_stage(cfg: &RetrainConfig, st: &mut RunState) -> Result<(), RetrainErr
             }
         })
         .collect();
+    plan_modes(cfg, st, &lake, cutoff)
+}
+
+/// Chooses, per mode, a full fit or the promoted model continued ([`daily::plan`]); a mode with
+/// nothing new keeps its model and runs no stage.
+fn plan_modes(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    lake: &mm_lake::Lake,
+    cutoff: i64,
+) -> Result<(), RetrainError> {
+    let policy = daily::Policy {
+        force_full: cfg.full,
+        full_every_ms: cfg.full_every_ms,
+        late_max: cfg.late_max,
+    };
+    for m in 0..st.modes.len() {
+        let run = &st.modes[m];
+        let store = Store::new(cfg.models.join(&run.name));
+        let latest = match store.latest() {
+            Ok(Some(v)) => match store.open(&v) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    st.modes[m].full_reason = Some(format!("LATEST {v} cannot be read: {e}"));
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        let plan = daily::plan(policy, latest.as_ref(), lake, &cfg.lake, &run.mode, cutoff)?;
+        let mode = run.mode.clone();
+        match plan {
+            daily::Plan::Full(why) => {
+                tracing::info!(mode = %mode, "{mode}: full fit ({why})");
+                st.modes[m].full_reason = Some(why);
+            }
+            daily::Plan::Continue(c) => {
+                tracing::info!(
+                    mode = %mode,
+                    base = %c.base,
+                    new_rows = c.new_rows,
+                    late_rows = c.late_rows,
+                    "{mode}: continuing {} over {} new and {} late rows",
+                    c.base,
+                    c.new_rows,
+                    c.late_rows
+                );
+                st.modes[m].baseline = Some(c.base.clone());
+                st.modes[m].continued = Some(c);
+            }
+            daily::Plan::Nothing(why) => {
+                let base = latest.map(|a| a.manifest.model_version).unwrap_or_default();
+                st.modes[m].baseline = Some(base.clone());
+                st.modes[m].decision = Some(format!("kept {base}: {why}"));
+                for stage in &STAGES[2..] {
+                    st.done.push(format!("{mode}/{stage}"));
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -631,6 +718,31 @@ fn mode_stage(
     let (skill_dir, churn_dir, eval_dir) =
         (dir.join("skill"), dir.join("churn"), dir.join("evaluation"));
     let mode = Some(run.mode.clone());
+    if let Some(mut c) = run.continued.clone() {
+        match stage {
+            "fit-skill" => {
+                let store = Store::new(cfg.models.join(&run.name));
+                let art = store.open(&c.base)?;
+                let lake = mm_lake::Lake::open_as_of(&cfg.lake, pinned(st))?;
+                let cutoff = st.cutoff_ms.unwrap_or(i64::MAX);
+                daily::continue_model(
+                    &art,
+                    &lake,
+                    &cfg.lake,
+                    &run.mode,
+                    cutoff,
+                    &mut c,
+                    &dir.join("continued"),
+                )?;
+                st.modes[m].continued = Some(c);
+                return Ok(());
+            }
+            // The churn model is the base's (refitted by full runs).
+            "fit-churn" => return Ok(()),
+            "export" => return export_stage(cfg, st, m, &skill_dir, &churn_dir),
+            _ => {}
+        }
+    }
     match stage {
         "fit-skill" => {
             let mut c = mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir);
@@ -729,6 +841,12 @@ fn export_stage(
         st.notes.push(format!(
             "{name} {version} was already published; verified, not exported again"
         ));
+        return Ok(());
+    }
+    if st.modes[m].continued.is_some() {
+        let dir = st.modes[m].dir(&cfg.work).join("continued");
+        let (manifest, files) = daily::read_continued(&dir)?;
+        store.publish(&version, manifest, &files, false, None)?;
         return Ok(());
     }
     mm_fit::export::export(&mm_fit::export::ExportConfig {

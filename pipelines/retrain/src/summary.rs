@@ -26,15 +26,49 @@ pub fn summary(work: &Path, st: &RunState) -> Vec<String> {
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or(Value::Null)
         };
-        out.extend(skill_lines(&read("skill/skill_metrics.json")));
-        out.extend(churn_lines(&read("churn/churn_metrics.json")));
+        if let Some(c) = &m.continued {
+            out.push(continued_line(c));
+        } else if m.decision.as_deref().is_some_and(|d| d.starts_with("kept"))
+            && m.full_reason.is_none()
+            && m.version.is_none()
+        {
+            // Nothing new: no stage ran.
+            continue;
+        } else {
+            if let Some(why) = &m.full_reason {
+                out.push(format!("  full fit  {why}"));
+            }
+            out.extend(skill_lines(&read("skill/skill_metrics.json")));
+            out.extend(churn_lines(&read("churn/churn_metrics.json")));
+        }
         out.extend(eval_lines(&read("evaluation/evaluation.json")));
-        out.push(format!(
-            "  reports   {}/{{skill/skill_report,churn/churn_report,evaluation/evaluation}}.html",
-            dir.display()
-        ));
+        out.push(if m.continued.is_some() {
+            format!("  reports   {}/evaluation/evaluation.html", dir.display())
+        } else {
+            format!(
+                "  reports   {}/{{skill/skill_report,churn/churn_report,evaluation/evaluation}}.html",
+                dir.display()
+            )
+        });
     }
     out
+}
+
+/// A continued run's line: from which model and lake version to which, and what it read.
+fn continued_line(c: &crate::daily::Continued) -> String {
+    format!(
+        "  continued {} (lake version {} -> {}): {} new matches ({} rows), {} late ({} rows); \
+         {} players, {} new; raw skill, states and percentiles updated, the other models kept",
+        c.base,
+        c.from_lake_version,
+        c.to_lake_version,
+        c.new_matches,
+        c.new_rows,
+        c.late_matches,
+        c.late_rows,
+        c.players,
+        c.new_players
+    )
 }
 
 fn f(v: &Value) -> f64 {

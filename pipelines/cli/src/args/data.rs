@@ -114,8 +114,22 @@ pub enum LakeCmd {
     Optimize(LakeOptimizeArgs),
     /// Deletes files that no retained version needs (Delta VACUUM, as delta-rs does it).
     Vacuum(LakeVacuumArgs),
+    /// Writes a checkpoint of the log and deletes its entries older than it and than
+    /// --expire-hours (Delta's log cleanup; the data files stay).
+    Checkpoint(LakeCheckpointArgs),
     /// Turns a local lake of the layout before Delta Lake into Delta tables, in place.
     Convert(LakeShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LakeCheckpointArgs {
+    #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
+    pub lake: PathBuf,
+    /// Delete log entries older than this many hours, before the checkpoint (Delta's default
+    /// log retention: 720). A continued `mm retrain` or a `mm serve` replica whose version's
+    /// commits are gone reads the table whole instead.
+    #[arg(long, default_value_t = 720)]
+    pub expire_hours: u64,
 }
 
 #[derive(Debug, Args)]

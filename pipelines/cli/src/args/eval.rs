@@ -47,9 +47,28 @@ pub struct RetrainArgs {
     /// longer tick evaluates a large lake's holdout day faster, in larger pools).
     #[arg(long, default_value_t = 5.0)]
     pub tick_s: f64,
+    /// Fit every mode on the whole history, even where the promoted model could be continued
+    /// over the new days only.
+    #[arg(long)]
+    pub full: bool,
+    /// Continue a promoted model (raw skill, player states and percentiles over the new days;
+    /// the other models kept) only while the last full fit of its chain ended less than this
+    /// long before the run's cutoff; then fit in full. A duration: 7d, 1w, 36h.
+    #[arg(long, default_value = "7d", value_parser = parse_duration)]
+    pub full_every: i64,
+    /// Fit in full when more than this share of the rows since the promoted model started
+    /// before the end of its data (late matches, which a continued run applies after the
+    /// model's own).
+    #[arg(long, default_value_t = 0.05)]
+    pub late_max: f64,
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
+}
+
+/// A duration such as `7d`, `1w`, `36h` or `90m`, in milliseconds.
+fn parse_duration(s: &str) -> Result<i64, String> {
+    mm_fit::churn::parse_horizon(s).map_err(|e| e.to_string())
 }
 
 impl RetrainArgs {
@@ -68,6 +87,9 @@ impl RetrainArgs {
             rounds: self.rounds,
             pool_sizes: self.pool_sizes.clone(),
             tick_s: self.tick_s,
+            full: self.full,
+            full_every_ms: self.full_every,
+            late_max: self.late_max,
             crash_after: self.crash_after.clone(),
             run_id: None,
         };

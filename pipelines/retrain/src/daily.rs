@@ -1,0 +1,460 @@
+//! The daily run: the promoted model continued over the matches it has not seen, instead of a
+//! fit over the whole history.
+//!
+//! A model fitted on the lake at version `v` saw exactly the mode's matches that started before
+//! the midnight after its snapshot's last match (`snapshot_as_of_ms`). What it has not seen,
+//! in the run's pinned snapshot of the lake:
+//!
+//! - **new**: the mode's matches of the days from that midnight to the run's cutoff (read
+//!   from the day partitions, however many commits wrote them);
+//! - **late**: the mode's matches of earlier days in files the matches table gained after `v`
+//!   with new data (`add` actions with `dataChange: true`, [`mm_lake::Lake::changes_since`]),
+//!   so that `mm lake optimize` and other rewrites of old days bring nothing.
+//!
+//! They are applied to the artifact's player snapshot in start order (the late ones, which all
+//! started earlier, first) by the service's own live update ([`LiveUpdater`]: raw skill's
+//! update with the artifact's parameters and party offsets, and each player's match history);
+//! without late matches this is the full replay's arithmetic, so raw skill equals a replay of
+//! the whole history with the same parameters. Then the window counts are recounted from the
+//! lake's rows of the last month (the snapshot keeps a few matches per player, too few to see
+//! a busy player's old matches leave a window), the percentile map is refitted on the players
+//! active in the last [`ACTIVE_DAYS`] days, and every player's percentile is read from it.
+//!
+//! The churn model, the team win model, the party adjustment, the win skill and raw skill's
+//! hyperparameters are the artifact's: they are refitted by full runs (`--full`, and every
+//! `--full-every`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use mm_artifact::Artifact;
+use mm_artifact::features::WINDOWS_MS;
+use mm_artifact::load::{PERCENTILES_FILE, PLAYERS_FILE, json_bytes};
+use mm_artifact::manifest::Manifest;
+use mm_artifact::online::{FinishedMatch, LiveUpdater};
+use mm_artifact::percentile::PercentileMap;
+use mm_artifact::skill::RoleComparison;
+use mm_artifact::snapshot::{PlayerState, write_snapshot};
+use mm_lake::Lake;
+use serde::{Deserialize, Serialize};
+
+use crate::{DAY_MS, RetrainError, io};
+
+/// Players whose last match is at most this many days before the data's end make the
+/// percentile map (the skill fit's `active_days`).
+pub const ACTIVE_DAYS: i64 = 28;
+
+/// Where a continued run starts and what it reads: fixed at the cutoff stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Continued {
+    /// The version continued (the model's `LATEST` at the cutoff stage).
+    pub base: String,
+    /// The lake version the base was fitted on, and the version this run reads.
+    pub from_lake_version: i64,
+    pub to_lake_version: i64,
+    /// The base saw the matches before this time (the midnight after its last match).
+    pub from_ms: i64,
+    /// The data end of the last full fit in the chain of continued versions (`--full-every`
+    /// counts from it).
+    pub full_data_end_ms: i64,
+    /// The new and late matches and player-match rows of the mode.
+    pub new_matches: u64,
+    pub new_rows: u64,
+    pub late_matches: u64,
+    pub late_rows: u64,
+    /// Players in the continued snapshot, and how many of them are new.
+    #[serde(default)]
+    pub players: u64,
+    #[serde(default)]
+    pub new_players: u64,
+}
+
+/// An artifact's files: name and bytes.
+pub type Files = Vec<(String, Vec<u8>)>;
+
+/// What a mode's run does: a full fit (and why), a continued one, or nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Full(String),
+    Continue(Continued),
+    /// Nothing new since the base: the reason.
+    Nothing(String),
+}
+
+/// The settings the choice reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub force_full: bool,
+    pub full_every_ms: i64,
+    pub late_max: f64,
+}
+
+fn date(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map_or_else(|| ms.to_string(), |d| d.format("%Y-%m-%d").to_string())
+}
+
+/// The midnight after `ms` (UTC).
+fn midnight_after(ms: i64) -> i64 {
+    (ms.div_euclid(DAY_MS) + 1) * DAY_MS
+}
+
+/// The mode's matches of `files`, with start before `until`.
+fn read_mode(
+    files: &[std::path::PathBuf],
+    mode: &str,
+    until: i64,
+) -> Result<Vec<FinishedMatch>, RetrainError> {
+    let mut out = Vec::new();
+    for f in files {
+        for (m, fm) in mm_lake::results::read_finished(f)? {
+            if m == mode && fm.start_ms < until {
+                out.push(fm);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The files of the days `[from_ms, until_ms)` of the pinned lake.
+fn window_files(
+    lake: &Lake,
+    from_ms: i64,
+    until_ms: i64,
+) -> Result<Vec<std::path::PathBuf>, RetrainError> {
+    let (first, end) = (from_ms.div_euclid(DAY_MS), until_ms.div_euclid(DAY_MS));
+    let mut out = Vec::new();
+    for day in lake.days()? {
+        if i64::from(day) >= first && i64::from(day) < end.max(first) {
+            out.extend(lake.partition_files(day)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The late files: added with new data after `version`, of days before `from_ms`.
+fn late_files(
+    lake: &Lake,
+    version: i64,
+    from_ms: i64,
+) -> Result<Vec<std::path::PathBuf>, mm_lake::LakeError> {
+    let first = from_ms.div_euclid(DAY_MS);
+    let mut out = Vec::new();
+    for change in lake.changes_since(version)? {
+        for f in change.added {
+            if f.day.is_some_and(|d| i64::from(d) < first) {
+                out.push(lake.matches_file(&f)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Chooses what the mode's run does. `latest`: the model's promoted version, if any, opened;
+/// `lake`: the run's pinned snapshot; `cutoff_ms`: the run's cutoff.
+///
+/// # Errors
+/// The lake cannot be read (a log that no longer reaches the base's version is not an error:
+/// the run goes full and says so).
+pub fn plan(
+    policy: Policy,
+    latest: Option<&Artifact>,
+    lake: &Lake,
+    lake_arg: &Path,
+    mode: &str,
+    cutoff_ms: i64,
+) -> Result<Plan, RetrainError> {
+    if policy.force_full {
+        return Ok(Plan::Full("--full".into()));
+    }
+    let Some(art) = latest else {
+        return Ok(Plan::Full("no promoted model to continue".into()));
+    };
+    let m = &art.manifest;
+    let v = &m.model_version;
+    if m.mode.as_deref() != Some(mode) {
+        return Ok(Plan::Full(format!(
+            "LATEST {v} was fitted on mode {:?}, not {mode:?}",
+            m.mode
+        )));
+    }
+    if m.data.lake != lake_arg.display().to_string() {
+        return Ok(Plan::Full(format!(
+            "LATEST {v} was fitted on the lake {:?}, not {:?}",
+            m.data.lake,
+            lake_arg.display().to_string()
+        )));
+    }
+    let Some(from_version) = m.data.lake_version else {
+        return Ok(Plan::Full(format!("LATEST {v} records no lake version")));
+    };
+    let to_version = lake.version().unwrap_or(-1);
+    if from_version > to_version {
+        return Ok(Plan::Full(format!(
+            "LATEST {v} was fitted on lake version {from_version}, later than this run's \
+             {to_version}"
+        )));
+    }
+    if art.skill.raw_skill.roles == RoleComparison::Normalised {
+        return Ok(Plan::Full(format!(
+            "LATEST {v} compares roles by normalised metric, whose running statistics the \
+             artifact does not keep"
+        )));
+    }
+    let from_ms = midnight_after(m.snapshot_as_of_ms);
+    if cutoff_ms < from_ms {
+        return Ok(Plan::Full(format!(
+            "this run's cutoff ({}) is before the end of LATEST {v}'s data ({})",
+            date(cutoff_ms),
+            date(from_ms)
+        )));
+    }
+    let full_data_end_ms = m
+        .metrics
+        .get("continued")
+        .and_then(|c| c.get("full_data_end_ms"))
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(from_ms);
+    if cutoff_ms - full_data_end_ms >= policy.full_every_ms {
+        return Ok(Plan::Full(format!(
+            "the last full fit's data end at {}, {} day(s) before this run's cutoff (--full-every \
+             {} day(s))",
+            date(full_data_end_ms),
+            (cutoff_ms - full_data_end_ms) / DAY_MS,
+            policy.full_every_ms / DAY_MS
+        )));
+    }
+    let late = match late_files(lake, from_version, from_ms) {
+        Ok(f) => f,
+        Err(mm_lake::LakeError::LogTruncated { version, .. }) => {
+            return Ok(Plan::Full(format!(
+                "the lake's log no longer holds version {version} (cleaned up after a \
+                 checkpoint), so the matches added since LATEST {v}'s version {from_version} \
+                 cannot be told apart"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let count = |ms: &[FinishedMatch]| {
+        (
+            ms.len() as u64,
+            ms.iter().map(|m| m.rows.len() as u64).sum::<u64>(),
+        )
+    };
+    let (late_matches, late_rows) = count(&read_mode(&late, mode, cutoff_ms)?);
+    let (new_matches, new_rows) = count(&read_mode(
+        &window_files(lake, from_ms, cutoff_ms)?,
+        mode,
+        cutoff_ms,
+    )?);
+    if new_rows + late_rows == 0 {
+        return Ok(Plan::Nothing(format!(
+            "no match of this mode since LATEST {v} (lake version {from_version}, data until {})",
+            date(from_ms)
+        )));
+    }
+    let share = late_rows as f64 / (new_rows + late_rows) as f64;
+    if share > policy.late_max {
+        return Ok(Plan::Full(format!(
+            "{late_rows} of the {} rows since LATEST {v} started before its data's end ({:.1} %, \
+             more than --late-max {:.1} %)",
+            new_rows + late_rows,
+            100.0 * share,
+            100.0 * policy.late_max
+        )));
+    }
+    Ok(Plan::Continue(Continued {
+        base: v.clone(),
+        from_lake_version: from_version,
+        to_lake_version: to_version,
+        from_ms,
+        full_data_end_ms,
+        new_matches,
+        new_rows,
+        late_matches,
+        late_rows,
+        players: 0,
+        new_players: 0,
+    }))
+}
+
+/// The continued model: the base artifact's files with a new player snapshot and percentile
+/// map, and its manifest, written into `out` (`manifest.json` and the files) for the export
+/// stage to publish.
+///
+/// # Errors
+/// The lake or the base cannot be read, or `out` cannot be written.
+pub fn continue_model(
+    art: &Artifact,
+    lake: &Lake,
+    lake_arg: &Path,
+    mode: &str,
+    cutoff_ms: i64,
+    c: &mut Continued,
+    out: &Path,
+) -> Result<(), RetrainError> {
+    let late = late_files(lake, c.from_lake_version, c.from_ms)?;
+    let mut matches = read_mode(&late, mode, cutoff_ms)?;
+    let late_n = matches.len();
+    matches.extend(read_mode(
+        &window_files(lake, c.from_ms, cutoff_ms)?,
+        mode,
+        cutoff_ms,
+    )?);
+    // Start order, ties by match id, as the replay reads a day (its rows by team within a
+    // match, which `read_finished` gives); the late ones all started before the others.
+    matches[..late_n].sort_by(|a, b| (a.start_ms, &a.match_id).cmp(&(b.start_ms, &b.match_id)));
+    matches[late_n..].sort_by(|a, b| (a.start_ms, &a.match_id).cmp(&(b.start_ms, &b.match_id)));
+    c.late_matches = late_n as u64;
+    c.late_rows = matches[..late_n].iter().map(|m| m.rows.len() as u64).sum();
+    c.new_matches = (matches.len() - late_n) as u64;
+    c.new_rows = matches[late_n..].iter().map(|m| m.rows.len() as u64).sum();
+
+    let mut updater = LiveUpdater::new(art)
+        .map_err(|e| RetrainError::Input(format!("{}: {e}", art.dir.display())))?;
+    let mut touched: HashMap<String, PlayerState> = HashMap::new();
+    let mut end = art.manifest.snapshot_as_of_ms;
+    for m in &matches {
+        let before = m
+            .rows
+            .iter()
+            .map(|r| {
+                touched
+                    .get(&r.player_id)
+                    .cloned()
+                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
+            })
+            .collect();
+        for s in updater.apply(m, before) {
+            touched.insert(s.player_id.clone(), s);
+        }
+        end = end.max(m.start_ms);
+    }
+    // Every player: the snapshot's, updated where they played, then the new ones, by id.
+    let mut players: Vec<PlayerState> = Vec::with_capacity(art.snapshot.len() + touched.len());
+    for p in art.snapshot.iter() {
+        players.push(touched.remove(&p.player_id).unwrap_or(p));
+    }
+    c.new_players = touched.len() as u64;
+    players.extend(touched.into_values());
+    players.sort_by(|a, b| a.player_id.cmp(&b.player_id));
+    c.players = players.len() as u64;
+
+    let counts = window_counts(lake, mode, end, cutoff_ms)?;
+    for p in &mut players {
+        p.window_counts = counts.get(p.player_id.as_str()).copied().unwrap_or([0; 4]);
+        p.counts_as_of_ms = end;
+    }
+    let active: Vec<f64> = players
+        .iter()
+        .filter(|p| p.last_seen_ms >= end - ACTIVE_DAYS * DAY_MS)
+        .map(|p| p.raw_skill)
+        .collect();
+    let map = PercentileMap::fit(&active, art.percentiles.skill.len()).ok_or_else(|| {
+        RetrainError::Input(format!("{}: no active player to map", lake_arg.display()))
+    })?;
+    for p in &mut players {
+        p.percentile = map.percentile(p.raw_skill);
+    }
+
+    // The base's files, but for the snapshot and the percentile map.
+    let win_skill = art.snapshot.has_win_skill();
+    let history = art.churn.model.spec.history;
+    let mut files: Files = Vec::new();
+    for f in &art.manifest.files {
+        let bytes = match f.path.as_str() {
+            PLAYERS_FILE => write_snapshot(history, &players, win_skill)
+                .map_err(|e| RetrainError::Input(format!("writing the snapshot: {e}")))?,
+            PERCENTILES_FILE => json_bytes(&map),
+            name => {
+                let path = art.dir.join(name);
+                std::fs::read(&path).map_err(io(&path))?
+            }
+        };
+        files.push((f.path.clone(), bytes));
+    }
+    let mut manifest: Manifest = art.manifest.clone();
+    manifest.created_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    manifest.code_version = env!("CARGO_PKG_VERSION").to_string();
+    manifest.data.lake_version = Some(c.to_lake_version);
+    manifest.data.last_match_ms = end;
+    manifest.data.rows += c.new_rows + c.late_rows;
+    manifest.data.matches += c.new_matches + c.late_matches;
+    manifest.data.players = c.players;
+    manifest.snapshot_as_of_ms = end;
+    manifest.metrics.insert(
+        "continued".into(),
+        serde_json::to_value(&*c).map_err(|e| RetrainError::Input(e.to_string()))?,
+    );
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    for (name, bytes) in &files {
+        let p = out.join(name);
+        mm_eval::report::write_atomic(&p, bytes)?;
+    }
+    let p = out.join("manifest.json");
+    let bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| RetrainError::Input(e.to_string()))?;
+    mm_eval::report::write_atomic(&p, &bytes)?;
+    Ok(())
+}
+
+/// Matches per player in the 8h, 1d, 1w and 1m before `end` (start in `[end - w, end)`), of
+/// the mode's rows before `cutoff_ms`, as the churn fit's state table counts them.
+fn window_counts(
+    lake: &Lake,
+    mode: &str,
+    end: i64,
+    cutoff_ms: i64,
+) -> Result<HashMap<String, [u32; 4]>, RetrainError> {
+    use mm_lake::schema::col;
+    let widest = WINDOWS_MS[3];
+    let mut out: HashMap<String, [u32; 4]> = HashMap::new();
+    let cols = [col::PLAYER_ID, col::START_TIME, col::MODE];
+    for f in window_files(lake, end - widest, cutoff_ms)? {
+        for b in mm_lake::parquet_io::read_parquet_columns(&f, Some(&cols))? {
+            let (Some(p), Some(s), Some(m)) = (
+                b.column_by_name(col::PLAYER_ID),
+                b.column_by_name(col::START_TIME),
+                b.column_by_name(col::MODE),
+            ) else {
+                continue;
+            };
+            let (p, m) = (p.as_string::<i32>(), m.as_string::<i32>());
+            let s = s.as_primitive::<arrow_array::types::TimestampMillisecondType>();
+            for i in 0..b.num_rows() {
+                if m.is_null(i) || m.value(i) != mode || s.is_null(i) {
+                    continue;
+                }
+                let t = s.value(i);
+                if t >= end || t >= cutoff_ms {
+                    continue;
+                }
+                let e = out.entry(p.value(i).to_string()).or_insert([0; 4]);
+                for (k, w) in WINDOWS_MS.iter().enumerate() {
+                    if t >= end - w {
+                        e[k] += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads what [`continue_model`] wrote into `dir`: the manifest and the files.
+///
+/// # Errors
+/// A file is missing or the manifest does not parse.
+pub fn read_continued(dir: &Path) -> Result<(Manifest, Files), RetrainError> {
+    let p = dir.join("manifest.json");
+    let m: Manifest = serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
+        .map_err(|e| RetrainError::Input(format!("{}: {e}", p.display())))?;
+    let mut files = Vec::new();
+    for f in &m.files {
+        let p = dir.join(&f.path);
+        files.push((f.path.clone(), std::fs::read(&p).map_err(io(&p))?));
+    }
+    Ok((m, files))
+}
