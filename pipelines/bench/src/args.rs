@@ -130,6 +130,8 @@ pub struct BenchScaleArgs {
     /// is the churn feature build alone (`mm fit churn --shard 0/1`, into a table of its own),
     /// which `fit-churn` runs again before its fit. `retrain` is `mm retrain` on the lake (the
     /// fits, export and evaluation chained in one process, its last day held out).
+    /// `retrain-daily` is the nightly pair: `mm retrain --full` with two days held out, then
+    /// the next day's run, which continues that model over one day (not in the default list).
     #[arg(
         long,
         value_delimiter = ',',

@@ -326,6 +326,46 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         )?;
         push("retrain", rows, "rows", t);
     }
+    if stage("retrain-daily") {
+        // The nightly job's two kinds of run: a full one on the lake without its last day
+        // (two days held out), then the next day's, which continues the promoted model over
+        // the one day more (the last day held out). Both evaluate at the one-minute tick.
+        let (work, daily_models) = (dir.join("daily-work"), dir.join("daily-models"));
+        let _ = std::fs::remove_dir_all(&work);
+        let _ = std::fs::remove_dir_all(&daily_models);
+        let retrain = |holdout: &str, extra: &[&str]| -> Result<Command> {
+            let mut args = vec![
+                "retrain",
+                "--lake",
+                s(&lake),
+                "--mode",
+                mode,
+                "--models",
+                s(&daily_models),
+                "--work",
+                s(&work),
+                "--holdout-days",
+                holdout,
+                "--margin",
+                "1",
+            ];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&EVALUATION);
+            mm(&args)
+        };
+        let t = measure(retrain("2", &["--full"])?, &dir)?;
+        push("retrain-full", rows, "rows", t);
+        let t = measure(retrain("1", &[])?, &dir)?;
+        let log = std::fs::read_to_string(work.join("runs.jsonl"))?;
+        anyhow::ensure!(
+            log.lines()
+                .last()
+                .is_some_and(|l| l.contains("\"continued\":{")),
+            "the daily run did not continue the full run's model: {}",
+            log.lines().last().unwrap_or_default()
+        );
+        push("retrain-daily", rows, "rows", t);
+    }
     Ok(())
 }
 
@@ -353,7 +393,7 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
 }
 
 pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
-    const STAGES: [&str; 7] = [
+    const STAGES: [&str; 8] = [
         "ingest",
         "fit-skill",
         "churn-features",
@@ -361,6 +401,7 @@ pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
         "export",
         "evaluate",
         "retrain",
+        "retrain-daily",
     ];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(

@@ -31,13 +31,15 @@ use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use mm_artifact::Artifact;
 use mm_artifact::features::WINDOWS_MS;
-use mm_artifact::load::{PERCENTILES_FILE, PLAYERS_FILE, json_bytes};
+use mm_artifact::load::{PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, TEAM_WIN_FILE, json_bytes};
 use mm_artifact::manifest::Manifest;
 use mm_artifact::online::{FinishedMatch, LiveUpdater};
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RoleComparison;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
+use mm_artifact::team::{SkillBasis, TeamSample, TeamWinModel};
 use mm_lake::Lake;
+use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::{DAY_MS, RetrainError, io};
@@ -69,6 +71,10 @@ pub struct Continued {
     pub players: u64,
     #[serde(default)]
     pub new_players: u64,
+    /// What became of the team win model and party adjustment: refitted on the window's
+    /// matches, or kept (and why).
+    #[serde(default)]
+    pub team_model: String,
 }
 
 /// An artifact's files: name and bytes.
@@ -277,6 +283,7 @@ pub fn plan(
         late_rows,
         players: 0,
         new_players: 0,
+        team_model: String::new(),
     }))
 }
 
@@ -286,6 +293,7 @@ pub fn plan(
 ///
 /// # Errors
 /// The lake or the base cannot be read, or `out` cannot be written.
+#[allow(clippy::too_many_arguments)]
 pub fn continue_model(
     art: &Artifact,
     lake: &Lake,
@@ -293,6 +301,7 @@ pub fn continue_model(
     mode: &str,
     cutoff_ms: i64,
     c: &mut Continued,
+    window: &Window,
     out: &Path,
 ) -> Result<(), RetrainError> {
     let late = late_files(lake, c.from_lake_version, c.from_ms)?;
@@ -316,8 +325,9 @@ pub fn continue_model(
         .map_err(|e| RetrainError::Input(format!("{}: {e}", art.dir.display())))?;
     let mut touched: HashMap<String, PlayerState> = HashMap::new();
     let mut end = art.manifest.snapshot_as_of_ms;
+    let mut samples: Vec<TeamSample> = Vec::new();
     for m in &matches {
-        let before = m
+        let before: Vec<PlayerState> = m
             .rows
             .iter()
             .map(|r| {
@@ -327,6 +337,9 @@ pub fn continue_model(
                     .unwrap_or_else(|| art.player_or_new(&r.player_id))
             })
             .collect();
+        if let Some(s) = team_sample(m, &before) {
+            samples.push(s);
+        }
         for s in updater.apply(m, before) {
             touched.insert(s.player_id.clone(), s);
         }
@@ -359,7 +372,10 @@ pub fn continue_model(
         p.percentile = map.percentile(p.raw_skill);
     }
 
-    // The base's files, but for the snapshot and the percentile map.
+    let team = refit_team(art, &samples, window, cutoff_ms)?;
+    c.team_model = team.note;
+
+    // The base's files, but for the snapshot, the percentile map and a refitted team model.
     let win_skill = art.snapshot.has_win_skill();
     let history = art.churn.model.spec.history;
     let mut files: Files = Vec::new();
@@ -368,6 +384,10 @@ pub fn continue_model(
             PLAYERS_FILE => write_snapshot(history, &players, win_skill)
                 .map_err(|e| RetrainError::Input(format!("writing the snapshot: {e}")))?,
             PERCENTILES_FILE => json_bytes(&map),
+            TEAM_WIN_FILE if team.model.is_some() => json_bytes(&team.model),
+            PARTY_FILE if team.model.is_some() => {
+                json_bytes(&team.model.and_then(|t| t.party_adjustment()))
+            }
             name => {
                 let path = art.dir.join(name);
                 std::fs::read(&path).map_err(io(&path))?
@@ -457,4 +477,119 @@ pub fn read_continued(dir: &Path) -> Result<(Manifest, Files), RetrainError> {
         files.push((f.path.clone(), std::fs::read(&p).map_err(io(&p))?));
     }
     Ok((m, files))
+}
+
+/// The sliding window of two-team matches the team win model is refitted on: each continued
+/// run keeps its matches' pre-match features in `dir` (one file per run, named by its cutoff
+/// day) and fits on the files of the last `days` days.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub dir: std::path::PathBuf,
+    pub days: i64,
+}
+
+/// What [`refit_team`] decided: the refitted model (`None`: the base's is kept) and why.
+struct TeamRefit {
+    model: Option<TeamWinModel>,
+    note: String,
+}
+
+/// Team A's features of a two-team match from the players' states before it, as the skill
+/// fit's replay takes them (its first row's team is A, the outcome is that row's).
+fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> {
+    let first = m.rows.first()?.team;
+    let split = m.rows.iter().take_while(|r| r.team == first).count();
+    let rest = &m.rows[split..];
+    if rest.is_empty() || rest.iter().any(|r| r.team != rest[0].team) {
+        return None;
+    }
+    let outcome = match m.rows[0].outcome {
+        mm_artifact::Outcome::Win => 1.0,
+        mm_artifact::Outcome::Draw => 0.5,
+        mm_artifact::Outcome::Loss => 0.0,
+    };
+    let values: Vec<f64> = before.iter().map(|s| s.raw_skill).collect();
+    let parties = mm_artifact::online::party_numbers(m);
+    Some(mm_fit::replay::sample_of(&values, &parties, split, outcome))
+}
+
+/// Saves this run's samples in the window, drops the files that left it, and refits the team
+/// win model (with its party terms) on the window when it holds at least
+/// [`mm_fit::MIN_LATEST_DECISIVE`] decisive matches, as the full fit does on its latest
+/// window. A model that reads the win skill is kept: the win skill is a whole-history fit.
+fn refit_team(
+    art: &Artifact,
+    samples: &[TeamSample],
+    window: &Window,
+    cutoff_ms: i64,
+) -> Result<TeamRefit, RetrainError> {
+    let keep = |note: String| TeamRefit { model: None, note };
+    if art
+        .team_win
+        .is_some_and(|t| t.basis == SkillBasis::WinSkill)
+    {
+        return Ok(keep(
+            "kept: it reads the win skill, refitted by full runs".into(),
+        ));
+    }
+    let dir = &window.dir;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let today = cutoff_ms.div_euclid(DAY_MS);
+    let rows: Vec<[f64; 4]> = samples
+        .iter()
+        .map(|s| {
+            [
+                s.skill_diff,
+                s.party_members_diff,
+                s.party_spread_diff,
+                s.outcome,
+            ]
+        })
+        .collect();
+    let path = dir.join(format!("{today}.json"));
+    let bytes = serde_json::to_vec(&rows).map_err(|e| RetrainError::Input(e.to_string()))?;
+    mm_eval::report::write_atomic(&path, &bytes)?;
+    let mut window_samples: Vec<TeamSample> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = e.map_err(io(dir))?.path();
+        let Some(day) = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        if day <= today - window.days || day > today {
+            // Out of the window (or from a run with a later cutoff, on another lake).
+            std::fs::remove_file(&p).map_err(io(&p))?;
+            continue;
+        }
+        let rows: Vec<[f64; 4]> = serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
+            .map_err(|e| RetrainError::Input(format!("{}: {e}", p.display())))?;
+        window_samples.extend(rows.into_iter().map(|r| TeamSample {
+            skill_diff: r[0],
+            party_members_diff: r[1],
+            party_spread_diff: r[2],
+            outcome: r[3],
+        }));
+    }
+    let decisive = window_samples.iter().filter(|s| s.outcome != 0.5).count();
+    let need = mm_fit::MIN_LATEST_DECISIVE;
+    if decisive < need {
+        return Ok(keep(format!(
+            "kept: {decisive} decisive matches in the last {} day(s) of continued runs, fewer \
+             than {need}",
+            window.days
+        )));
+    }
+    let model = TeamWinModel::fit(&window_samples, &TeamFitConfig::default())
+        .map_err(|e| RetrainError::Input(e.to_string()))?;
+    Ok(TeamRefit {
+        model: Some(model),
+        note: format!(
+            "refitted on {} matches ({decisive} decisive) of the last {} day(s)",
+            window_samples.len(),
+            window.days
+        ),
+    })
 }

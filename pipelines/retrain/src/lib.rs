@@ -74,6 +74,9 @@ pub struct RetrainConfig {
     /// Fit in full when more than this share of the rows since the promoted model started
     /// before its data's end (late matches).
     pub late_max: f64,
+    /// A continued run refits the team win model on the matches of the last this many days
+    /// of continued runs.
+    pub window_days: i64,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
     /// The run id of a new run (the process's, so that log lines and the run log agree);
@@ -172,6 +175,12 @@ impl RetrainConfig {
             return Err(RetrainError::Input(format!(
                 "--full-every is {} ms: at least a day (1d); every run is full with --full",
                 self.full_every_ms
+            )));
+        }
+        if self.window_days < 1 {
+            return Err(RetrainError::Input(format!(
+                "--window-days is {}: at least 1",
+                self.window_days
             )));
         }
         if !(0.0..=1.0).contains(&self.late_max) {
@@ -732,6 +741,10 @@ fn mode_stage(
                     &run.mode,
                     cutoff,
                     &mut c,
+                    &daily::Window {
+                        dir: dir.join("team-window"),
+                        days: cfg.window_days,
+                    },
                     &dir.join("continued"),
                 )?;
                 st.modes[m].continued = Some(c);

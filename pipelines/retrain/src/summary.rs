@@ -58,7 +58,8 @@ pub fn summary(work: &Path, st: &RunState) -> Vec<String> {
 fn continued_line(c: &crate::daily::Continued) -> String {
     format!(
         "  continued {} (lake version {} -> {}): {} new matches ({} rows), {} late ({} rows); \
-         {} players, {} new; raw skill, states and percentiles updated, the other models kept",
+         {} players, {} new; raw skill, states and percentiles updated; team win model {}; \
+         churn model kept",
         c.base,
         c.from_lake_version,
         c.to_lake_version,
@@ -67,7 +68,12 @@ fn continued_line(c: &crate::daily::Continued) -> String {
         c.late_matches,
         c.late_rows,
         c.players,
-        c.new_players
+        c.new_players,
+        if c.team_model.is_empty() {
+            "kept"
+        } else {
+            c.team_model.as_str()
+        }
     )
 }
 

@@ -61,6 +61,11 @@ pub struct RetrainArgs {
     /// model's own).
     #[arg(long, default_value_t = 0.05)]
     pub late_max: f64,
+    /// A continued run refits the team win model and party adjustment on the two-team
+    /// matches of the last this many days of continued runs (once they hold 1,000 decisive
+    /// ones; the promoted model's are kept until then).
+    #[arg(long, default_value_t = 7)]
+    pub window_days: i64,
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
@@ -90,6 +95,7 @@ impl RetrainArgs {
             full: self.full,
             full_every_ms: self.full_every,
             late_max: self.late_max,
+            window_days: self.window_days,
             crash_after: self.crash_after.clone(),
             run_id: None,
         };
