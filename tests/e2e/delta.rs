@@ -96,8 +96,11 @@ fn concurrent_ingests_never_duplicate_or_lose_a_row() {
     }
 }
 
-/// `kill -9` of an ingest at 20 moments: the lake always opens at a committed version, holds
-/// either none or all of the killed run's rows, and a rerun adds exactly the missing rows.
+/// `kill -9` of an ingest at 20 moments spread over its run, and more inside its writing phase
+/// until one lands there: the lake always opens at a committed version, holds either none or
+/// all of the killed run's rows, and a rerun adds exactly the missing rows. At least one kill
+/// must land mid-write (the killed run left data files that no version references), or the
+/// test has not tested what it claims.
 #[test]
 fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,14 +114,21 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
     util::ingest_ok(&probe, &[&big]);
     let span = t0.elapsed().as_secs_f64();
     let want = keys(&probe).len();
-    let mut seen_partial = [0usize; 2];
-    for k in 0..20u32 {
+    // Kills landed before anything was written, mid-write, after the commit.
+    let mut landed = [0usize; 3];
+    let mut k = 0u32;
+    while k < 20 || (landed[1] == 0 && k < 60) {
         let lake = dir.path().join(format!("lake{k}"));
         util::ingest_ok(&lake, &[&base]);
         let base_rows = keys(&lake).len();
         let mut child = spawn_ingest(&lake, &big);
-        // Deterministic spread over the run, a little past its end.
-        let at = span * 1.1 * f64::from(k) / 19.0;
+        // The first 20 spread over the run, a little past its end; then a fixed sequence of
+        // moments inside it.
+        let at = if k < 20 {
+            span * 1.1 * f64::from(k) / 19.0
+        } else {
+            span * (0.3 + 0.6 * f64::from((k * 7) % 13) / 12.0)
+        };
         std::thread::sleep(std::time::Duration::from_secs_f64(at));
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
@@ -126,7 +136,14 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
         assert!(lake_now.version().is_some());
         let rows = keys(&lake).len();
         assert!(rows == base_rows || rows == want, "kill {k}: {rows} rows");
-        seen_partial[usize::from(rows == want)] += 1;
+        let stray = unreferenced(&lake, &lake_now);
+        landed[if rows == want {
+            2
+        } else if stray > 0 {
+            1
+        } else {
+            0
+        }] += 1;
         let r = util::ingest_ok(&lake, &[&big]);
         assert_eq!(
             r["lake_rows_written"].as_u64(),
@@ -134,11 +151,47 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
             "kill {k}"
         );
         assert_eq!(keys(&lake).len(), want, "kill {k}");
+        k += 1;
     }
     eprintln!(
-        "kills before the commit: {}, after: {}",
-        seen_partial[0], seen_partial[1]
+        "kills before any write: {}, mid-write: {}, after the commit: {} (run {span:.2} s)",
+        landed[0], landed[1], landed[2]
     );
+    assert!(
+        landed[1] > 0,
+        "no kill of {k} landed while the run was writing: {landed:?}"
+    );
+}
+
+/// Data files under the matches table that its snapshot does not reference: what a run
+/// killed between writing its files and committing them leaves.
+fn unreferenced(root: &Path, lake: &mm_lake::Lake) -> usize {
+    let known: HashSet<String> = lake
+        .match_entries()
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    let table = root.join("matches");
+    let mut stack = vec![table.clone()];
+    let mut n = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("_delta_log") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                let rel = p
+                    .strip_prefix(&table)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                n += usize::from(!known.contains(&rel));
+            }
+        }
+    }
+    n
 }
 
 /// A table of a newer Delta protocol (deletion vectors) is refused with exit 2, naming the

@@ -220,6 +220,13 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
         c["truth"]
     );
     assert!(c["auc"].as_f64().unwrap() > 0.55);
+    // A constant at the churn rate is calibrated too: the model must be much nearer the truth.
+    let mad = |k: &str| c["truth"][k].as_f64().unwrap();
+    assert!(
+        mad("mean_abs_diff") < 0.75 * mad("constant_mean_abs_diff"),
+        "{}",
+        c["truth"]
+    );
     let e = json("tdm-6v6/evaluation/evaluation.json");
     assert_eq!(e["team_queue"]["team_size"], 6);
     // The three policies and the team oracle, each also scored under the truth; team EOMM,

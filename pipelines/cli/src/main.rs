@@ -306,8 +306,13 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
     );
     if let Some(t) = &r.truth {
         println!(
-            "against the true {}: calibration error {:.4}, mean |model - truth| {:.4}; AUC model {:.4}, truth {:.4}",
-            t.column, t.ece_vs_truth, t.mean_abs_diff, t.model_auc, t.truth_auc
+            "against the true {}: calibration error {:.4}, mean |model - truth| {:.4} (the training churn rate's {:.4}); AUC model {:.4}, truth {:.4}",
+            t.column,
+            t.ece_vs_truth,
+            t.mean_abs_diff,
+            t.constant_mean_abs_diff,
+            t.model_auc,
+            t.truth_auc
         );
     }
     if let Some(f) = &r.refit {

@@ -392,6 +392,24 @@ fn churn_model_is_calibrated_against_the_truth() {
         r.auc,
         t.truth_auc
     );
+    // A constant prediction at the training rows' churn rate is calibrated too: the model must
+    // be much nearer the true probabilities, row by row, than that constant is (checked here
+    // from the written table, and in the report).
+    let (model_mad, constant_mad) = mad_vs_constant(&out.join("churn_features.parquet"));
+    assert!(
+        (t.mean_abs_diff - model_mad).abs() < 1e-9,
+        "{} vs {model_mad}",
+        t.mean_abs_diff
+    );
+    assert!(
+        (t.constant_mean_abs_diff - constant_mad).abs() < 1e-3,
+        "{} vs {constant_mad}",
+        t.constant_mean_abs_diff
+    );
+    assert!(
+        model_mad < 0.75 * constant_mad,
+        "mean |p - truth| {model_mad:.4}, the training churn rate's {constant_mad:.4}"
+    );
     // TDM has draws (the time limit): every pattern of wins and losses is there, and some with D.
     for pat in ["WWW", "WWL", "WLW", "LWW", "WLL", "LWL", "LLW", "LLL"] {
         assert!(r.by_last_three.iter().any(|g| g.group == pat), "{pat}");
@@ -508,4 +526,30 @@ fn the_live_update_computes_the_feature_query_values() {
             assert!(blowouts > 0, "{mode}: no blowout");
         }
     }
+}
+
+/// The scored rows' mean absolute difference to the simulator's churn probability: the
+/// model's, and a constant's at the training rows' churn rate.
+fn mad_vs_constant(table: &std::path::Path) -> (f64, f64) {
+    use mm_fit::export::{bools, f64s, read_frame, strings};
+    let df = read_frame(table).unwrap();
+    let split = strings(&df, table, "split").unwrap();
+    let churned = bools(&df, table, "churned").unwrap();
+    let p = f64s(&df, table, "p_churn").unwrap();
+    let truth = f64s(&df, table, "truth_p_churn").unwrap();
+    let train: Vec<f64> = (0..split.len())
+        .filter(|&i| split[i] == "train")
+        .filter_map(|i| churned[i].map(f64::from))
+        .collect();
+    let rate = train.iter().sum::<f64>() / train.len() as f64;
+    let (mut m, mut c, mut n) = (0.0, 0.0, 0.0);
+    for i in (0..split.len()).filter(|&i| split[i] == "score") {
+        if let (Some(p), Some(t)) = (p[i], truth[i]) {
+            m += (p - t).abs();
+            c += (rate - t).abs();
+            n += 1.0;
+        }
+    }
+    assert!(n > 1_000.0, "{n} scored rows with their truth");
+    (m / n, c / n)
 }

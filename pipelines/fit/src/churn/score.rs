@@ -62,6 +62,8 @@ struct TruthAcc {
     truth_auc: AucCounts,
     model_auc: AucCounts,
     diff: f64,
+    /// The same against a constant prediction at the training rows' churn rate.
+    constant_diff: f64,
 }
 
 /// A streaming writer of a Parquet file published by rename when finished.
@@ -133,6 +135,7 @@ pub(super) fn score(
     rows: u64,
 ) -> Result<Scores, FitError> {
     let col_of = |name: &str| names.iter().position(|x| x == name);
+    let base_rate = model.positives as f64 / model.rows.max(1) as f64;
     let (party_k, pct_k, known_k) = (
         col_of("party"),
         col_of("skill_percentile"),
@@ -208,6 +211,7 @@ pub(super) fn score(
                     truth.truth_auc.add(t, y);
                     truth.model_auc.add(p, y);
                     truth.diff += (p - t).abs();
+                    truth.constant_diff += (base_rate - t).abs();
                 }
             }
             // EOMM Table 1: the last three outcomes, oldest first.
@@ -256,6 +260,7 @@ pub(super) fn score(
         rows: truth.vs.n,
         ece_vs_truth: truth.vs.metrics().ece,
         mean_abs_diff: truth.diff / truth.vs.n as f64,
+        constant_mean_abs_diff: truth.constant_diff / truth.vs.n as f64,
         truth_auc: truth.truth_auc.auc(),
         truth_log_loss: truth.truth_score.metrics().log_loss,
         model_auc: truth.model_auc.auc(),

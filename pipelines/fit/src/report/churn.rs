@@ -17,7 +17,11 @@ pub struct TruthCheck {
     /// Expected calibration error against the true probabilities (10 equal-width bins of the
     /// prediction, each `|mean predicted - mean true|`, weighted by count).
     pub ece_vs_truth: f64,
+    /// Mean `|predicted - true|` over the rows.
     pub mean_abs_diff: f64,
+    /// The same for a constant prediction at the training rows' churn rate, which is
+    /// calibrated too: what `mean_abs_diff` must beat for the model to know more than the rate.
+    pub constant_mean_abs_diff: f64,
     /// How well the true probabilities themselves rank the observed labels: the ceiling.
     pub truth_auc: f64,
     pub truth_log_loss: f64,
@@ -190,13 +194,15 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         let _ = write!(
             h,
             "<h2>Against the simulator's truth (<code>{}</code>)</h2><table><tr><th>rows</th>\
-             <th>calibration error vs truth</th><th>mean |model - truth|</th><th>model AUC</th>\
+             <th>calibration error vs truth</th><th>mean |model - truth|</th>\
+             <th>mean |training churn rate - truth|</th><th>model AUC</th>\
              <th>truth AUC (the ceiling)</th><th>truth log-loss</th><th>model log-loss</th></tr>\
-             <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+             <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
             escape(&t.column),
             t.rows,
             decimals(t.ece_vs_truth, 4),
             decimals(t.mean_abs_diff, 4),
+            decimals(t.constant_mean_abs_diff, 4),
             decimals(t.model_auc, 4),
             decimals(t.truth_auc, 4),
             decimals(t.truth_log_loss, 4),
