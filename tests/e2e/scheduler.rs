@@ -71,7 +71,7 @@ fn retrain_logs_one_json_object_per_line_with_run_id_and_stage() {
         })
         .map(|l| l["stage"].as_str().unwrap())
         .collect();
-    assert_eq!(done, mm_retrain::STAGES.to_vec());
+    assert_eq!(done, mm_retrain::stage_names());
     // Progress events of the long stages: count, total, rate.
     let progress: Vec<&serde_json::Value> =
         lines.iter().filter(|l| l["task"].is_string()).collect();

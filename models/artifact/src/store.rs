@@ -116,6 +116,21 @@ impl Store {
         Ok(v)
     }
 
+    /// The name the next published version takes: `v0001`, or one more than the highest
+    /// `vNNNN` already published (the one rule `mm export` and `mm retrain` share).
+    ///
+    /// # Errors
+    /// The root cannot be listed.
+    pub fn next_version(&self) -> Result<String, ArtifactError> {
+        let n = self
+            .versions()?
+            .iter()
+            .filter_map(|v| v.strip_prefix('v').and_then(|d| d.parse::<u32>().ok()))
+            .max()
+            .unwrap_or(0);
+        Ok(format!("v{:04}", n + 1))
+    }
+
     /// The version `LATEST` names, if any.
     ///
     /// # Errors

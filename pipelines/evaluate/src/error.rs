@@ -7,6 +7,9 @@ use std::path::PathBuf;
 pub enum EvalError {
     #[error("{0}")]
     Input(String),
+    /// A pool size larger than the players of the evaluation window.
+    #[error("pool size {size}: the evaluation window holds only {players} players")]
+    PoolTooLarge { size: usize, players: usize },
     #[error(transparent)]
     Fit(#[from] mm_fit::FitError),
     #[error(transparent)]
@@ -30,7 +33,10 @@ impl EvalError {
             EvalError::Lake(x) => x.is_input(),
             x => matches!(
                 x,
-                EvalError::Input(_) | EvalError::Artifact(_) | EvalError::Fit(_)
+                EvalError::Input(_)
+                    | EvalError::PoolTooLarge { .. }
+                    | EvalError::Artifact(_)
+                    | EvalError::Fit(_)
             ),
         }
     }

@@ -220,10 +220,10 @@ pub(crate) fn run_size(
     let eligible: Vec<&Vec<u32>> = pools.windows.iter().filter(|w| w.len() >= p).collect();
     let source = if eligible.is_empty() {
         if pools.all.len() < p {
-            return Err(EvalError::Input(format!(
-                "pool size {p}: the evaluation window holds only {} players",
-                pools.all.len()
-            )));
+            return Err(EvalError::PoolTooLarge {
+                size: p,
+                players: pools.all.len(),
+            });
         }
         "collection"
     } else {

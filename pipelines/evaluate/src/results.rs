@@ -96,22 +96,36 @@ pub struct HistoricalRow {
     pub mean_skill_disparity: f64,
 }
 
+/// A figure written as JSON `null` when it is not a number (JSON has no NaN) read back as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize as _;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// The models scored against what happened in the window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Holdout {
     pub artifact: String,
     pub version: String,
     /// Churn after the real outcome, against the observed label.
     pub churn_rows: u64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_log_loss: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_brier: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_ece: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_auc: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_mean_predicted: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub churn_observed: f64,
     /// The team win model on the real two-team matches (win/draw/loss log-loss).
     pub win_matches: u64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub win_log_loss: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub win_accuracy: f64,
     /// Searches by players the snapshot did not hold.
     pub new_players: u64,

@@ -257,16 +257,6 @@ fn read_state_rows(
     Ok(())
 }
 
-fn next_version(store: &Store) -> Result<String, FitError> {
-    let n = store
-        .versions()?
-        .iter()
-        .filter_map(|v| v.strip_prefix('v').and_then(|d| d.parse::<u32>().ok()))
-        .max()
-        .unwrap_or(0);
-    Ok(format!("v{:04}", n + 1))
-}
-
 /// The metric value at a JSON path, for the manifest's data window.
 fn u64_at(v: &serde_json::Value, key: &str) -> u64 {
     v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
@@ -424,7 +414,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     let store = Store::new(root);
     let version = match &cfg.version {
         Some(v) => v.clone(),
-        None => next_version(&store)?,
+        None => store.next_version()?,
     };
     let mut metrics = BTreeMap::new();
     metrics.insert("skill".to_string(), without_timings(skill_metrics.clone()));
