@@ -13,7 +13,7 @@ use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
 use crate::churn::features::FeatureSpec;
-use crate::logit::newton::{NewtonFit, fit_newton_weighted};
+use crate::logit::newton::{NewtonFit, fit_newton_weighted_from};
 use crate::stats::{BinaryScore, auc};
 pub use mm_artifact::churn::{ChurnModel, GridPoint, standardised_logit};
 
@@ -74,6 +74,7 @@ fn logistic(
     y: &[bool],
     c: f64,
     cfg: &ChurnFitConfig,
+    start: Option<&Standardised>,
 ) -> Result<Standardised, ChurnFitError> {
     let (mean, sd) = standardiser(x);
     let how = NewtonFit {
@@ -83,7 +84,14 @@ fn logistic(
         tolerance_per_row: cfg.tolerance_per_row,
     };
     let weights: Vec<f64> = sd.iter().map(|s| s * s).collect();
-    let r = fit_newton_weighted(x, y, &how, &weights).map_err(ChurnFitError::Solver)?;
+    let r = fit_newton_weighted_from(
+        x,
+        y,
+        &how,
+        &weights,
+        start.map(|s| (s.raw_coef.as_slice(), s.raw_intercept)),
+    )
+    .map_err(ChurnFitError::Solver)?;
     let coef: Vec<f64> = r.coef.iter().zip(&sd).map(|(w, s)| w * s).collect();
     let intercept = r.intercept + r.coef.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>();
     Ok(Standardised {
@@ -91,6 +99,8 @@ fn logistic(
         sd,
         coef,
         intercept,
+        raw_coef: r.coef.to_vec(),
+        raw_intercept: r.intercept,
     })
 }
 
@@ -100,6 +110,10 @@ struct Standardised {
     sd: Vec<f64>,
     coef: Vec<f64>,
     intercept: f64,
+    /// The same on the raw features (`P = sigmoid(raw_intercept + raw_coef . x)`): a warm
+    /// start for the next penalty of the grid.
+    raw_coef: Vec<f64>,
+    raw_intercept: f64,
 }
 
 impl Standardised {
@@ -186,7 +200,7 @@ impl FitChurnModel for ChurnModel {
             )));
         }
         let pos = positives(y)?;
-        let m = logistic(x, y, self.c, cfg)?;
+        let m = logistic(x, y, self.c, cfg, None)?;
         Ok(ChurnModel {
             mean: m.mean,
             scale: m.sd,
@@ -253,9 +267,16 @@ impl FitChurnModel for ChurnModel {
             // One copy of the fold's training rows serves every C.
             let xt = x.select(ndarray::Axis(0), &tr);
             labels.extend(va.iter().map(|&i| y[i]));
-            for (ci, &c) in cfg.c_grid.iter().enumerate() {
+            // The grid's penalties in increasing C, each fit started from the previous one's
+            // optimum (the same convex problem with a neighbouring penalty): the optimum is the
+            // one a cold start reaches, in fewer Newton steps.
+            let mut order: Vec<usize> = (0..cfg.c_grid.len()).collect();
+            order.sort_by(|&a, &b| cfg.c_grid[a].total_cmp(&cfg.c_grid[b]));
+            let mut previous: Option<Standardised> = None;
+            for ci in order {
+                let c = cfg.c_grid[ci];
                 let t = std::time::Instant::now();
-                let m = logistic(xt.view(), &yt, c, cfg)?;
+                let m = logistic(xt.view(), &yt, c, cfg, previous.as_ref())?;
                 tracing::info!(
                     fold = f + 1,
                     folds = cfg.folds,
@@ -271,6 +292,7 @@ impl FitChurnModel for ChurnModel {
                     scores[ci].add(p, f64::from(u8::from(y[i])));
                     preds[ci].push(p);
                 }
+                previous = Some(m);
             }
         }
         let grid: Vec<GridPoint> = cfg
@@ -291,7 +313,7 @@ impl FitChurnModel for ChurnModel {
             .min_by(|a, b| a.cv_log_loss.total_cmp(&b.cv_log_loss))
             .copied()
             .ok_or_else(|| ChurnFitError::Data("no fold could be fitted".into()))?;
-        let m = logistic(x, y, best.c, cfg)?;
+        let m = logistic(x, y, best.c, cfg, None)?;
         Ok(ChurnModel {
             spec,
             feature_names: names,

@@ -99,6 +99,21 @@ impl Scaled<'_> {
         t
     }
 
+    /// `v = A^-1 theta`: a point of the original problem in the scaled coordinates.
+    fn to_scaled(&self, theta: &Array1<f64>) -> Array1<f64> {
+        let d = self.d();
+        let mut v = theta.clone();
+        let mut shift = 0.0;
+        for k in 0..d {
+            v[k] = theta[k] * self.scale[k];
+            shift += self.mean[k] * theta[k];
+        }
+        if self.inner.intercept {
+            v[d] = theta[d] + shift;
+        }
+        v
+    }
+
     /// `A^T g`.
     fn pull_gradient(&self, g: &Array1<f64>) -> Array1<f64> {
         let d = self.d();
@@ -341,6 +356,32 @@ pub fn fit_newton_weighted(
     how: &NewtonFit,
     weights: &[f64],
 ) -> Result<NewtonResult, String> {
+    fit_newton_weighted_from(x, y, how, weights, None)
+}
+
+/// [`fit_newton_weighted`] started from `start` (coefficients on the original features and
+/// the intercept; say, the optimum of a neighbouring penalty) instead of the base rate. The
+/// problem is strictly convex, so the optimum is the same; a start near it takes fewer Newton
+/// steps. A start of the wrong length is refused.
+///
+/// # Errors
+/// As [`fit_newton_weighted`].
+pub fn fit_newton_weighted_from(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    how: &NewtonFit,
+    weights: &[f64],
+    start: Option<(&[f64], f64)>,
+) -> Result<NewtonResult, String> {
+    if let Some((w, _)) = start
+        && w.len() != x.ncols()
+    {
+        return Err(format!(
+            "a start of {} coefficients for {} columns",
+            w.len(),
+            x.ncols()
+        ));
+    }
     // A view borrowed here: its lifetime is the one `Problem` needs for both `x` and `y`.
     let x = x.view();
     if !weights.is_empty()
@@ -400,7 +441,16 @@ pub fn fit_newton_weighted(
     let problem = Scaled { inner, mean, scale };
     let np = x.ncols() + usize::from(how.intercept);
     let mut init = Array1::<f64>::zeros(np);
-    if how.intercept {
+    if let Some((w, b)) = start {
+        let mut theta = Array1::<f64>::zeros(np);
+        for (t, &v) in theta.iter_mut().zip(w) {
+            *t = v;
+        }
+        if how.intercept {
+            theta[np - 1] = b;
+        }
+        init = problem.to_scaled(&theta);
+    } else if how.intercept {
         // Start from the base rate: the first step is then already well scaled.
         init[np - 1] = (rate / (1.0 - rate)).ln();
     }
@@ -477,6 +527,53 @@ mod tests {
             s -= if yy { p.ln() } else { (1.0 - p).ln() };
         }
         s + 0.5 * alpha * w.dot(w)
+    }
+
+    /// Started from a neighbouring penalty's optimum, the fit reaches the cold start's optimum
+    /// (the problem is strictly convex) in no more Newton steps; a start of the wrong length is
+    /// refused.
+    #[test]
+    fn a_warm_start_reaches_the_cold_optimum_in_fewer_steps() {
+        let (x, y) = data(4000, 11);
+        let how = |alpha| NewtonFit {
+            alpha,
+            tolerance_per_row: 1e-12,
+            ..NewtonFit::default()
+        };
+        let w = [1.0, 4.0, 0.5, 2.0];
+        let mut warm_steps = 0;
+        let mut cold_steps = 0;
+        for (a0, a1) in [(10.0, 1.0), (1.0, 0.1), (100.0, 10.0)] {
+            let near = fit_newton_weighted(x.view(), &y, &how(a0), &w).unwrap();
+            let cold = fit_newton_weighted(x.view(), &y, &how(a1), &w).unwrap();
+            let warm = fit_newton_weighted_from(
+                x.view(),
+                &y,
+                &how(a1),
+                &w,
+                Some((near.coef.as_slice().unwrap(), near.intercept)),
+            )
+            .unwrap();
+            assert!(cold.converged && warm.converged);
+            assert!(
+                (warm.objective - cold.objective).abs() <= 1e-9 * cold.objective,
+                "{a1}: {} vs {}",
+                warm.objective,
+                cold.objective
+            );
+            for k in 0..4 {
+                let scale = cold.coef[k].abs().max(1e-3);
+                assert!(
+                    (warm.coef[k] - cold.coef[k]).abs() < 1e-4 * scale,
+                    "{a1} {k}"
+                );
+            }
+            warm_steps += warm.iterations;
+            cold_steps += cold.iterations;
+        }
+        assert!(warm_steps <= cold_steps, "{warm_steps} vs {cold_steps}");
+        let short = fit_newton_weighted_from(x.view(), &y, &how(1.0), &w, Some((&[0.0; 3], 0.0)));
+        assert!(short.unwrap_err().contains("3 coefficients for 4 columns"));
     }
 
     /// The same optimum as linfa-logistic run to a tight tolerance, and a gradient near zero.
