@@ -118,6 +118,9 @@ pub struct IngestConfig {
     pub stage_rows: usize,
     /// Size of the chunks that are parsed in parallel.
     pub chunk_bytes: usize,
+    /// Test support: stop the commit at this point as a crash would, and fail.
+    #[doc(hidden)]
+    pub crash_at: Option<mm_lake::txn::CrashPoint>,
 }
 
 impl IngestConfig {
@@ -132,6 +135,7 @@ impl IngestConfig {
             default_mode: "default".into(),
             stage_rows: 500_000,
             chunk_bytes: 2 << 20,
+            crash_at: None,
         }
     }
 
@@ -504,6 +508,13 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         reason: e.to_string(),
     })?;
     let t2 = Instant::now();
+    if let Some(crash) = cfg.crash_at {
+        txn.commit_crashing_at(&record, crash)?;
+        return Err(IngestError::Internal {
+            path: cfg.lake.clone(),
+            reason: format!("stopped at {crash:?} (test hook)"),
+        });
+    }
     let committed = txn.commit(&record)?;
     report.lake_version = Some(committed.version);
     report

@@ -44,7 +44,7 @@ pub struct FitChurnArgs {
     /// How many of the most recent earlier outcomes are crossed with the upcoming one, each on
     /// its own (`now_loss_x_last1_loss`, ...): how sensitive a player is to a loss depends on
     /// the outcomes before it (EOMM Table 1). 0 (the default) leaves them out: the outcome
-    /// pattern holds the same runs, and more (measured in the README, issue 29). Without the
+    /// pattern holds the same runs, and more (measured in docs/benchmarks.md, issue 29). Without the
     /// pattern too, the model is additive in the outcome.
     #[arg(long, default_value_t = 0)]
     pub interactions: usize,
