@@ -15,6 +15,8 @@ mod models;
 mod pair;
 mod place;
 mod progress;
+mod retrain;
+mod serve;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -280,11 +282,11 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
         }
         Cmd::Export(a) => models::export(&a, out),
         Cmd::Models(c) => models::run(&c, out),
-        Cmd::Serve(a) => models::serve(&a),
+        Cmd::Serve(a) => serve::run(&a),
         Cmd::Pair(a) => pair::run(&a, out),
         Cmd::Bench(cmd) => mm_bench::run(&cmd, out.json),
         Cmd::Evaluate(a) => evaluate::run(&a, out),
-        Cmd::Retrain(a) => evaluate::retrain(&a, out, run_id),
+        Cmd::Retrain(a) => retrain::run(&a, out, run_id),
     }
 }
 

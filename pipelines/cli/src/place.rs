@@ -41,6 +41,18 @@ pub fn local(flag: &'static str, p: &Path) -> Result<PathBuf, PlaceError> {
     }
 }
 
+/// A models root given as a path or a URL, with its local mirror: the folder the commands read
+/// and publish into (the root itself when local; for a bucket, a cached copy that `push`
+/// uploads). The one place the commands that take `--models` resolve it.
+///
+/// # Errors
+/// The value is not a usable location, or the bucket cannot be read.
+pub fn models_root(p: &Path) -> anyhow::Result<(Location, mm_lake::mirror::Mirror)> {
+    let remote = Location::from_path(p)?;
+    let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
+    Ok((remote, mirror))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

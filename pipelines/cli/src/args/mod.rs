@@ -8,11 +8,17 @@ mod data;
 mod eval;
 mod fit;
 mod models;
+mod pair;
+mod retrain;
+mod serve;
 
 pub use data::{IngestArgs, LakeCmd, SimulateArgs};
-pub use eval::{EvaluateArgs, PairArgs, PolicyArg, RetrainArgs};
+pub use eval::EvaluateArgs;
 pub use fit::{FitCmd, MetricArg};
-pub use models::{ExportArgs, ModelSel, ModelsCmd, ServeArgs};
+pub use models::{ExportArgs, ModelSel, ModelsCmd};
+pub use pair::{PairArgs, PolicyArg};
+pub use retrain::RetrainArgs;
+pub use serve::ServeArgs;
 
 #[derive(Debug, Parser)]
 #[command(

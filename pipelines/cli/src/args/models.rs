@@ -1,6 +1,5 @@
 //! `mm export` and `mm models`.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -74,53 +73,4 @@ pub enum ModelsCmd {
         #[command(flatten)]
         sel: ModelSel,
     },
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    #[command(flatten)]
-    pub sel: ModelSel,
-    /// The address to listen on (port 0: any free port, printed when bound).
-    #[arg(long, default_value = "127.0.0.1:50051")]
-    pub listen: SocketAddr,
-    /// How often LATEST is checked for a new version, ms.
-    #[arg(long, default_value_t = 1000)]
-    pub reload_ms: u64,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long)]
-    pub max_seconds: Option<f64>,
-    /// Serve Prometheus metrics at http://ADDR/metrics (port 0: any free port, printed).
-    #[arg(long)]
-    pub metrics: Option<SocketAddr>,
-    /// Record reported matches (ReportMatch) into this lake, a path or an s3://, gs://, az://
-    /// URL, and keep every player current with them and with the lake's new commits. Without
-    /// it, ReportMatch is refused and players stay as the artifact holds them.
-    #[arg(long)]
-    pub lake: Option<String>,
-    /// The write-ahead log's directory (a reported match is durable here before it is
-    /// acknowledged; give each replica its own volume).
-    #[arg(long, default_value = "mm-wal")]
-    pub wal: PathBuf,
-    /// This replica's name, stable across its restarts and unique among replicas: its
-    /// flushes are recorded in the lake as application `mm-serve/<replica>` (default: the
-    /// host name, a StatefulSet pod's name).
-    #[arg(long, env = "MM_REPLICA")]
-    pub replica: Option<String>,
-    /// Flush reported matches into the lake at least this often while any wait, seconds.
-    #[arg(long, default_value_t = 5.0)]
-    pub flush_s: f64,
-    /// Flush as soon as this many reported matches wait.
-    #[arg(long, default_value_t = 1000)]
-    pub flush_matches: usize,
-    /// How often the lake's new commits (other replicas' reports, ingest runs) are applied to
-    /// the players, ms.
-    #[arg(long, default_value_t = 2000)]
-    pub follow_ms: u64,
-    /// A file holding the bearer token that ReportMatch and the queue calls need (clients send
-    /// `authorization: Bearer <token>`). The environment variable MM_SERVE_TOKEN gives it too.
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-    /// Read calls (Score, Pair, Explain) need the token too.
-    #[arg(long)]
-    pub auth_reads: bool,
 }

@@ -1,0 +1,62 @@
+//! `mm retrain`: the chain for a scheduler, then what it decided.
+
+use anyhow::Result;
+
+/// `mm retrain`: the chain, then what it decided.
+pub fn run(a: &crate::args::RetrainArgs, out: &crate::args::Output, run_id: &str) -> Result<()> {
+    let mut cfg = a.to_config()?;
+    cfg.run_id = Some(run_id.to_string());
+    // A remote models root: the chain publishes into its mirror, which is uploaded (the
+    // versions' files first, the pointers last) once the chain has run; the promotion gate
+    // compares with the remote's current LATEST, pulled first.
+    let (remote, mirror) = crate::place::models_root(&cfg.models)?;
+    cfg.models.clone_from(&mirror.local);
+    let report = mm_retrain::retrain(&cfg);
+    // What the chain published is uploaded whether it promoted or stopped later (as on a local
+    // root, where it stays); the chain's own error comes first.
+    let pushed = mirror.push();
+    let report = report?;
+    let pushed = pushed?;
+    if remote.is_remote() {
+        tracing::info!(files = pushed.len(), "uploaded the models to {remote}");
+    }
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let st = &report.state;
+    if let Some(c) = st.cutoff_ms {
+        println!(
+            "trained on matches before {}, evaluated on the rest",
+            chrono::DateTime::from_timestamp_millis(c)
+                .map_or_else(|| c.to_string(), |d| d.format("%Y-%m-%d").to_string())
+        );
+    }
+    // The stages' times: the shared ones on a line, then one line per mode.
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for (key, s) in &st.timings_s {
+        let (group, stage) = key.split_once('/').unwrap_or(("", key.as_str()));
+        let item = format!("{stage} {s:.2} s");
+        match lines.last_mut() {
+            Some((g, items)) if g == group => items.push(item),
+            _ => lines.push((group.to_string(), vec![item])),
+        }
+    }
+    for (group, items) in lines {
+        let head = if group.is_empty() {
+            String::new()
+        } else {
+            format!("{group}: ")
+        };
+        println!("  {head}{}", items.join(", "));
+    }
+    // The run's notes: a stale lock taken over, a resume, modes left out, pools skipped.
+    for n in &st.notes {
+        println!("{n}");
+    }
+    for l in mm_retrain::summary(&cfg.work, st) {
+        println!("{l}");
+    }
+    println!("run log: {}", cfg.work.join("runs.jsonl").display());
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! `mm serve`: the matcher as a gRPC service.
+
+use anyhow::{Result, bail};
+
+use crate::args::{ModelSel, ServeArgs};
+use crate::models::store;
+
+/// `mm serve`: the model's directory (`--models` itself when it holds a LATEST, else the one
+/// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
+/// address as its first line on stdout, and the metrics address as the second when served.
+pub fn run(a: &ServeArgs) -> Result<()> {
+    // A remote store (s3://, gs://, az://) is served from its local mirror, refreshed before
+    // each check of LATEST (new versions are downloaded once, the pointers every time).
+    let (remote, mirror) = crate::place::models_root(&a.sel.models)?;
+    let sync = remote.is_remote().then(|| {
+        mm_serve::SyncHook(std::sync::Arc::new(move || {
+            mm_lake::mirror::Mirror::pull(&remote)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }))
+    });
+    let sel = ModelSel {
+        models: mirror.local.clone(),
+        name: a.sel.name.clone(),
+    };
+    let dir = if sel.name.is_none() && sel.models.join(mm_artifact::store::LATEST).exists() {
+        sel.models.clone()
+    } else {
+        store(&sel)?.root().to_path_buf()
+    };
+    let wal = crate::place::local("wal", &a.wal)?;
+    let results = a.lake.as_ref().map(|lake| mm_serve::ResultsConfig {
+        lake: lake.clone(),
+        wal,
+        replica: a.replica.clone().unwrap_or_else(host_name),
+        flush_ms: (a.flush_s * 1000.0).round().max(0.0) as u64,
+        flush_matches: a.flush_matches,
+        follow_ms: a.follow_ms,
+        segment_bytes: 64 << 20,
+    });
+    if !(a.flush_s.is_finite() && a.flush_s > 0.0) {
+        bail!(
+            "invalid --flush-s: {} is not a positive number of seconds",
+            a.flush_s
+        );
+    }
+    let token = match &a.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("MM_SERVE_TOKEN").ok(),
+    };
+    if a.auth_reads && token.is_none() {
+        bail!("--auth-reads needs a token (--token-file or MM_SERVE_TOKEN)");
+    }
+    let cfg = mm_serve::ServeConfig {
+        model_dir: dir,
+        listen: a.listen,
+        reload_ms: a.reload_ms,
+        max_seconds: a.max_seconds,
+        metrics: a.metrics,
+        sync,
+        results,
+        auth: mm_serve::Auth {
+            token,
+            reads: a.auth_reads,
+        },
+    };
+    cfg.check()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(mm_serve::serve(&cfg, |b| {
+        use std::io::Write as _;
+        println!("listening on {}", b.grpc);
+        if let Some(m) = b.metrics {
+            println!("metrics on http://{m}/metrics");
+        }
+        let _ = std::io::stdout().flush();
+    }))?;
+    Ok(())
+}
+
+/// This machine's name (a Kubernetes pod's name), for the default replica name.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mm-serve".to_string())
+}
