@@ -197,4 +197,19 @@ fn a_refit_at_the_chosen_c_is_the_fit_on_the_new_rows() {
     };
     assert!(mae(&r) < mae(&m), "{} vs {}", mae(&r), mae(&m));
     assert!(m.refit(xa.view(), &ya[1..], &cfg).is_err());
+
+    // Started from the model's own coefficients, the refit reaches the cold refit's optimum
+    // (both run to a tight tolerance).
+    let tight = ChurnFitConfig {
+        tolerance_per_row: 1e-15,
+        ..cfg.clone()
+    };
+    let r = m.refit(xa.view(), &ya, &tight).unwrap();
+    let w = m.refit_warm(xa.view(), &ya, &tight).unwrap();
+    assert_eq!((w.c, w.rows, w.positives), (r.c, r.rows, r.positives));
+    let gap = xt
+        .chunks(k)
+        .map(|row| (w.predict(row) - r.predict(row)).abs())
+        .fold(0.0, f64::max);
+    assert!(gap < 1e-5, "largest prediction gap {gap}");
 }

@@ -82,6 +82,9 @@ pub struct RetrainConfig {
     /// A continued run refits the team win model on the matches of the last this many days
     /// of continued runs.
     pub window_days: i64,
+    /// A continued run refits the churn model on the labelled rows of the same days once they
+    /// are at least this many.
+    pub churn_min_rows: usize,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
     /// The run id of a new run (the process's, so that log lines and the run log agree);

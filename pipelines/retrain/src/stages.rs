@@ -381,6 +381,8 @@ pub(crate) fn mode_stage(
                     &daily::Window {
                         dir: dir.join("team-window"),
                         days: cfg.window_days,
+                        churn_dir: dir.join("churn-window"),
+                        churn_min_rows: cfg.churn_min_rows,
                     },
                     &dir.join("continued"),
                 )?;

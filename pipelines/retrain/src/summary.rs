@@ -59,7 +59,7 @@ fn continued_line(c: &crate::daily::Continued) -> String {
     format!(
         "  continued {} (lake version {} -> {}): {} new matches ({} rows), {} late ({} rows); \
          {} players, {} new; raw skill, states and percentiles updated; team win model {}; \
-         churn model kept",
+         churn model {}",
         c.base,
         c.from_lake_version,
         c.to_lake_version,
@@ -73,6 +73,11 @@ fn continued_line(c: &crate::daily::Continued) -> String {
             "kept"
         } else {
             c.team_model.as_str()
+        },
+        if c.churn_model.is_empty() {
+            "kept"
+        } else {
+            c.churn_model.as_str()
         }
     )
 }

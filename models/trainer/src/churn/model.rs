@@ -181,14 +181,36 @@ pub trait FitChurnModel: Sized {
         y: &[bool],
         cfg: &ChurnFitConfig,
     ) -> Result<Self, ChurnFitError>;
-}
 
-impl FitChurnModel for ChurnModel {
-    fn refit(
+    /// [`FitChurnModel::refit`] started from this model's coefficients (a daily run's refit on
+    /// new rows: the optimum is the same as a cold start's, reached in fewer Newton steps when
+    /// the new rows look like the old).
+    fn refit_warm(
         &self,
         x: ArrayView2<'_, f64>,
         y: &[bool],
         cfg: &ChurnFitConfig,
+    ) -> Result<Self, ChurnFitError>;
+}
+
+/// The refits of [`FitChurnModel`], cold or from this model's coefficients.
+trait RefitFrom: Sized {
+    fn refit_from(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+        warm: bool,
+    ) -> Result<Self, ChurnFitError>;
+}
+
+impl RefitFrom for ChurnModel {
+    fn refit_from(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+        warm: bool,
     ) -> Result<ChurnModel, ChurnFitError> {
         if x.ncols() != self.feature_names.len() || x.nrows() != y.len() {
             return Err(ChurnFitError::Data(format!(
@@ -200,7 +222,24 @@ impl FitChurnModel for ChurnModel {
             )));
         }
         let pos = positives(y)?;
-        let m = logistic(x, y, self.c, cfg, None)?;
+        let start = warm.then(|| {
+            let raw_coef: Vec<f64> = self
+                .coef
+                .iter()
+                .zip(&self.scale)
+                .map(|(c, s)| c / s)
+                .collect();
+            let shift: f64 = raw_coef.iter().zip(&self.mean).map(|(w, m)| w * m).sum();
+            Standardised {
+                mean: self.mean.clone(),
+                sd: self.scale.clone(),
+                coef: self.coef.clone(),
+                intercept: self.intercept,
+                raw_intercept: self.intercept - shift,
+                raw_coef,
+            }
+        });
+        let m = logistic(x, y, self.c, cfg, start.as_ref())?;
         Ok(ChurnModel {
             mean: m.mean,
             scale: m.sd,
@@ -211,7 +250,28 @@ impl FitChurnModel for ChurnModel {
             ..self.clone()
         })
     }
+}
 
+impl FitChurnModel for ChurnModel {
+    fn refit(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+    ) -> Result<ChurnModel, ChurnFitError> {
+        self.refit_from(x, y, cfg, false)
+    }
+
+    fn refit_warm(
+        &self,
+        x: ArrayView2<'_, f64>,
+        y: &[bool],
+        cfg: &ChurnFitConfig,
+    ) -> Result<ChurnModel, ChurnFitError> {
+        self.refit_from(x, y, cfg, true)
+    }
+
+    /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
     /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
     fn fit(
         spec: FeatureSpec,

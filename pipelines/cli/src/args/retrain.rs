@@ -66,6 +66,11 @@ pub struct RetrainArgs {
     /// ones; the promoted model's are kept until then).
     #[arg(long, default_value_t = 7)]
     pub window_days: i64,
+    /// A continued run refits the churn model (at its C, from its coefficients) on the
+    /// labelled rows of the same days once they are at least this many; the promoted model's
+    /// is kept until then.
+    #[arg(long, default_value_t = 20_000)]
+    pub churn_min_rows: usize,
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
@@ -96,6 +101,7 @@ impl RetrainArgs {
             full_every_ms: self.full_every,
             late_max: self.late_max,
             window_days: self.window_days,
+            churn_min_rows: self.churn_min_rows,
             crash_after: self.crash_after.clone(),
             run_id: None,
         };
