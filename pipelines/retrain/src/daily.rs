@@ -20,9 +20,10 @@
 //! a busy player's old matches leave a window), the percentile map is refitted on the players
 //! active in the last [`ACTIVE_DAYS`] days, and every player's percentile is read from it.
 //!
-//! The churn model, the team win model, the party adjustment, the win skill and raw skill's
-//! hyperparameters are the artifact's: they are refitted by full runs (`--full`, and every
-//! `--full-every`).
+//! The team win model (with the party adjustment) and the churn model are refitted on the
+//! continued runs of the last `--window-days` once those hold enough matches ([`refit_team`],
+//! [`refit_churn`]); the win skill and raw skill's hyperparameters are the artifact's until a
+//! full run (`--full`, and every `--full-every`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -331,16 +332,17 @@ pub fn continue_model(
     let mut updater = LiveUpdater::new(art)
         .map_err(|e| RetrainError::Input(format!("{}: {e}", art.dir.display())))?;
     let mut touched: HashMap<String, PlayerState> = HashMap::new();
-    let mut end = art.manifest.snapshot_as_of_ms;
+    // The data's end: the last match start.
+    let end = matches
+        .iter()
+        .map(|m| m.start_ms)
+        .fold(art.manifest.snapshot_as_of_ms, i64::max);
     let mut samples: Vec<TeamSample> = Vec::new();
-    // Every player's match starts of the last month before the first new match and since:
-    // the exact window counts of each new row, and each row's next match (its label).
-    let starts = player_starts(
-        lake,
-        mode,
-        c.from_ms.min(first_start(&matches)) - WINDOWS_MS[3],
-        cutoff_ms,
-    )?;
+    // Every player's match starts from a month before the first new match (or the end) on:
+    // each new row's exact window counts and next match (its label), and every player's window
+    // counts at the end.
+    let first = matches.iter().map(|m| m.start_ms).fold(end, i64::min);
+    let starts = player_starts(lake, mode, first - WINDOWS_MS[3], cutoff_ms)?;
     let mut rows = ChurnRows::new(&art.churn.model.feature_names);
     for m in &matches {
         let before: Vec<PlayerState> = m
@@ -360,7 +362,6 @@ pub fn continue_model(
         for s in updater.apply(m, before) {
             touched.insert(s.player_id.clone(), s);
         }
-        end = end.max(m.start_ms);
     }
     // Every player: the snapshot's, updated where they played, then the new ones, by id.
     let mut players: Vec<PlayerState> = Vec::with_capacity(art.snapshot.len() + touched.len());
@@ -372,9 +373,10 @@ pub fn continue_model(
     players.sort_by(|a, b| a.player_id.cmp(&b.player_id));
     c.players = players.len() as u64;
 
-    let counts = window_counts(lake, mode, end, cutoff_ms)?;
     for p in &mut players {
-        p.window_counts = counts.get(p.player_id.as_str()).copied().unwrap_or([0; 4]);
+        p.window_counts = starts
+            .get(p.player_id.as_str())
+            .map_or([0; 4], |s| counts_before(s, end));
         p.counts_as_of_ms = end;
     }
     let active: Vec<f64> = players
@@ -447,49 +449,6 @@ pub fn continue_model(
         serde_json::to_vec_pretty(&manifest).map_err(|e| RetrainError::Input(e.to_string()))?;
     mm_eval::report::write_atomic(&p, &bytes)?;
     Ok(())
-}
-
-/// Matches per player in the 8h, 1d, 1w and 1m before `end` (start in `[end - w, end)`), of
-/// the mode's rows before `cutoff_ms`, as the churn fit's state table counts them.
-fn window_counts(
-    lake: &Lake,
-    mode: &str,
-    end: i64,
-    cutoff_ms: i64,
-) -> Result<HashMap<String, [u32; 4]>, RetrainError> {
-    use mm_lake::schema::col;
-    let widest = WINDOWS_MS[3];
-    let mut out: HashMap<String, [u32; 4]> = HashMap::new();
-    let cols = [col::PLAYER_ID, col::START_TIME, col::MODE];
-    for f in window_files(lake, end - widest, cutoff_ms)? {
-        for b in mm_lake::parquet_io::read_parquet_columns(&f, Some(&cols))? {
-            let (Some(p), Some(s), Some(m)) = (
-                b.column_by_name(col::PLAYER_ID),
-                b.column_by_name(col::START_TIME),
-                b.column_by_name(col::MODE),
-            ) else {
-                continue;
-            };
-            let (p, m) = (p.as_string::<i32>(), m.as_string::<i32>());
-            let s = s.as_primitive::<arrow_array::types::TimestampMillisecondType>();
-            for i in 0..b.num_rows() {
-                if m.is_null(i) || m.value(i) != mode || s.is_null(i) {
-                    continue;
-                }
-                let t = s.value(i);
-                if t >= end || t >= cutoff_ms {
-                    continue;
-                }
-                let e = out.entry(p.value(i).to_string()).or_insert([0; 4]);
-                for (k, w) in WINDOWS_MS.iter().enumerate() {
-                    if t >= end - w {
-                        e[k] += 1;
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Reads what [`continue_model`] wrote into `dir`: the manifest and the files.
@@ -625,11 +584,6 @@ fn refit_team(
             window.days
         ),
     })
-}
-
-/// The first start of `matches` (`i64::MAX` for none).
-fn first_start(matches: &[FinishedMatch]) -> i64 {
-    matches.iter().map(|m| m.start_ms).min().unwrap_or(i64::MAX)
 }
 
 /// Each player's match starts (of the mode, before `cutoff_ms`) from `from_ms` on, sorted.
@@ -796,8 +750,8 @@ struct ChurnRefit {
 const CHURN_REFIT_MAX_ROWS: usize = 1_000_000;
 
 /// Saves this run's churn rows in the window, drops the files that left it, labels every row
-/// of the window from the lake's starts (churned when the player's next match starts more than
-/// the horizon later, or when none does and the data end is that far; censored otherwise), and
+/// of the window from the lake's starts (censored within the horizon of the data's end;
+/// otherwise churned unless the player's next match starts within the horizon), and
 /// refits the churn model at its C, started from its coefficients, when the window holds at
 /// least `window.churn_min_rows` labelled rows.
 fn refit_churn(
@@ -842,12 +796,12 @@ fn refit_churn(
         let next = starts
             .get(&all.player[i])
             .and_then(|s| s.get(s.partition_point(|&u| u <= t)).copied());
-        let label = match next {
-            Some(n) => Some(n - t > horizon),
-            None if end - t >= horizon => Some(true),
-            None => None,
-        };
-        let Some(label) = label else { continue };
+        // Censored within the horizon of the data's end, whether or not a next match is seen
+        // (as the full fit: labels near the end would lean towards quick returns).
+        if end - t < horizon {
+            continue;
+        }
+        let label = next.is_none_or(|n| n - t > horizon);
         if keep < 1.0 && mm_fit::churn_build::player_share(&all.player[i]) >= keep {
             continue;
         }
