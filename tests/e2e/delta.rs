@@ -99,8 +99,8 @@ fn concurrent_ingests_never_duplicate_or_lose_a_row() {
 /// `kill -9` of an ingest at 20 moments spread over its run, and more inside its writing phase
 /// until one lands there: the lake always opens at a committed version, holds either none or
 /// all of the killed run's rows, and a rerun adds exactly the missing rows. At least one kill
-/// must land mid-write (the killed run left data files that no version references), or the
-/// test has not tested what it claims.
+/// must land mid-write (the killed run left data files, staged or published, that no version
+/// holds), or the test has not tested what it claims.
 #[test]
 fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,21 +122,31 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
         util::ingest_ok(&lake, &[&base]);
         let base_rows = keys(&lake).len();
         let mut child = spawn_ingest(&lake, &big);
-        // The first 20 spread over the run, a little past its end; then a fixed sequence of
-        // moments inside it.
-        let at = if k < 20 {
-            span * 1.1 * f64::from(k) / 19.0
+        if k < 20 {
+            // Spread over the probe's run, a little past its end.
+            let at = span * 1.1 * f64::from(k) / 19.0;
+            std::thread::sleep(std::time::Duration::from_secs_f64(at));
         } else {
-            span * (0.3 + 0.6 * f64::from((k * 7) % 13) / 12.0)
-        };
-        std::thread::sleep(std::time::Duration::from_secs_f64(at));
+            // Then, until one lands mid-write: as soon as the run has staged a data file (a
+            // loaded machine starts the child later than the probe's span says), after a delay
+            // that grows with the attempt, bounded in time.
+            let t0 = std::time::Instant::now();
+            while written(&lake) == 0
+                && child.try_wait().unwrap().is_none()
+                && t0.elapsed() < std::time::Duration::from_secs(60)
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            let after = span * 0.02 * f64::from(k - 20);
+            std::thread::sleep(std::time::Duration::from_secs_f64(after));
+        }
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let lake_now = mm_lake::Lake::open(&lake).unwrap();
         assert!(lake_now.version().is_some());
         let rows = keys(&lake).len();
         assert!(rows == base_rows || rows == want, "kill {k}: {rows} rows");
-        let stray = unreferenced(&lake, &lake_now);
+        let stray = unreferenced(&lake, &lake_now) + staged(&lake);
         landed[if rows == want {
             2
         } else if stray > 0 {
@@ -163,8 +173,37 @@ fn kill_9_at_random_moments_leaves_a_committed_version_and_the_rerun_completes_i
     );
 }
 
+/// Data files a run has written and the lake does not hold yet: staged under `_txn/`, or
+/// published into the matches table and not committed.
+fn written(root: &Path) -> usize {
+    staged(root)
+        + mm_lake::Lake::open(root)
+            .map(|l| unreferenced(root, &l))
+            .unwrap_or(0)
+}
+
+/// Parquet files staged under the lake's `_txn/` folder (a run's files before publishing).
+fn staged(root: &Path) -> usize {
+    let mut stack = vec![root.join(mm_lake::store::TXN_DIR)];
+    let mut n = 0;
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// Data files under the matches table that its snapshot does not reference: what a run
-/// killed between writing its files and committing them leaves.
+/// killed between publishing its files and committing them leaves.
 fn unreferenced(root: &Path, lake: &mm_lake::Lake) -> usize {
     let known: HashSet<String> = lake
         .match_entries()

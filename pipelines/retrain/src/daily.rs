@@ -480,6 +480,36 @@ pub struct Window {
     pub churn_min_rows: usize,
 }
 
+/// The files `<day>.<ext>` of `dir` (one per continued run, named by its cutoff day) of the
+/// `days` days up to `today`, in day order; the files of days out of that window (older, or
+/// later: a run with a later cutoff on another lake) are deleted.
+fn window_days(
+    dir: &Path,
+    ext: &str,
+    today: i64,
+    days: i64,
+) -> Result<Vec<std::path::PathBuf>, RetrainError> {
+    let mut kept = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = e.map_err(io(dir))?.path();
+        let Some(day) = p
+            .file_name()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_suffix(ext)?.strip_suffix('.'))
+            .and_then(|s| s.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        if day <= today - days || day > today {
+            std::fs::remove_file(&p).map_err(io(&p))?;
+        } else {
+            kept.push((day, p));
+        }
+    }
+    kept.sort();
+    Ok(kept.into_iter().map(|(_, p)| p).collect())
+}
+
 /// What [`refit_team`] decided: the refitted model (`None`: the base's is kept) and why.
 struct TeamRefit {
     model: Option<TeamWinModel>,
@@ -542,20 +572,7 @@ fn refit_team(
     let bytes = serde_json::to_vec(&rows).map_err(|e| RetrainError::Input(e.to_string()))?;
     mm_eval::report::write_atomic(&path, &bytes)?;
     let mut window_samples: Vec<TeamSample> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(io(dir))? {
-        let p = e.map_err(io(dir))?.path();
-        let Some(day) = p
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.parse::<i64>().ok())
-        else {
-            continue;
-        };
-        if day <= today - window.days || day > today {
-            // Out of the window (or from a run with a later cutoff, on another lake).
-            std::fs::remove_file(&p).map_err(io(&p))?;
-            continue;
-        }
+    for p in window_days(dir, "json", today, window.days)? {
         let rows: Vec<[f64; 4]> = serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
             .map_err(|e| RetrainError::Input(format!("{}: {e}", p.display())))?;
         window_samples.extend(rows.into_iter().map(|r| TeamSample {
@@ -771,20 +788,7 @@ fn refit_churn(
     mm_lake::parquet_io::write_parquet_file(&tmp, &[rows.batch()?])?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     let mut all = ChurnRows::new(&rows.names);
-    for e in std::fs::read_dir(dir).map_err(io(dir))? {
-        let p = e.map_err(io(dir))?.path();
-        let Some(day) = p
-            .file_name()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.strip_suffix(".parquet"))
-            .and_then(|s| s.parse::<i64>().ok())
-        else {
-            continue;
-        };
-        if day <= today - window.days || day > today {
-            std::fs::remove_file(&p).map_err(io(&p))?;
-            continue;
-        }
+    for p in window_days(dir, "parquet", today, window.days)? {
         all.extend_from(&p)?;
     }
     let horizon = art.churn.horizon_ms;
