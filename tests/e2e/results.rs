@@ -748,3 +748,82 @@ fn concurrent_reports_all_reach_the_lake() {
     wait_for_rows(&s.lake, 600 * 6);
     assert_eq!(lake_rows(&s.lake).len(), 600 * 6);
 }
+
+/// A flush per match past Delta's checkpoint interval: the service checkpoints the log at
+/// version 100, a service started afresh on the lake reads it through the checkpoint, and its
+/// players equal the batch replay of the lake (the matches were flushed in start order).
+#[test]
+fn frequent_flushes_checkpoint_the_log() {
+    let s = setup();
+    // Fitted (it says) on the lake's first version, the one the service creates: a restart
+    // rebuilds every player from the lake after it.
+    let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
+    m.data.lake_version = Some(0);
+    Store::new(&s.models)
+        .publish("v0002", m, &files, true, None)
+        .unwrap();
+    let (server, addr, _) = start(&s, &["--flush-s", "0.01", "--flush-matches", "1"]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    // The lake's first versions create the tables; one flush per match after that.
+    let reports = matches(&s.art, 105, from, 23);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        for (k, r) in reports.iter().enumerate() {
+            report_all(&mut c, std::slice::from_ref(r)).await;
+            let t0 = Instant::now();
+            while Lake::open(&s.lake)
+                .unwrap()
+                .app_transaction("mm-serve/r1")
+                .unwrap()
+                != Some(k as i64 + 1)
+            {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(20),
+                    "report {k} not flushed"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    let l = Lake::open(&s.lake).unwrap();
+    let top = l.version().unwrap();
+    assert!(top >= 105, "{top} versions");
+    let log = s.lake.join("matches").join("_delta_log");
+    assert!(
+        log.join(format!("{:020}.checkpoint.parquet", 100)).exists(),
+        "no checkpoint at version 100 in {}",
+        log.display()
+    );
+    let last: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).unwrap()).unwrap();
+    assert_eq!(last["version"], 100, "{last}");
+    // The service's players, then a new process's, which opens the lake through the checkpoint
+    // and rebuilds every player: both equal the batch replay.
+    let batch = batch_skills(&s.art, &s.lake);
+    let check = |addr: &str| {
+        rt.block_on(async {
+            let mut c = client(addr).await;
+            let players = scores(&mut c, &all_ids(&s.art)).await;
+            let mut seen = 0;
+            for p in players {
+                let Some(&(skill, games)) = batch.get(&p.id) else {
+                    continue;
+                };
+                assert!(
+                    (p.raw_skill - skill).abs() <= 1e-12,
+                    "{}: service {} batch {skill}",
+                    p.id,
+                    p.raw_skill
+                );
+                assert_eq!(p.games, games, "{}", p.id);
+                seen += 1;
+            }
+            assert_eq!(seen, batch.len());
+        });
+    };
+    check(&addr);
+    drop(server);
+    let (_again, addr, _) = start(&s, &[]);
+    check(&addr);
+}

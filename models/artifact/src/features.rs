@@ -223,6 +223,25 @@ impl FeatureSpec {
         v
     }
 
+    /// The number of feature columns (`names().len()`, without building the names).
+    #[must_use]
+    pub fn width(&self) -> usize {
+        let known = usize::from(self.data_start_ms.is_some());
+        self.history * PER_SLOT.len()
+            + 3
+            + WINDOWS_H.len() * (1 + known)
+            + 1
+            + known
+            + 6
+            + 4 * self.interactions()
+            + if self.past_churn_horizon_ms.is_some() {
+                PAST_CHURN_NAMES.len()
+            } else {
+                0
+            }
+            + self.pattern_columns()
+    }
+
     /// The outcome pattern's column names, in column order: `now_pattern_` and the sequence,
     /// upcoming outcome first, then the earlier ones from the most recent (`W`, `D`, `L`);
     /// column `j` is the sequence whose outcomes, read as base-3 digits in that order
@@ -484,6 +503,29 @@ mod tests {
             score_diff: diff,
             perf_rank: f64::NAN,
             blowout_loss: false,
+        }
+    }
+
+    /// `width` counts the columns `names` lists, for every layout.
+    #[test]
+    fn width_is_the_names_count() {
+        for history in 0..=4 {
+            for outcome_interactions in 0..=history {
+                for outcome_pattern in 0..=(history + 1).min(MAX_OUTCOME_PATTERN) {
+                    for known in [None, Some(0)] {
+                        for past in [None, Some(8 * 3_600_000)] {
+                            let spec = FeatureSpec {
+                                history,
+                                data_start_ms: known,
+                                outcome_interactions,
+                                past_churn_horizon_ms: past,
+                                outcome_pattern,
+                            };
+                            assert_eq!(spec.width(), spec.names().len(), "{spec:?}");
+                        }
+                    }
+                }
+            }
         }
     }
 

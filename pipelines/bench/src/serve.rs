@@ -535,9 +535,16 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             score_call(Arc::clone(&twelve)),
         )
         .await;
+        // The results come from the game servers, not from the matchmaker that scores: a
+        // connection of their own.
+        let report_client = MatcherClient::new(
+            Channel::from_shared(format!("http://{}", server.grpc))?
+                .connect()
+                .await?,
+        );
         let reports = tokio::spawn({
             let (client, call) = (
-                client.clone(),
+                report_client,
                 report_call(
                     Arc::clone(&ids),
                     Arc::clone(&next),

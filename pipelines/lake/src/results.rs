@@ -87,6 +87,17 @@ pub fn read_finished(path: &Path) -> Result<Vec<(String, FinishedMatch)>> {
     Ok(out)
 }
 
+/// The matches of one lake batch (rows in the lake's order, as a table file holds them) with
+/// their modes: what [`read_finished`] gives for the file this batch is written to.
+///
+/// # Errors
+/// The batch lacks a required column.
+pub fn finished_of_batch(b: &RecordBatch, source: &str) -> Result<Vec<(String, FinishedMatch)>> {
+    let mut out = Vec::new();
+    read_batch(Path::new(source), b, &mut out)?;
+    Ok(out)
+}
+
 fn read_batch(path: &Path, b: &RecordBatch, out: &mut Vec<(String, FinishedMatch)>) -> Result<()> {
     let need = |name: &str| {
         b.column_by_name(name)

@@ -78,29 +78,54 @@ impl std::fmt::Debug for TableView {
 impl TableView {
     pub(crate) fn open(loc: Location, as_of: AsOf) -> Result<TableView> {
         let table = delta::open_table(&loc, as_of)?;
-        let mut files = Vec::new();
-        if let Some(t) = &table {
-            let snap = t.snapshot().map_err(delta::delta_err(&loc))?;
-            for f in snap.log_data().iter() {
-                let day = f
-                    .partition_values_map()
-                    .get(DAY)
-                    .cloned()
-                    .flatten()
-                    .and_then(|d| parse_day_dir_name(&format!("day={d}")));
-                files.push(FileEntry {
-                    path: f.path().into_owned(),
-                    day,
-                    bytes: u64::try_from(f.size()).unwrap_or(0),
-                    rows: f.num_records().map(|n| n as u64),
-                });
-            }
-        }
-        // Lake order: by day, then by name (a run's files carry its sortable run id).
-        files.sort_by(|a, b| (a.day, &a.path).cmp(&(b.day, &b.path)));
+        let files = files_of(&loc, table.as_ref())?;
         Ok(TableView { loc, table, files })
     }
 
+    /// Moves to the table's latest version, reading only the log entries after the one held
+    /// (a table that did not exist yet is opened).
+    fn refresh(&mut self) -> Result<()> {
+        match &mut self.table {
+            None => *self = TableView::open(self.loc.clone(), AsOf::Latest)?,
+            Some(t) => {
+                let before = delta::version_of(t);
+                delta::block_on(t.update_incremental(None)).map_err(delta::delta_err(&self.loc))?;
+                if delta::version_of(t) != before {
+                    delta::check_protocol(&self.loc, t, false)?;
+                    self.files = files_of(&self.loc, Some(t))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The data files of `table`'s snapshot, in lake order.
+fn files_of(loc: &Location, table: Option<&deltalake_core::DeltaTable>) -> Result<Vec<FileEntry>> {
+    let mut files = Vec::new();
+    if let Some(t) = table {
+        let snap = t.snapshot().map_err(delta::delta_err(loc))?;
+        for f in snap.log_data().iter() {
+            let day = f
+                .partition_values_map()
+                .get(DAY)
+                .cloned()
+                .flatten()
+                .and_then(|d| parse_day_dir_name(&format!("day={d}")));
+            files.push(FileEntry {
+                path: f.path().into_owned(),
+                day,
+                bytes: u64::try_from(f.size()).unwrap_or(0),
+                rows: f.num_records().map(|n| n as u64),
+            });
+        }
+    }
+    // Lake order: by day, then by name (a run's files carry its sortable run id).
+    files.sort_by(|a, b| (a.day, &a.path).cmp(&(b.day, &b.path)));
+    Ok(files)
+}
+
+impl TableView {
     pub(crate) fn version(&self) -> Option<i64> {
         self.table.as_ref().and_then(delta::version_of)
     }
@@ -193,6 +218,16 @@ impl Lake {
             matches,
             quarantine,
         })
+    }
+
+    /// Moves both tables to their latest versions, reading only the log entries after the
+    /// ones held (what a long-running reader does instead of opening the lake again).
+    ///
+    /// # Errors
+    /// The log cannot be read, or a table's protocol asks for more than `mm` provides.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.matches.refresh()?;
+        self.quarantine.refresh()
     }
 
     pub fn root(&self) -> &Location {

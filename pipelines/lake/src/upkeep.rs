@@ -31,6 +31,10 @@ pub struct VacuumReport {
     pub quarantine: Vec<String>,
 }
 
+/// Versions between the checkpoints a frequent writer (`mm serve`'s flushes) writes: Delta's
+/// `delta.checkpointInterval` default in delta-rs.
+pub const CHECKPOINT_INTERVAL: i64 = 100;
+
 /// What [`Lake::checkpoint`] did, per table: the version checkpointed and the log entries
 /// deleted.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -71,6 +75,25 @@ impl Lake {
             *out = Some((i64::try_from(version).unwrap_or(i64::MAX), deleted));
         }
         Ok(report)
+    }
+
+    /// Writes a checkpoint of the matches table at the version this lake was opened at, and
+    /// nothing else (no log entry is deleted): what a writer that commits often does every
+    /// [`CHECKPOINT_INTERVAL`] versions, as Delta writers do, so that opening the table reads
+    /// one Parquet file and a few log entries instead of every commit since the last one.
+    ///
+    /// # Errors
+    /// The checkpoint cannot be written.
+    pub fn checkpoint_matches(&self) -> Result<Option<i64>> {
+        let view = &self.matches;
+        let Some(t) = &view.table else {
+            return Ok(None);
+        };
+        delta::check_protocol(&view.loc, t, true)?;
+        let version = t.snapshot().map_err(delta::delta_err(&view.loc))?.version();
+        delta::block_on(deltalake_core::checkpoints::create_checkpoint(t, None))
+            .map_err(delta::delta_err(&view.loc))?;
+        Ok(Some(i64::try_from(version).unwrap_or(i64::MAX)))
     }
 
     /// Compacts every day of the matches table that has at least `min_files` files into one

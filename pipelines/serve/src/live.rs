@@ -85,7 +85,7 @@ struct State {
     settled: Settled,
     /// Reports in the log the lake does not hold yet, by sequence number, with the time each
     /// was received.
-    pending: BTreeMap<u64, (Checked, Instant)>,
+    pending: BTreeMap<u64, (Arc<Checked>, Instant)>,
     pending_ids: HashSet<String>,
     /// Match ids being written to the log right now.
     reserved: HashSet<String>,
@@ -107,8 +107,9 @@ pub struct Live {
     app_id: String,
     wal: Wal,
     state: RwLock<State>,
-    /// One sync (or flush) at a time.
-    syncing: std::sync::Mutex<()>,
+    /// One sync (or flush, or switch) at a time: the only changer of the settled state. Holds
+    /// the lake as last read, moved to its latest version by reading the new log entries only.
+    syncing: std::sync::Mutex<Option<Lake>>,
     metrics: Metrics,
     last_sync: std::sync::Mutex<Instant>,
 }
@@ -178,6 +179,10 @@ impl Settled {
     }
 }
 
+/// Matches (or reports) whose players' settled states are read under one short hold of the
+/// players' lock while the settled state or the overlay is rebuilt off it.
+const BASE_CHUNK: usize = 256;
+
 /// Matches read from the lake's new commits, each with whether it is of the artifact's mode,
 /// and the version they were read up to.
 type NewMatches = (Vec<(FinishedMatch, bool)>, i64);
@@ -216,21 +221,9 @@ impl State {
     }
 
     /// Applies the pending reports again on the settled state, dropping those the lake now
-    /// holds.
+    /// holds (under the players' lock: at a start or a switch of artifacts).
     fn reapply(&mut self) {
-        let settled_ids = &self.settled.matches;
-        let flushed = self.flushed;
-        let (pending_ids, dropped) = (&mut self.pending_ids, &mut self.dropped);
-        self.pending.retain(|&seq, (c, _)| {
-            let keep = !settled_ids.contains(&c.match_id);
-            if !keep {
-                pending_ids.remove(&c.match_id);
-                if seq > flushed {
-                    dropped.insert(seq);
-                }
-            }
-            keep
-        });
+        self.drop_settled();
         self.overlay.clear();
         self.overlay_updater = self.settled.updater.clone();
         let art = Arc::clone(&self.art);
@@ -248,6 +241,23 @@ impl State {
                 self.overlay.insert(s.player_id.clone(), s);
             }
         }
+    }
+
+    /// Forgets the pending reports whose matches the lake now holds.
+    fn drop_settled(&mut self) {
+        let settled_ids = &self.settled.matches;
+        let flushed = self.flushed;
+        let (pending_ids, dropped) = (&mut self.pending_ids, &mut self.dropped);
+        self.pending.retain(|&seq, (c, _)| {
+            let keep = !settled_ids.contains(&c.match_id);
+            if !keep {
+                pending_ids.remove(&c.match_id);
+                if seq > flushed {
+                    dropped.insert(seq);
+                }
+            }
+            keep
+        });
     }
 }
 
@@ -292,7 +302,7 @@ impl Live {
             match checked {
                 Ok(c) => {
                     pending_ids.insert(c.match_id.clone());
-                    pending.insert(r.seq, (c, now));
+                    pending.insert(r.seq, (Arc::new(c), now));
                 }
                 // Checked when it was reported: only a change of the rules since can refuse it.
                 Err(e) => {
@@ -327,7 +337,7 @@ impl Live {
             app_id,
             wal,
             state: RwLock::new(state),
-            syncing: std::sync::Mutex::new(()),
+            syncing: std::sync::Mutex::new(Some(lake)),
             metrics,
             last_sync: std::sync::Mutex::new(Instant::now()),
         })
@@ -403,9 +413,20 @@ impl Live {
         st.reserved.remove(&checked.match_id);
         let seq = logged
             .map_err(|e| Status::unavailable(format!("the report could not be logged: {e}")))?;
+        if st.settled.matches.contains(&checked.match_id) {
+            // The lake gained this match (another writer's) while it was being logged.
+            st.dropped.insert(seq);
+            self.metrics.report("duplicate", "");
+            return Ok(proto::ReportMatchResponse {
+                status: proto::ReportStatus::Duplicate as i32,
+                model_version: version,
+                sequence: 0,
+                players: Vec::new(),
+            });
+        }
         st.pending_ids.insert(checked.match_id.clone());
         let art = Arc::clone(&st.art);
-        let mut players = Vec::new();
+        let mut after = Vec::new();
         if serves(&art, &checked.mode) {
             let st = &mut *st;
             let before = checked
@@ -414,15 +435,17 @@ impl Live {
                 .iter()
                 .map(|r| current(&st.overlay, &st.settled, &art, &r.player_id))
                 .collect();
-            let after = st.overlay_updater.apply(&checked.finished, before);
-            // Scored as of the match's end: the churn a search right after it would see.
-            let now = req_end.unwrap_or(checked.start_ms);
-            players = after.iter().map(|s| score_of(&art, s, now)).collect();
-            for s in after {
-                st.overlay.insert(s.player_id.clone(), s);
+            after = st.overlay_updater.apply(&checked.finished, before);
+            for s in &after {
+                st.overlay.insert(s.player_id.clone(), s.clone());
             }
         }
-        st.pending.insert(seq, (checked, Instant::now()));
+        let start_ms = checked.start_ms;
+        st.pending.insert(seq, (Arc::new(checked), Instant::now()));
+        drop(st);
+        // Scored as of the match's end: the churn a search right after it would see.
+        let now = req_end.unwrap_or(start_ms);
+        let players = after.iter().map(|s| score_of(&art, s, now)).collect();
         self.metrics.report("recorded", "");
         Ok(proto::ReportMatchResponse {
             status: proto::ReportStatus::Recorded as i32,
@@ -438,15 +461,35 @@ impl Live {
     /// # Errors
     /// The lake cannot be read.
     pub fn sync(&self) -> Result<(), LakeError> {
-        let _one = self
-            .syncing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.sync_locked()
+        let mut lake = self.lake();
+        self.sync_locked(&mut lake)
     }
 
-    fn sync_locked(&self) -> Result<(), LakeError> {
-        self.sync_with(&Lake::open(&self.cfg.lake)?)
+    /// The syncing lock, with the lake it holds.
+    fn lake(&self) -> std::sync::MutexGuard<'_, Option<Lake>> {
+        self.syncing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The held lake moved to its latest version (opened again when that fails: a log cleaned
+    /// up past the held version, a lake replaced).
+    fn latest<'a>(&self, held: &'a mut Option<Lake>) -> Result<&'a Lake, LakeError> {
+        if let Some(l) = held.as_mut()
+            && let Err(e) = l.refresh()
+        {
+            tracing::warn!(error = %e, "results: reading the lake's new log entries failed; opening it again");
+            *held = None;
+        }
+        if held.is_none() {
+            *held = Some(Lake::open(&self.cfg.lake)?);
+        }
+        Ok(held.as_ref().expect("set above"))
+    }
+
+    fn sync_locked(&self, held: &mut Option<Lake>) -> Result<(), LakeError> {
+        let lake = self.latest(held)?;
+        self.sync_with(lake)
     }
 
     /// Applies the commits of `lake` (a snapshot opened by the caller) after the settled
@@ -469,11 +512,7 @@ impl Live {
             Err(e) => return Err(e),
         };
         if let Some((matches, to)) = new {
-            let mut st = self.write();
-            if Arc::ptr_eq(&st.art, &art) && st.settled.version == version {
-                st.settled.advance(&art, &matches, to);
-                st.reapply();
-            }
+            self.advance_settled(&art, version, &matches, to);
         }
         let st = self.read();
         self.metrics.followed(st.settled.version);
@@ -483,18 +522,179 @@ impl Live {
         Ok(())
     }
 
+    /// Applies the lake's matches `new` (read after `from`, up to `to`) to the settled state,
+    /// then the pending reports again on top. The caller holds the syncing lock, the only
+    /// changer of the settled state: the players' new states are computed off the players'
+    /// lock (which requests need), reading the settled states a chunk of matches at a time,
+    /// and moved in a batch at a time. A player's state only moves forward meanwhile: a
+    /// pending report's player reads its overlay state, newer than either.
+    fn advance_settled(
+        &self,
+        art: &Arc<Artifact>,
+        from: i64,
+        new: &[(FinishedMatch, bool)],
+        to: i64,
+    ) {
+        const BATCH: usize = 1024;
+        let mut updater = {
+            let st = self.read();
+            if !Arc::ptr_eq(&st.art, art) || st.settled.version != from {
+                return;
+            }
+            st.settled.updater.clone()
+        };
+        let mut moved: HashMap<String, PlayerState> = HashMap::new();
+        let mut ids: HashSet<String> = HashSet::new();
+        for chunk in new.chunks(BASE_CHUNK) {
+            let (fresh, base) = {
+                let st = self.read();
+                let fresh: Vec<bool> = chunk
+                    .iter()
+                    .map(|(m, _)| !st.settled.matches.contains(&m.match_id))
+                    .collect();
+                let mut base: HashMap<&str, PlayerState> = HashMap::new();
+                for (m, _) in chunk.iter().filter(|(_, ours)| *ours) {
+                    for r in &m.rows {
+                        if !moved.contains_key(&r.player_id) {
+                            base.entry(r.player_id.as_str()).or_insert_with(|| {
+                                st.settled
+                                    .players
+                                    .get(&r.player_id)
+                                    .cloned()
+                                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                            });
+                        }
+                    }
+                }
+                (fresh, base)
+            };
+            for ((m, ours), fresh) in chunk.iter().zip(fresh) {
+                if !fresh || !ids.insert(m.match_id.clone()) || !ours {
+                    continue;
+                }
+                let before = m
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        moved
+                            .get(&r.player_id)
+                            .or_else(|| base.get(r.player_id.as_str()))
+                            .cloned()
+                            .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                    })
+                    .collect();
+                for s in updater.apply(m, before) {
+                    moved.insert(s.player_id.clone(), s);
+                }
+            }
+        }
+        let mut moved = moved.into_iter();
+        loop {
+            let batch: Vec<(String, PlayerState)> = moved.by_ref().take(BATCH).collect();
+            if batch.is_empty() {
+                break;
+            }
+            self.write().settled.players.extend(batch);
+        }
+        {
+            let mut st = self.write();
+            st.settled.matches.extend(ids);
+            st.settled.updater = updater;
+            st.settled.version = st.settled.version.max(to);
+            st.drop_settled();
+        }
+        self.rebuild_overlay(art);
+    }
+
+    /// Applies the pending reports again on the settled state (which the caller, holding the
+    /// syncing lock, just moved). The new overlay is built off the players' lock and swapped
+    /// in; the reports that arrive meanwhile are applied to it at the swap (until then they
+    /// land on the old overlay, whose states are as new).
+    fn rebuild_overlay(&self, art: &Arc<Artifact>) {
+        let (reports, mut updater) = {
+            let st = self.read();
+            let reports: Vec<(u64, Arc<Checked>)> = st
+                .pending
+                .iter()
+                .map(|(&seq, (c, _))| (seq, Arc::clone(c)))
+                .collect();
+            (reports, st.settled.updater.clone())
+        };
+        let mut overlay: HashMap<String, PlayerState> = HashMap::new();
+        for chunk in reports.chunks(BASE_CHUNK) {
+            let base = {
+                let st = self.read();
+                let mut base: HashMap<&str, PlayerState> = HashMap::new();
+                for (_, c) in chunk {
+                    for r in &c.finished.rows {
+                        if !overlay.contains_key(&r.player_id) {
+                            base.entry(r.player_id.as_str()).or_insert_with(|| {
+                                st.settled
+                                    .players
+                                    .get(&r.player_id)
+                                    .cloned()
+                                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                            });
+                        }
+                    }
+                }
+                base
+            };
+            for (_, c) in chunk.iter().filter(|(_, c)| serves(art, &c.mode)) {
+                let before = c
+                    .finished
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        overlay
+                            .get(&r.player_id)
+                            .or_else(|| base.get(r.player_id.as_str()))
+                            .cloned()
+                            .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                    })
+                    .collect();
+                for s in updater.apply(&c.finished, before) {
+                    overlay.insert(s.player_id.clone(), s);
+                }
+            }
+        }
+        let applied: HashSet<u64> = reports.iter().map(|(seq, _)| *seq).collect();
+        let old = {
+            let mut st = self.write();
+            let st = &mut *st;
+            if !Arc::ptr_eq(&st.art, art) {
+                return;
+            }
+            for (_, (c, _)) in st.pending.iter().filter(|(seq, _)| !applied.contains(seq)) {
+                if !serves(art, &c.mode) {
+                    continue;
+                }
+                let before = c
+                    .finished
+                    .rows
+                    .iter()
+                    .map(|r| current(&overlay, &st.settled, art, &r.player_id))
+                    .collect();
+                for s in updater.apply(&c.finished, before) {
+                    overlay.insert(s.player_id.clone(), s);
+                }
+            }
+            st.overlay_updater = updater;
+            std::mem::replace(&mut st.overlay, overlay)
+        };
+        // The old overlay's states are freed off the lock.
+        drop(old);
+    }
+
     /// Switches to a new artifact once its players' state is built (the lake's commits after
     /// its version, then the pending reports). Blocking.
     ///
     /// # Errors
     /// The lake cannot be read, or the artifact cannot update players (the current one stays).
     pub fn switch_to(&self, art: Arc<Artifact>) -> Result<(), ServeError> {
-        let _one = self
-            .syncing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let lake = Lake::open(&self.cfg.lake).map_err(live_err)?;
-        let settled = settled_for(&art, &lake)?;
+        let mut held = self.lake();
+        let lake = self.latest(&mut held).map_err(live_err)?;
+        let settled = settled_for(&art, lake)?;
         let mut st = self.write();
         st.art = art;
         st.settled = settled;
@@ -507,7 +707,8 @@ impl Live {
     #[must_use]
     pub fn flush_due(&self) -> bool {
         let st = self.read();
-        let oldest = st.pending.values().map(|(_, t)| t.elapsed()).max();
+        // Sequence numbers are given in arrival order, give or take a group of the log.
+        let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
         self.metrics.backlog(
             self.wal.bytes(),
             st.pending.len(),
@@ -534,32 +735,35 @@ impl Live {
     /// The lake refused the commit (a concurrent run holding the same rows: the next flush
     /// tries again without the matches the lake now holds) or could not be written.
     pub fn flush(&self) -> Result<Option<i64>, LakeError> {
-        let _one = self
-            .syncing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = self.lake();
         let t0 = Instant::now();
         // What the lake gained since the last follow comes first: a pending report whose match
         // another writer committed meanwhile is dropped, not written again. The commit below is
         // made on this same snapshot, so a writer that commits after it is seen by the commit's
         // re-check of keys.
-        let lake = Lake::open(&self.cfg.lake)?;
-        self.sync_with(&lake)?;
-        let (rows, lines, last) = {
+        let lake = self.latest(&mut held)?;
+        self.sync_with(lake)?;
+        let art = self.art();
+        let (reports, last) = {
             let st = self.read();
             let last = st.flushable();
             if last <= st.flushed {
                 return Ok(None);
             }
-            let mut rows: Vec<PlayerRow<'static>> = Vec::new();
-            let mut lines = Vec::new();
-            for (&seq, (c, _)) in st.pending.range(st.flushed + 1..=last) {
-                rows.extend(c.rows.iter().cloned());
-                lines.extend(std::iter::repeat_n(seq, c.rows.len()));
-            }
-            (rows, lines, last)
+            let reports: Vec<(u64, Arc<Checked>)> = st
+                .pending
+                .range(st.flushed + 1..=last)
+                .map(|(&seq, (c, _))| (seq, Arc::clone(c)))
+                .collect();
+            (reports, last)
         };
-        let result = self.commit(&lake, rows, lines, last);
+        let mut rows: Vec<PlayerRow<'static>> = Vec::new();
+        let mut lines = Vec::new();
+        for (seq, c) in &reports {
+            rows.extend(c.rows.iter().cloned());
+            lines.extend(std::iter::repeat_n(*seq, c.rows.len()));
+        }
+        let result = self.commit(lake, rows, lines, last);
         match &result {
             Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
                 {
@@ -570,33 +774,64 @@ impl Live {
                 if let Err(e) = self.wal.truncate_through(last) {
                     tracing::warn!(error = %e, "could not remove the log's flushed segments");
                 }
+                let version = result.as_ref().ok().map(|(v, _)| *v);
+                // The commit's own matches, from the batches just written: when no other commit
+                // came between, they are all the lake gained (no need to read the files back).
+                let own = match result {
+                    Ok((v, batches)) if self.read().settled.version == v - 1 => {
+                        own_matches(&art, &batches).map(|m| (m, v))
+                    }
+                    _ => None,
+                };
+                match own {
+                    Some((m, v)) => self.advance_settled(&art, v - 1, &m, v),
+                    None => self.sync_locked(&mut held)?,
+                }
                 self.metrics.flush("committed", t0.elapsed());
-                let version = result.ok();
                 tracing::info!(
                     lake_version = ?version,
                     sequence = last,
                     "results: flushed through {last}"
                 );
-                self.sync_locked()?;
+                if let Some(v) = version.filter(|v| v % mm_lake::upkeep::CHECKPOINT_INTERVAL == 0) {
+                    self.checkpoint(&mut held, v);
+                }
                 Ok(version)
             }
             Err(_) => {
                 self.metrics.flush("failed", t0.elapsed());
                 // A concurrent run may hold some of these matches: learn them, so that the next
                 // flush leaves them out.
-                let _ = self.sync_locked();
-                result.map(Some)
+                let _ = self.sync_locked(&mut held);
+                result.map(|(v, _)| Some(v))
             }
         }
     }
 
+    /// A checkpoint of the matches table at `version` (or later), so that opening the lake
+    /// does not read every flush's log entry. A failure is only logged: the next interval
+    /// tries again, and readers read the log entries meanwhile.
+    fn checkpoint(&self, held: &mut Option<Lake>, version: i64) {
+        let done = self
+            .latest(held)
+            .and_then(mm_lake::Lake::checkpoint_matches);
+        match done {
+            Ok(at) => tracing::info!(lake_version = ?at, "results: checkpointed the lake's log"),
+            Err(e) => {
+                tracing::warn!(error = %e, version, "results: could not checkpoint the lake's log");
+            }
+        }
+    }
+
+    /// Commits the rows as one Delta commit with this replica's application transaction;
+    /// returns its version and the batches written, in the commit's order.
     fn commit(
         &self,
         lake: &Lake,
         rows: Vec<PlayerRow<'static>>,
         lines: Vec<u64>,
         last: u64,
-    ) -> Result<i64, LakeError> {
+    ) -> Result<(i64, Vec<arrow_array::RecordBatch>), LakeError> {
         let span = tracing::info_span!(
             "flush",
             sequence = last,
@@ -614,6 +849,7 @@ impl Live {
         let mut txn = lake.begin(&run_id)?;
         let source = format!("{}#{}", self.app_id, run_id);
         let written: usize = days.values().map(|d| d.0.len()).sum();
+        let mut batches = Vec::with_capacity(days.len());
         for (day, (rows, lines)) in &days {
             let batch = mm_lake::results::lake_batch(rows, &source, lines)?;
             let batch = mm_lake::rows::sort_lake_order(&[batch]).map_err(|e| LakeError::Arrow {
@@ -621,7 +857,8 @@ impl Live {
                 source: e,
             })?;
             let rel = Lake::partition_rel(*day).join(format!("part-{run_id}.parquet"));
-            txn.write_parquet(&rel, &[batch])?;
+            txn.write_parquet(&rel, std::slice::from_ref(&batch))?;
+            batches.push(batch);
         }
         txn.set_app_transaction(&self.app_id, i64::try_from(last).unwrap_or(i64::MAX));
         let done = txn.commit(&serde_json::json!({
@@ -632,7 +869,7 @@ impl Live {
             "lake_rows_written": written,
         }))?;
         span.record("lake_version", done.version);
-        Ok(done.version)
+        Ok((done.version, batches))
     }
 
     /// Milliseconds since the players last caught up with the lake.
@@ -647,6 +884,29 @@ impl Live {
     pub fn config(&self) -> &ResultsConfig {
         &self.cfg
     }
+}
+
+/// The matches of a flush's batches as a reader of the lake reads them back (the same rows in
+/// the same order), each with whether it is of the artifact's mode. `None` when a batch cannot
+/// be read so (the caller reads the lake instead).
+fn own_matches(
+    art: &Artifact,
+    batches: &[arrow_array::RecordBatch],
+) -> Option<Vec<(FinishedMatch, bool)>> {
+    let mut out = Vec::new();
+    for b in batches {
+        match mm_lake::results::finished_of_batch(b, "flush") {
+            Ok(ms) => out.extend(ms.into_iter().map(|(mode, m)| {
+                let ours = serves(art, &mode);
+                (m, ours)
+            })),
+            Err(e) => {
+                tracing::warn!(error = %e, "results: a flushed batch could not be read back");
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The settled state of `art`: its snapshot plus the lake's commits after its version.

@@ -29,6 +29,10 @@ pub struct MatcherService {
     /// The players kept current by reported matches (`None`: the snapshot's, as exported).
     live: Option<Arc<Live>>,
     auth: Auth,
+    /// Requests whose CPU-bound work may run at once: one per core. The others wait their turn
+    /// here rather than as threads on the cores, where they would delay everything else the
+    /// service does (acknowledging reports above all) by the length of the run queue.
+    cpu: Arc<tokio::sync::Semaphore>,
 }
 
 impl MatcherService {
@@ -40,6 +44,9 @@ impl MatcherService {
             queues: Arc::new(Queues::default()),
             live: None,
             auth: Auth::default(),
+            cpu: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            )),
         }
     }
 
@@ -340,14 +347,19 @@ fn pair(
 }
 
 impl MatcherService {
-    /// Runs `f` on the blocking pool (the matcher's work is CPU-bound) and records the
-    /// request's status and latency as `method`.
+    /// Runs `f` on the blocking pool (the matcher's work is CPU-bound), at most one request a
+    /// core at a time, and records the request's status and latency (its wait included) as
+    /// `method`.
     async fn timed<R: Send + 'static>(
         &self,
         method: &str,
         f: impl FnOnce() -> Result<R, Status> + Send + 'static,
     ) -> Result<Response<R>, Status> {
         let t0 = std::time::Instant::now();
+        let _turn = Arc::clone(&self.cpu)
+            .acquire_owned()
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         let out = tokio::task::spawn_blocking(f)
             .await
             .map_err(|e| Status::internal(format!("the request stopped: {e}")))

@@ -380,7 +380,7 @@ pub fn features_of(
     party: bool,
     outcome: Outcome3,
 ) -> Vec<f64> {
-    let mut row = Vec::with_capacity(spec.names().len());
+    let mut row = Vec::with_capacity(spec.width());
     let now = Upcoming {
         start_ms: now_ms,
         party,
