@@ -474,6 +474,10 @@ struct ReportsReport {
     /// The log's largest size seen by the metrics during the load, MiB.
     log_mib_max: f64,
     rss_mib_start: Option<f64>,
+    /// Resident memory halfway through the reports, and its growth over their second half
+    /// (MiB a minute): flat once every player the reports draw on has a state.
+    rss_mib_half: Option<f64>,
+    rss_mib_per_minute_second_half: Option<f64>,
     rss_mib_end: Option<f64>,
 }
 
@@ -555,12 +559,22 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             async move { open_loop(&client, rate, seconds, call).await }
         });
         let mut log_max = 0.0f64;
+        // Resident memory over the load's second half: (seconds, MiB).
+        let mut rss: Vec<(f64, f64)> = Vec::new();
         while t0.elapsed().as_secs_f64() < a.seconds {
             tokio::time::sleep(Duration::from_millis(250)).await;
             if let Ok(text) = http_get(&server.metrics) {
                 log_max = log_max.max(metric(&text, "mm_serve_log_bytes"));
             }
+            let at = t0.elapsed().as_secs_f64();
+            if at >= a.seconds / 2.0
+                && let Some(m) = server.rss_mib()
+            {
+                rss.push((at, m));
+            }
         }
+        let rss_half = rss.first().map(|r| r.1);
+        let rss_slope = slope_per_minute(&rss);
         let (rm, rf) = reports.await??;
         stop.store(true, Ordering::Relaxed);
         let (sm, sf, _) = gather(scores).await?;
@@ -618,6 +632,8 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             drain_seconds: drain,
             log_mib_max: log_max / f64::from(1u32 << 20),
             rss_mib_start: rss_start,
+            rss_mib_half: rss_half,
+            rss_mib_per_minute_second_half: rss_slope,
             rss_mib_end: server.rss_mib(),
         })
     })?;
@@ -651,10 +667,33 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         report.acknowledged * 12,
         report.log_mib_max
     );
-    if let (Some(s), Some(e)) = (report.rss_mib_start, report.rss_mib_end) {
-        println!("server resident memory: {s:.0} MiB before, {e:.0} MiB at the end");
+    if let (Some(s), Some(h), Some(e)) = (
+        report.rss_mib_start,
+        report.rss_mib_half,
+        report.rss_mib_end,
+    ) {
+        println!(
+            "server resident memory: {s:.0} MiB before, {h:.0} MiB halfway through the reports, {e:.0} MiB at the end; {:+.1} MiB a minute over the second half (least squares)",
+            report.rss_mib_per_minute_second_half.unwrap_or(f64::NAN)
+        );
     }
     Ok(())
+}
+
+/// The least-squares slope of `(seconds, MiB)` samples, in MiB a minute (`None`: fewer than
+/// two samples, or all at one time).
+fn slope_per_minute(xy: &[(f64, f64)]) -> Option<f64> {
+    let n = xy.len() as f64;
+    if xy.len() < 2 {
+        return None;
+    }
+    let (mx, my) = (
+        xy.iter().map(|p| p.0).sum::<f64>() / n,
+        xy.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = xy.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx * 60.0)
 }
 
 /// Runs `mm bench serve`.
@@ -859,4 +898,20 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope_per_minute;
+
+    /// Three MiB a minute, by hand; noise around a flat line gives a slope near 0.
+    #[test]
+    fn slope_by_hand() {
+        let s = slope_per_minute(&[(0.0, 10.0), (60.0, 13.0), (120.0, 16.0)]).unwrap();
+        assert!((s - 3.0).abs() < 1e-12, "{s}");
+        let flat = slope_per_minute(&[(0.0, 10.0), (30.0, 11.0), (60.0, 9.0), (90.0, 10.0)]);
+        assert!((flat.unwrap() - (-0.4)).abs() < 1e-12, "{flat:?}");
+        assert_eq!(slope_per_minute(&[(1.0, 2.0)]), None);
+        assert_eq!(slope_per_minute(&[(1.0, 2.0), (1.0, 3.0)]), None);
+    }
 }

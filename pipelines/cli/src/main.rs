@@ -27,6 +27,12 @@ use mm_ingest::IngestError;
 
 use args::{Cli, Cmd, ConfigCmd, FitCmd, LakeCmd, LogFormat, Output};
 
+/// mimalloc, not the system allocator: under `mm serve`'s steady load of small allocations on
+/// many threads, glibc's per-thread arenas kept freed memory resident (the process grew to
+/// 338 MiB over a 180 s bench of reports while its live heap stayed near 100 MiB, heaptrack).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let (resolved, cli) = match config::resolve(&argv, false) {

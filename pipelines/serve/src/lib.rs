@@ -305,12 +305,14 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         cfg.sync.clone(),
         live.clone(),
     ));
-    let results_tasks = live.as_ref().map(|l| {
-        (
-            tokio::spawn(flush_loop(Arc::clone(l))),
+    let stop_flushing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let results_tasks = match &live {
+        Some(l) => Some((
+            flush_thread(Arc::clone(l), Arc::clone(&stop_flushing))?,
             tokio::spawn(follow_loop(Arc::clone(l))),
-        )
-    });
+        )),
+        None => None,
+    };
     let service = MatcherService::new(Arc::clone(&reloader), metrics)
         .with_results(live.clone(), cfg.auth.clone());
     let limit = cfg.max_seconds;
@@ -351,8 +353,10 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         t.abort();
     }
     if let Some((flush, follow)) = results_tasks {
-        flush.abort();
+        stop_flushing.store(true, std::sync::atomic::Ordering::Relaxed);
         follow.abort();
+        // Its flush in progress, if any, ends first (it holds the lake).
+        let _ = tokio::task::spawn_blocking(move || flush.join()).await;
     }
     if let Some(l) = live {
         // What was acknowledged is durable in the log already; this only saves the next start
@@ -367,24 +371,46 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
 }
 
 /// Flushes the pending reports into the lake when due (enough of them, or the oldest old
-/// enough); a failed flush is retried with a growing pause, up to 30 s.
-async fn flush_loop(live: Arc<Live>) {
+/// enough), on a thread of its own until `stop`; a failed flush is retried with a growing
+/// pause, up to 30 s. The thread runs at a lower priority (nice 10, on Linux): a flush is
+/// seconds of slack behind the log, while the requests it would take the cores from are
+/// answered in milliseconds.
+fn flush_thread(
+    live: Arc<Live>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, ServeError> {
     let every = Duration::from_millis((live.config().flush_ms / 4).clamp(5, 50));
-    let mut pause = Duration::ZERO;
-    loop {
-        tokio::time::sleep(every + pause).await;
-        // Both take the players' lock, which a follow or a reload may hold for a while: off the
-        // async workers that answer requests.
-        let l = Arc::clone(&live);
-        match tokio::task::spawn_blocking(move || l.flush_due().then(|| l.flush())).await {
-            Ok(None) => continue,
-            Ok(Some(Ok(_))) => pause = Duration::ZERO,
-            Ok(Some(Err(e))) => {
-                pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
-                tracing::warn!(error = %e, retry_ms = pause.as_millis() as u64, "results: the flush failed; retrying");
+    std::thread::Builder::new()
+        .name("mm-serve-flush".into())
+        .spawn(move || {
+            lower_priority();
+            let mut pause = Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(every + pause);
+                if !live.flush_due() {
+                    continue;
+                }
+                match live.flush() {
+                    Ok(_) => pause = Duration::ZERO,
+                    Err(e) => {
+                        pause = (pause * 2)
+                            .clamp(Duration::from_millis(100), Duration::from_secs(30));
+                        tracing::warn!(error = %e, retry_ms = pause.as_millis() as u64, "results: the flush failed; retrying");
+                    }
+                }
             }
-            Err(e) => tracing::error!(error = %e, "results: the flush stopped"),
-        }
+        })
+        .map_err(|e| ServeError::Config {
+            field: "wal",
+            reason: format!("cannot start the flush thread: {e}"),
+        })
+}
+
+/// Lowers the calling thread's priority to nice 10 (Linux: a thread's nice value is its own).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
+        tracing::debug!(error = %e, "results: the flush thread keeps the service's priority");
     }
 }
 
