@@ -827,3 +827,163 @@ fn frequent_flushes_checkpoint_the_log() {
     let (_again, addr, _) = start(&s, &[]);
     check(&addr);
 }
+
+/// A CA, a certificate it signs (for `cn`, with the given subjectAltName) and its key, made by
+/// the `openssl` command line in `dir`: `(ca.pem, cert.pem, key.pem)`.
+fn openssl_pki(dir: &Path, name: &str, cn: &str, san: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (Debian's openssl package)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ca, ca_key) = (format!("{name}-ca.pem"), format!("{name}-ca.key"));
+    let (cert, key, csr) = (
+        format!("{name}.pem"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+    );
+    let ext = format!("{name}.ext");
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &ca_key,
+        "-out",
+        &ca,
+        "-days",
+        "2",
+        "-subj",
+        &format!("/CN={name} CA"),
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+        "-subj",
+        &format!("/CN={cn}"),
+    ]);
+    std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &cert,
+        "-days",
+        "2",
+        "-extfile",
+        &ext,
+    ]);
+    (dir.join(ca), dir.join(cert), dir.join(key))
+}
+
+/// `mm serve --tls-cert --tls-key --client-ca` without a token: a client whose certificate the
+/// service's CA signed reports a match; one without a certificate, one with a certificate of
+/// another CA and a plain-text one get no call through.
+#[test]
+fn tls_client_certificates_are_a_credential() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let s = setup();
+    let pki = tempfile::tempdir().unwrap();
+    let (server_ca, server_cert, server_key) = openssl_pki(
+        pki.path(),
+        "server",
+        "localhost",
+        "DNS:localhost,IP:127.0.0.1",
+    );
+    let (client_ca, client_cert, client_key) =
+        openssl_pki(pki.path(), "client", "game-server-7", "DNS:game-server-7");
+    let (_, other_cert, other_key) = openssl_pki(pki.path(), "other", "intruder", "DNS:intruder");
+    let mut args: Vec<std::ffi::OsString> = ["--max-seconds", "120", "--replica", "tls"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    for (flag, value) in [
+        ("--models", s.models.as_os_str()),
+        ("--lake", s.lake.as_os_str()),
+        ("--wal", s.wal.as_os_str()),
+        ("--tls-cert", server_cert.as_os_str()),
+        ("--tls-key", server_key.as_os_str()),
+        ("--client-ca", client_ca.as_os_str()),
+    ] {
+        args.extend([flag.into(), value.to_os_string()]);
+    }
+    let (_server, addr, _) = start_serve(&args, &[]);
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let report = matches(&s.art, 1, s.art.manifest.snapshot_as_of_ms + 3_600_000, 31).remove(0);
+    // The test's own client picks ring too (the tests link aws-lc as well).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let pem = |p: &Path| std::fs::read(p).unwrap();
+        let tls = |id: Option<(&Path, &Path)>| {
+            let mut c = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(pem(&server_ca)))
+                .domain_name("localhost");
+            if let Some((cert, key)) = id {
+                c = c.identity(Identity::from_pem(pem(cert), pem(key)));
+            }
+            c
+        };
+        let call = |tls: Option<ClientTlsConfig>| {
+            let report = report.clone();
+            let url = format!(
+                "{}://localhost:{port}",
+                if tls.is_some() { "https" } else { "http" }
+            );
+            async move {
+                let mut ep = Channel::from_shared(url).unwrap();
+                if let Some(t) = tls {
+                    ep = ep.tls_config(t).unwrap();
+                }
+                let ch = ep.connect().await.map_err(|e| format!("connect: {e:?}"))?;
+                MatcherClient::new(ch)
+                    .report_match(report)
+                    .await
+                    .map(tonic::Response::into_inner)
+                    .map_err(|e| format!("{e:?}"))
+            }
+        };
+        let ok = call(Some(tls(Some((&client_cert, &client_key)))))
+            .await
+            .unwrap();
+        assert_eq!(ok.status, proto::ReportStatus::Recorded as i32);
+        for (what, t) in [
+            ("no certificate", Some(tls(None))),
+            (
+                "another CA's certificate",
+                Some(tls(Some((&other_cert, &other_key)))),
+            ),
+            ("plain text", None),
+        ] {
+            let e = call(t).await;
+            assert!(e.is_err(), "{what}: {e:?}");
+        }
+    });
+    wait_for_rows(&s.lake, 6);
+}

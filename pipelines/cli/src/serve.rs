@@ -67,6 +67,15 @@ pub fn run(a: &ServeArgs) -> Result<()> {
         auth: mm_serve::Auth {
             token,
             reads: a.auth_reads,
+            client_certs: a.client_ca.is_some(),
+        },
+        tls: match (&a.tls_cert, &a.tls_key) {
+            (Some(cert), Some(key)) => Some(mm_serve::Tls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: a.client_ca.clone(),
+            }),
+            _ => None,
         },
     };
     cfg.check()?;

@@ -1,6 +1,8 @@
-//! Who may write: `ReportMatch` and the queue calls need the service's bearer token (the
-//! `authorization: Bearer <token>` metadata), compared in constant time; read calls (`Score`,
-//! `Pair`, `Explain`) are open unless `auth_reads`. A refused call gets `UNAUTHENTICATED`.
+//! Who may write: `ReportMatch` and the queue calls need a credential: the service's bearer
+//! token (the `authorization: Bearer <token>` metadata, compared in constant time) or, when the
+//! service asks for them (`--client-ca`), a client certificate the TLS handshake verified. Read
+//! calls (`Score`, `Pair`, `Explain`) are open unless `auth_reads`. A refused call gets
+//! `UNAUTHENTICATED`.
 
 use subtle::ConstantTimeEq;
 use tonic::Status;
@@ -13,6 +15,8 @@ pub struct Auth {
     pub token: Option<String>,
     /// Whether read calls need it too.
     pub reads: bool,
+    /// Whether a verified client certificate is a credential (the server asks for them).
+    pub client_certs: bool,
 }
 
 impl std::fmt::Debug for Auth {
@@ -20,6 +24,7 @@ impl std::fmt::Debug for Auth {
         f.debug_struct("Auth")
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("reads", &self.reads)
+            .field("client_certs", &self.client_certs)
             .finish()
     }
 }
@@ -32,17 +37,32 @@ pub enum Access {
 }
 
 impl Auth {
-    /// Whether the call may go on.
+    /// Whether the call may go on; `verified_cert`: its connection presented a client
+    /// certificate the TLS handshake verified against the service's CA.
     ///
     /// # Errors
-    /// `UNAUTHENTICATED` when a token is needed and the call's is missing or wrong.
-    pub fn check(&self, md: &MetadataMap, access: Access) -> Result<(), Status> {
-        let Some(want) = &self.token else {
-            return Ok(());
-        };
+    /// `UNAUTHENTICATED` when a credential is needed and the call has none (or a wrong token).
+    pub fn check(
+        &self,
+        md: &MetadataMap,
+        access: Access,
+        verified_cert: bool,
+    ) -> Result<(), Status> {
         if access == Access::Read && !self.reads {
             return Ok(());
         }
+        if self.client_certs && verified_cert {
+            return Ok(());
+        }
+        let Some(want) = &self.token else {
+            return if self.client_certs {
+                Err(Status::unauthenticated(
+                    "this call needs a client certificate signed by the service's CA",
+                ))
+            } else {
+                Ok(())
+            };
+        };
         let given = md
             .get("authorization")
             .and_then(|v| v.to_str().ok())
@@ -78,23 +98,53 @@ mod tests {
         let a = Auth {
             token: Some("s3cret".into()),
             reads: false,
+            client_certs: false,
         };
-        assert!(a.check(&md(Some("Bearer s3cret")), Access::Write).is_ok());
+        assert!(
+            a.check(&md(Some("Bearer s3cret")), Access::Write, false)
+                .is_ok()
+        );
         for bad in [
             None,
             Some("Bearer s3cre"),
             Some("Bearer s3cret2"),
             Some("s3cret"),
         ] {
-            let e = a.check(&md(bad), Access::Write).unwrap_err();
+            let e = a.check(&md(bad), Access::Write, false).unwrap_err();
             assert_eq!(e.code(), tonic::Code::Unauthenticated, "{bad:?}");
         }
-        assert!(a.check(&md(None), Access::Read).is_ok());
+        assert!(a.check(&md(None), Access::Read, false).is_ok());
         let strict = Auth {
             reads: true,
             ..a.clone()
         };
-        assert!(strict.check(&md(None), Access::Read).is_err());
-        assert!(Auth::default().check(&md(None), Access::Write).is_ok());
+        assert!(strict.check(&md(None), Access::Read, false).is_err());
+        assert!(
+            Auth::default()
+                .check(&md(None), Access::Write, false)
+                .is_ok()
+        );
+        // A certificate is a credential only where the service asks for them.
+        assert!(a.check(&md(None), Access::Write, true).is_err());
+        let certs = Auth {
+            client_certs: true,
+            ..a.clone()
+        };
+        assert!(certs.check(&md(None), Access::Write, true).is_ok());
+        assert!(
+            certs
+                .check(&md(Some("Bearer s3cret")), Access::Write, false)
+                .is_ok()
+        );
+        assert!(certs.check(&md(None), Access::Write, false).is_err());
+        let certs_only = Auth {
+            token: None,
+            reads: false,
+            client_certs: true,
+        };
+        assert!(certs_only.check(&md(None), Access::Write, true).is_ok());
+        let e = certs_only.check(&md(Some("Bearer s3cret")), Access::Write, false);
+        assert_eq!(e.unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert!(certs_only.check(&md(None), Access::Read, false).is_ok());
     }
 }

@@ -32,6 +32,7 @@
 //!     sync: None,
 //!     results: None,
 //!     auth: mm_serve::Auth::default(),
+//!     tls: None,
 //! };
 //! mm_serve::serve(cfg.check()?, |b| println!("listening on {}", b.grpc)).await
 //! # }
@@ -117,6 +118,47 @@ pub struct ServeConfig {
     pub results: Option<ResultsConfig>,
     /// The credential writes (and, if asked, reads) need.
     pub auth: Auth,
+    /// gRPC over TLS (`None`: plain text).
+    pub tls: Option<Tls>,
+}
+
+/// The service's TLS: its certificate chain and key, and the CA its clients' certificates must
+/// be signed by, when it asks for them (PEM files).
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+impl Tls {
+    /// tonic's server TLS configuration from the files. Client certificates are required when
+    /// they are the only credential (`auth` has no token), else optional.
+    fn server_config(&self, auth: &Auth) -> Result<tonic::transport::ServerTlsConfig, ServeError> {
+        let read = |field: &'static str, p: &PathBuf| {
+            std::fs::read(p).map_err(|e| ServeError::Config {
+                field,
+                reason: format!("{}: {e}", p.display()),
+            })
+        };
+        let identity = tonic::transport::Identity::from_pem(
+            read("tls-cert", &self.cert)?,
+            read("tls-key", &self.key)?,
+        );
+        // rustls picks no provider by itself where more than one is compiled in (the AWS SDK
+        // brings aws-lc): ring, the one tonic's TLS is built with. Installed once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut c = tonic::transport::ServerTlsConfig::new().identity(identity);
+        if let Some(ca) = &self.client_ca {
+            c = c
+                .client_ca_root(tonic::transport::Certificate::from_pem(read(
+                    "client-ca",
+                    ca,
+                )?))
+                .client_auth_optional(auth.token.is_some());
+        }
+        Ok(c)
+    }
 }
 
 /// A refresh of `model_dir` from where it really lives (an object store's prefix, through the
@@ -249,10 +291,10 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         addr: cfg.listen,
         source,
     })?;
-    if !cfg.listen.ip().is_loopback() {
+    if !cfg.listen.ip().is_loopback() && cfg.tls.is_none() {
         tracing::warn!(
-            "listening on {} in plain text: put TLS in front of it (a service mesh or a \
-             proxy) before it leaves a trusted network",
+            "listening on {} in plain text: give it --tls-cert and --tls-key, or put TLS in \
+             front of it (a service mesh or a proxy), before it leaves a trusted network",
             cfg.listen
         );
     }
@@ -338,7 +380,16 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
         grpc: addr,
         metrics: metrics_addr,
     });
-    let served = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(t) = &cfg.tls {
+        builder = builder
+            .tls_config(t.server_config(&cfg.auth)?)
+            .map_err(|e| ServeError::Config {
+                field: "tls-cert",
+                reason: e.to_string(),
+            })?;
+    }
+    let served = builder
         .add_service(health)
         .add_service(proto::matcher_server::MatcherServer::new(service))
         .serve_with_incoming_shutdown(

@@ -68,13 +68,17 @@ impl MatcherService {
     /// Refuses a call without the credential it needs (counted as the method's
     /// `Unauthenticated`).
     fn allow<T>(&self, method: &str, r: &Request<T>, access: Access) -> Result<(), Status> {
-        self.auth.check(r.metadata(), access).inspect_err(|e| {
-            self.metrics
-                .request(method, e.code(), std::time::Duration::ZERO);
-            if method == "ReportMatch" {
-                self.metrics.report("unauthenticated", "");
-            }
-        })
+        // The handshake verified the chain against the service's CA before any call came.
+        let verified = r.peer_certs().is_some_and(|c| !c.is_empty());
+        self.auth
+            .check(r.metadata(), access, verified)
+            .inspect_err(|e| {
+                self.metrics
+                    .request(method, e.code(), std::time::Duration::ZERO);
+                if method == "ReportMatch" {
+                    self.metrics.report("unauthenticated", "");
+                }
+            })
     }
 }
 

@@ -54,4 +54,15 @@ pub struct ServeArgs {
     /// Read calls (Score, Pair, Explain) need the token too.
     #[arg(long)]
     pub auth_reads: bool,
+    /// Serve gRPC over TLS with this certificate chain (PEM); with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Ask clients for a certificate signed by this CA (PEM; needs --tls-cert): a verified
+    /// client certificate is a credential, as the token is. Without a token every client must
+    /// present one; with a token, either will do.
+    #[arg(long, requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
 }
