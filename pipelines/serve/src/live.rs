@@ -75,8 +75,9 @@ struct Settled {
     updater: LiveUpdater,
     /// The matches table version applied through.
     version: i64,
-    /// The match ids the lake gained after the artifact's version (any mode).
-    matches: HashSet<String>,
+    /// The match ids the lake gained after the artifact's version (any mode), as
+    /// [`MatchKey`]s.
+    matches: HashSet<MatchKey>,
 }
 
 #[derive(Debug)]
@@ -158,7 +159,7 @@ impl Settled {
     /// each with whether it is of the artifact's mode).
     fn advance(&mut self, art: &Artifact, new: &[(FinishedMatch, bool)], to: i64) {
         for (m, ours) in new {
-            if !self.matches.insert(m.match_id.clone()) || !ours {
+            if !self.matches.insert(key(&m.match_id)) || !ours {
                 continue;
             }
             let before = m
@@ -179,9 +180,67 @@ impl Settled {
     }
 }
 
+/// A match id as the service remembers the lake's: its 128-bit XXH3. The ids since the model's
+/// lake version are kept to answer a retried report as a duplicate, so they are the service's
+/// one store that grows with every match (16 bytes each instead of the id's string, about 100
+/// with its allocation); two of a billion ids collide with probability about 1e-21.
+type MatchKey = u128;
+
+fn key(match_id: &str) -> MatchKey {
+    xxhash_rust::xxh3::xxh3_128(match_id.as_bytes())
+}
+
 /// Matches (or reports) whose players' settled states are read under one short hold of the
 /// players' lock while the settled state or the overlay is rebuilt off it.
 const BASE_CHUNK: usize = 256;
+
+/// The states before `matches` of their players that `moved` does not hold: their settled
+/// states, or the artifact's (read under one hold of the players' lock, by the caller).
+fn settled_base<'a>(
+    settled: &Settled,
+    art: &Artifact,
+    matches: impl Iterator<Item = &'a FinishedMatch>,
+    moved: &HashMap<String, PlayerState>,
+) -> HashMap<&'a str, PlayerState> {
+    let mut base = HashMap::new();
+    for r in matches.flat_map(|m| &m.rows) {
+        if !moved.contains_key(&r.player_id) {
+            base.entry(r.player_id.as_str()).or_insert_with(|| {
+                settled
+                    .players
+                    .get(&r.player_id)
+                    .cloned()
+                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
+            });
+        }
+    }
+    base
+}
+
+/// Applies `m` to its players' states in `moved`, else in `base`, else the artifact's, and
+/// records the states after it in `moved`.
+fn apply_on(
+    updater: &mut LiveUpdater,
+    art: &Artifact,
+    m: &FinishedMatch,
+    base: &HashMap<&str, PlayerState>,
+    moved: &mut HashMap<String, PlayerState>,
+) {
+    let before = m
+        .rows
+        .iter()
+        .map(|r| {
+            moved
+                .get(&r.player_id)
+                .or_else(|| base.get(r.player_id.as_str()))
+                .cloned()
+                .unwrap_or_else(|| art.player_or_new(&r.player_id))
+        })
+        .collect();
+    for s in updater.apply(m, before) {
+        moved.insert(s.player_id.clone(), s);
+    }
+}
 
 /// Matches read from the lake's new commits, each with whether it is of the artifact's mode,
 /// and the version they were read up to.
@@ -249,7 +308,7 @@ impl State {
         let flushed = self.flushed;
         let (pending_ids, dropped) = (&mut self.pending_ids, &mut self.dropped);
         self.pending.retain(|&seq, (c, _)| {
-            let keep = !settled_ids.contains(&c.match_id);
+            let keep = !settled_ids.contains(&key(&c.match_id));
             if !keep {
                 pending_ids.remove(&c.match_id);
                 if seq > flushed {
@@ -392,7 +451,7 @@ impl Live {
         let version = {
             let mut st = self.write();
             let id = &checked.match_id;
-            if st.settled.matches.contains(id)
+            if st.settled.matches.contains(&key(id))
                 || st.pending_ids.contains(id)
                 || st.reserved.contains(id)
             {
@@ -413,7 +472,7 @@ impl Live {
         st.reserved.remove(&checked.match_id);
         let seq = logged
             .map_err(|e| Status::unavailable(format!("the report could not be logged: {e}")))?;
-        if st.settled.matches.contains(&checked.match_id) {
+        if st.settled.matches.contains(&key(&checked.match_id)) {
             // The lake gained this match (another writer's) while it was being logged.
             st.dropped.insert(seq);
             self.metrics.report("duplicate", "");
@@ -544,48 +603,22 @@ impl Live {
             st.settled.updater.clone()
         };
         let mut moved: HashMap<String, PlayerState> = HashMap::new();
-        let mut ids: HashSet<String> = HashSet::new();
+        let mut ids: HashSet<MatchKey> = HashSet::new();
         for chunk in new.chunks(BASE_CHUNK) {
             let (fresh, base) = {
                 let st = self.read();
                 let fresh: Vec<bool> = chunk
                     .iter()
-                    .map(|(m, _)| !st.settled.matches.contains(&m.match_id))
+                    .map(|(m, _)| !st.settled.matches.contains(&key(&m.match_id)))
                     .collect();
-                let mut base: HashMap<&str, PlayerState> = HashMap::new();
-                for (m, _) in chunk.iter().filter(|(_, ours)| *ours) {
-                    for r in &m.rows {
-                        if !moved.contains_key(&r.player_id) {
-                            base.entry(r.player_id.as_str()).or_insert_with(|| {
-                                st.settled
-                                    .players
-                                    .get(&r.player_id)
-                                    .cloned()
-                                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
-                            });
-                        }
-                    }
-                }
-                (fresh, base)
+                let ours = chunk.iter().filter(|(_, ours)| *ours).map(|(m, _)| m);
+                (fresh, settled_base(&st.settled, art, ours, &moved))
             };
             for ((m, ours), fresh) in chunk.iter().zip(fresh) {
-                if !fresh || !ids.insert(m.match_id.clone()) || !ours {
+                if !fresh || !ids.insert(key(&m.match_id)) || !ours {
                     continue;
                 }
-                let before = m
-                    .rows
-                    .iter()
-                    .map(|r| {
-                        moved
-                            .get(&r.player_id)
-                            .or_else(|| base.get(r.player_id.as_str()))
-                            .cloned()
-                            .unwrap_or_else(|| art.player_or_new(&r.player_id))
-                    })
-                    .collect();
-                for s in updater.apply(m, before) {
-                    moved.insert(s.player_id.clone(), s);
-                }
+                apply_on(&mut updater, art, m, &base, &mut moved);
             }
         }
         let mut moved = moved.into_iter();
@@ -622,40 +655,14 @@ impl Live {
         };
         let mut overlay: HashMap<String, PlayerState> = HashMap::new();
         for chunk in reports.chunks(BASE_CHUNK) {
-            let base = {
-                let st = self.read();
-                let mut base: HashMap<&str, PlayerState> = HashMap::new();
-                for (_, c) in chunk {
-                    for r in &c.finished.rows {
-                        if !overlay.contains_key(&r.player_id) {
-                            base.entry(r.player_id.as_str()).or_insert_with(|| {
-                                st.settled
-                                    .players
-                                    .get(&r.player_id)
-                                    .cloned()
-                                    .unwrap_or_else(|| art.player_or_new(&r.player_id))
-                            });
-                        }
-                    }
-                }
-                base
-            };
-            for (_, c) in chunk.iter().filter(|(_, c)| serves(art, &c.mode)) {
-                let before = c
-                    .finished
-                    .rows
-                    .iter()
-                    .map(|r| {
-                        overlay
-                            .get(&r.player_id)
-                            .or_else(|| base.get(r.player_id.as_str()))
-                            .cloned()
-                            .unwrap_or_else(|| art.player_or_new(&r.player_id))
-                    })
-                    .collect();
-                for s in updater.apply(&c.finished, before) {
-                    overlay.insert(s.player_id.clone(), s);
-                }
+            let ours: Vec<&FinishedMatch> = chunk
+                .iter()
+                .filter(|(_, c)| serves(art, &c.mode))
+                .map(|(_, c)| &c.finished)
+                .collect();
+            let base = settled_base(&self.read().settled, art, ours.iter().copied(), &overlay);
+            for m in ours {
+                apply_on(&mut updater, art, m, &base, &mut overlay);
             }
         }
         let applied: HashSet<u64> = reports.iter().map(|(seq, _)| *seq).collect();
