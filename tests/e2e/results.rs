@@ -525,6 +525,16 @@ fn all_ids(art: &Artifact) -> Vec<String> {
         .collect()
 }
 
+/// Publishes the setup's snapshot again as `version`, fitted (its manifest says) on the lake's
+/// first version, the one the service creates.
+fn publish_on_first_version(s: &Setup, version: &str) {
+    let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
+    m.data.lake_version = Some(0);
+    Store::new(&s.models)
+        .publish(version, m, &files, true, None)
+        .unwrap();
+}
+
 async fn report_all(c: &mut MatcherClient<Channel>, reports: &[proto::ReportMatchRequest]) {
     for r in reports {
         let got = c
@@ -557,11 +567,7 @@ fn a_reload_keeps_every_player_current() {
         let before = scores(&mut c, &ids).await;
         // The same snapshot as a new version, fitted (it says) on the lake's first version: the
         // service rebuilds every player from the lake and the log before it switches.
-        let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
-        m.data.lake_version = Some(0);
-        Store::new(&s.models)
-            .publish("v0002", m, &files, true, None)
-            .unwrap();
+        publish_on_first_version(&s, "v0002");
         let t0 = Instant::now();
         loop {
             let now = c
@@ -757,11 +763,7 @@ fn frequent_flushes_checkpoint_the_log() {
     let s = setup();
     // Fitted (it says) on the lake's first version, the one the service creates: a restart
     // rebuilds every player from the lake after it.
-    let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
-    m.data.lake_version = Some(0);
-    Store::new(&s.models)
-        .publish("v0002", m, &files, true, None)
-        .unwrap();
+    publish_on_first_version(&s, "v0002");
     let (server, addr, _) = start(&s, &["--flush-s", "0.01", "--flush-matches", "1"]);
     let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
     // The lake's first versions create the tables; one flush per match after that.
