@@ -51,7 +51,7 @@ impl Lake {
     /// reader that continues from a version whose commits are gone (a continued `mm retrain`,
     /// a replica of `mm serve`) is told so and reads the table whole instead.
     pub fn checkpoint(&self, expire_hours: u64) -> Result<CheckpointReport> {
-        use deltalake_core::checkpoints::{cleanup_expired_logs_for, create_checkpoint};
+        use deltalake_core::checkpoints::cleanup_expired_logs_for;
         let mut report = CheckpointReport::default();
         let cutoff = chrono::Utc::now().timestamp_millis()
             - i64::try_from(expire_hours)
@@ -61,10 +61,10 @@ impl Lake {
             (&self.matches, &mut report.matches),
             (&self.quarantine, &mut report.quarantine),
         ] {
+            let Some(version) = checkpoint_table(view)? else {
+                continue;
+            };
             let Some(t) = &view.table else { continue };
-            delta::check_protocol(&view.loc, t, true)?;
-            let version = t.snapshot().map_err(delta::delta_err(&view.loc))?.version();
-            delta::block_on(create_checkpoint(t, None)).map_err(delta::delta_err(&view.loc))?;
             let deleted = delta::block_on(cleanup_expired_logs_for(
                 version,
                 t.log_store().as_ref(),
@@ -85,15 +85,7 @@ impl Lake {
     /// # Errors
     /// The checkpoint cannot be written.
     pub fn checkpoint_matches(&self) -> Result<Option<i64>> {
-        let view = &self.matches;
-        let Some(t) = &view.table else {
-            return Ok(None);
-        };
-        delta::check_protocol(&view.loc, t, true)?;
-        let version = t.snapshot().map_err(delta::delta_err(&view.loc))?.version();
-        delta::block_on(deltalake_core::checkpoints::create_checkpoint(t, None))
-            .map_err(delta::delta_err(&view.loc))?;
-        Ok(Some(i64::try_from(version).unwrap_or(i64::MAX)))
+        Ok(checkpoint_table(&self.matches)?.map(|v| i64::try_from(v).unwrap_or(i64::MAX)))
     }
 
     /// Compacts every day of the matches table that has at least `min_files` files into one
@@ -191,4 +183,17 @@ impl Lake {
         }
         Ok(report)
     }
+}
+
+/// Writes a checkpoint of `view`'s table at the version it was opened at; returns that version
+/// (`None`: no table).
+fn checkpoint_table(view: &crate::store::TableView) -> Result<Option<u64>> {
+    let Some(t) = &view.table else {
+        return Ok(None);
+    };
+    delta::check_protocol(&view.loc, t, true)?;
+    let version = t.snapshot().map_err(delta::delta_err(&view.loc))?.version();
+    delta::block_on(deltalake_core::checkpoints::create_checkpoint(t, None))
+        .map_err(delta::delta_err(&view.loc))?;
+    Ok(Some(version))
 }

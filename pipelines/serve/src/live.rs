@@ -162,19 +162,7 @@ impl Settled {
             if !self.matches.insert(key(&m.match_id)) || !ours {
                 continue;
             }
-            let before = m
-                .rows
-                .iter()
-                .map(|r| {
-                    self.players
-                        .get(&r.player_id)
-                        .cloned()
-                        .unwrap_or_else(|| art.player_or_new(&r.player_id))
-                })
-                .collect();
-            for s in self.updater.apply(m, before) {
-                self.players.insert(s.player_id.clone(), s);
-            }
+            apply_on(&mut self.updater, art, m, |_| None, &mut self.players);
         }
         self.version = self.version.max(to);
     }
@@ -219,11 +207,11 @@ fn settled_base<'a>(
 
 /// Applies `m` to its players' states in `moved`, else in `base`, else the artifact's, and
 /// records the states after it in `moved`.
-fn apply_on(
+fn apply_on<'b>(
     updater: &mut LiveUpdater,
     art: &Artifact,
     m: &FinishedMatch,
-    base: &HashMap<&str, PlayerState>,
+    base: impl Fn(&str) -> Option<&'b PlayerState>,
     moved: &mut HashMap<String, PlayerState>,
 ) {
     let before = m
@@ -232,7 +220,7 @@ fn apply_on(
         .map(|r| {
             moved
                 .get(&r.player_id)
-                .or_else(|| base.get(r.player_id.as_str()))
+                .or_else(|| base(&r.player_id))
                 .cloned()
                 .unwrap_or_else(|| art.player_or_new(&r.player_id))
         })
@@ -285,20 +273,16 @@ impl State {
         self.drop_settled();
         self.overlay.clear();
         self.overlay_updater = self.settled.updater.clone();
-        let art = Arc::clone(&self.art);
-        for (c, _) in self.pending.values() {
-            if !serves(&art, &c.mode) {
-                continue;
-            }
-            let before = c
-                .finished
-                .rows
-                .iter()
-                .map(|r| current(&self.overlay, &self.settled, &art, &r.player_id))
-                .collect();
-            for s in self.overlay_updater.apply(&c.finished, before) {
-                self.overlay.insert(s.player_id.clone(), s);
-            }
+        let (art, settled) = (&self.art, &self.settled);
+        for (c, _) in self.pending.values().filter(|(c, _)| serves(art, &c.mode)) {
+            let base = |id: &str| settled.players.get(id);
+            apply_on(
+                &mut self.overlay_updater,
+                art,
+                &c.finished,
+                base,
+                &mut self.overlay,
+            );
         }
     }
 
@@ -618,7 +602,7 @@ impl Live {
                 if !fresh || !ids.insert(key(&m.match_id)) || !ours {
                     continue;
                 }
-                apply_on(&mut updater, art, m, &base, &mut moved);
+                apply_on(&mut updater, art, m, |id| base.get(id), &mut moved);
             }
         }
         let mut moved = moved.into_iter();
@@ -662,7 +646,7 @@ impl Live {
                 .collect();
             let base = settled_base(&self.read().settled, art, ours.iter().copied(), &overlay);
             for m in ours {
-                apply_on(&mut updater, art, m, &base, &mut overlay);
+                apply_on(&mut updater, art, m, |id| base.get(id), &mut overlay);
             }
         }
         let applied: HashSet<u64> = reports.iter().map(|(seq, _)| *seq).collect();
@@ -672,19 +656,13 @@ impl Live {
             if !Arc::ptr_eq(&st.art, art) {
                 return;
             }
-            for (_, (c, _)) in st.pending.iter().filter(|(seq, _)| !applied.contains(seq)) {
-                if !serves(art, &c.mode) {
-                    continue;
-                }
-                let before = c
-                    .finished
-                    .rows
-                    .iter()
-                    .map(|r| current(&overlay, &st.settled, art, &r.player_id))
-                    .collect();
-                for s in updater.apply(&c.finished, before) {
-                    overlay.insert(s.player_id.clone(), s);
-                }
+            let late = st
+                .pending
+                .iter()
+                .filter(|(seq, (c, _))| !applied.contains(seq) && serves(art, &c.mode));
+            for (_, (c, _)) in late {
+                let base = |id: &str| st.settled.players.get(id);
+                apply_on(&mut updater, art, &c.finished, base, &mut overlay);
             }
             st.overlay_updater = updater;
             std::mem::replace(&mut st.overlay, overlay)
