@@ -98,6 +98,13 @@ fn a_continued_retrain_equals_the_full_history() {
         "{out}"
     );
     let v1 = latest(Path::new(&models));
+    // The full run seeded the churn window (a Delta table) with its own rows of its last 7
+    // days, in one partition: its cutoff day.
+    let window = dir.path().join("work/tdm-6v6/churn-window");
+    let seeded = window_partitions(&window);
+    assert_eq!(seeded.len(), 1, "{seeded:?}");
+    let (seed_day, seed_rows) = seeded.iter().next().map(|(d, n)| (d.clone(), *n)).unwrap();
+    assert!(seed_rows > 1_000, "{seed_rows} seeded rows");
 
     // Two late matches arrive for an old day, and the day is compacted (a rewrite with no new
     // data): the next run counts 24 late rows, not the compacted day's.
@@ -107,9 +114,14 @@ fn a_continued_retrain_equals_the_full_history() {
     assert!(out.contains("1 days compacted"), "{out}");
 
     // Day 1 and day 2: continued.
-    let out = retrain(&["--holdout-days", "2"]);
+    let out = retrain(&["--holdout-days", "2", "--churn-min-rows", "1000"]);
     assert!(out.contains("continued v0001"), "{out}");
     assert!(out.contains(", 2 late (24 rows)"), "{out}");
+    // The first continued day refits the churn model: the seed fills its window.
+    assert!(out.contains("churn model refitted at C"), "{out}");
+    let after = window_partitions(&window);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(after[&seed_day], seed_rows);
     let out = retrain(&["--holdout-days", "1"]);
     assert!(out.contains("continued v0002"), "{out}");
     assert!(out.contains(", 0 late (0 rows)"), "{out}");
@@ -180,8 +192,16 @@ fn a_continued_retrain_equals_the_full_history() {
             .join("work-full/tdm-6v6/churn/churn_features.parquet"),
     );
     let mut continued = HashMap::new();
-    for e in std::fs::read_dir(dir.path().join("work/tdm-6v6/churn-window")).unwrap() {
-        continued.extend(feature_rows(&e.unwrap().path()));
+    let table = mm_lake::derived::DerivedTable::open(&window)
+        .unwrap()
+        .unwrap();
+    for f in table.files().unwrap() {
+        if f.partition["run"] != seed_day {
+            // Out of its `run=...` folder, which polars would read as a column.
+            let copy = dir.path().join("window-part.parquet");
+            std::fs::copy(table.local_file(&f.path).unwrap(), &copy).unwrap();
+            continued.extend(feature_rows(&copy));
+        }
     }
     assert!(
         continued.len() > 2_000,
@@ -223,6 +243,18 @@ fn a_continued_retrain_equals_the_full_history() {
         out.contains("full fit  the lake's log no longer holds version"),
         "{out}"
     );
+}
+
+/// The churn window's partitions (run days) and their rows, from its Delta log.
+fn window_partitions(table: &Path) -> std::collections::BTreeMap<String, u64> {
+    let t = mm_lake::derived::DerivedTable::open(table)
+        .unwrap()
+        .unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for f in t.files().unwrap() {
+        *out.entry(f.partition["run"].clone()).or_insert(0) += f.rows.unwrap();
+    }
+    out
 }
 
 /// The feature rows of a churn table (the fit's, or a continued run's window), by player and

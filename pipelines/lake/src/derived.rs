@@ -114,6 +114,12 @@ impl DerivedTable {
         delta::version_of(&self.table)
     }
 
+    /// The names of the table's columns, partition columns included.
+    pub fn column_names(&self) -> Result<Vec<String>> {
+        let snap = self.table.snapshot().map_err(delta::delta_err(&self.loc))?;
+        Ok(snap.schema().fields().map(|f| f.name().clone()).collect())
+    }
+
     /// The snapshot's files, by partition and then by name.
     pub fn files(&self) -> Result<Vec<DerivedFile>> {
         let snap = self.table.snapshot().map_err(delta::delta_err(&self.loc))?;

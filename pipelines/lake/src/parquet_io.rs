@@ -182,6 +182,96 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
         })
 }
 
+/// Copies the rows of the Parquet file `src` that `keep` selects into a new Parquet file `dst`,
+/// a batch at a time: the columns of `schema`, by name, cast to its types (a file written by
+/// polars holds its strings as views) before `keep` sees them. Returns the rows written; with none, `dst` is not
+/// created.
+///
+/// # Errors
+/// `src` cannot be read, lacks a column of `schema` or holds one that does not cast, `keep`
+/// fails, or `dst` cannot be written.
+pub fn copy_rows(
+    src: &Path,
+    dst: &Path,
+    schema: &arrow_schema::SchemaRef,
+    mut keep: impl FnMut(&RecordBatch) -> Result<arrow_array::BooleanArray>,
+) -> Result<u64> {
+    let file = File::open(src).map_err(io_err(src))?;
+    let pq_src = |source| LakeError::Parquet {
+        path: src.to_path_buf(),
+        source,
+    };
+    let arrow = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LakeError::Arrow { path, source }
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq_src)?;
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(pq_src)?;
+    let mut writer: Option<ArrowWriter<BufWriter<File>>> = None;
+    let mut rows = 0u64;
+    for b in reader {
+        let b = b.map_err(arrow(src))?;
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let c = b
+                    .column_by_name(f.name())
+                    .ok_or_else(|| LakeError::Corrupt {
+                        path: src.to_path_buf(),
+                        reason: format!("no column {:?}", f.name()),
+                    })?;
+                arrow_cast::cast(c, f.data_type()).map_err(arrow(src))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let b = RecordBatch::try_new(schema.clone(), cols).map_err(arrow(src))?;
+        let mask = keep(&b)?;
+        let b = arrow_select::filter::filter_record_batch(&b, &mask).map_err(arrow(src))?;
+        if b.num_rows() == 0 {
+            continue;
+        }
+        if writer.is_none() {
+            let f = File::create_new(dst).map_err(io_err(dst))?;
+            writer = Some(
+                ArrowWriter::try_new(
+                    BufWriter::with_capacity(1 << 20, f),
+                    schema.clone(),
+                    Some(properties_for(std::slice::from_ref(&b))),
+                )
+                .map_err(|source| LakeError::Parquet {
+                    path: dst.to_path_buf(),
+                    source,
+                })?,
+            );
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write(&b).map_err(|source| LakeError::Parquet {
+                path: dst.to_path_buf(),
+                source,
+            })?;
+        }
+        rows += b.num_rows() as u64;
+    }
+    if let Some(w) = writer {
+        let buf = w.into_inner().map_err(|source| LakeError::Parquet {
+            path: dst.to_path_buf(),
+            source,
+        })?;
+        let f = buf.into_inner().map_err(|e| LakeError::Io {
+            path: dst.to_path_buf(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io_err(dst))?;
+    }
+    Ok(rows)
+}
+
 pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     mm_artifact::fsio::sync_dir(path).map_err(io_err(path))
 }
@@ -190,4 +280,67 @@ pub(crate) fn sync_dir(path: &Path) -> Result<()> {
 /// the lake's error).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     mm_artifact::fsio::write_atomic(path, bytes).map_err(io_err(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, LargeStringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    /// `copy_rows` casts before it filters, keeps only `schema`'s columns, and writes no file
+    /// when nothing is kept.
+    #[test]
+    fn copy_rows_casts_filters_and_projects() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.parquet");
+        let ids: Vec<String> = (0..1000).map(|i| format!("p{i}")).collect();
+        let batch = RecordBatch::try_from_iter([
+            (
+                "player_id",
+                Arc::new(LargeStringArray::from(ids.clone())) as ArrayRef,
+            ),
+            ("start_ms", Arc::new(Int64Array::from_iter_values(0..1000))),
+            (
+                "x",
+                Arc::new(Float64Array::from_iter_values((0..1000).map(f64::from))),
+            ),
+            ("extra", Arc::new(Int64Array::from_iter_values(0..1000))),
+        ])
+        .unwrap();
+        write_parquet_file(&src, &[batch]).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("player_id", DataType::Utf8, false),
+            Field::new("start_ms", DataType::Int64, false),
+            Field::new("x", DataType::Float64, true),
+        ]));
+        let dst = dir.path().join("dst.parquet");
+        let n = copy_rows(&src, &dst, &schema, |b| {
+            let s = b
+                .column_by_name("start_ms")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            Ok(s.iter().map(|t| t.map(|t| t % 7 == 0)).collect())
+        })
+        .unwrap();
+        assert_eq!(n, 143);
+        let out = read_parquet_columns(&dst, None).unwrap();
+        assert_eq!(out[0].schema().fields().len(), 3);
+        let p = out[0].column(0).as_string::<i32>();
+        assert_eq!(p.value(2), "p14");
+        assert_eq!(out.iter().map(RecordBatch::num_rows).sum::<usize>(), 143);
+
+        let none = dir.path().join("none.parquet");
+        let n = copy_rows(&src, &none, &schema, |b| {
+            Ok(arrow_array::BooleanArray::from(vec![false; b.num_rows()]))
+        })
+        .unwrap();
+        assert_eq!(n, 0);
+        assert!(!none.exists());
+    }
 }

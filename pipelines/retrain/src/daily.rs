@@ -45,6 +45,7 @@ use mm_lake::Lake;
 use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::churn_window::{ChurnRows, refit_churn};
 use crate::{DAY_MS, RetrainError, io};
 
 /// Players whose last match is at most this many days before the data's end make the
@@ -393,7 +394,7 @@ pub fn continue_model(
 
     let team = refit_team(art, &samples, window, cutoff_ms)?;
     c.team_model = team.note;
-    let churn = refit_churn(art, rows, &starts, end, window, cutoff_ms)?;
+    let churn = refit_churn(art, &rows, &starts, end, window, cutoff_ms)?;
     c.churn_model = churn.note;
 
     // The base's files, but for the snapshot, the percentile map and a refitted team model.
@@ -474,10 +475,13 @@ pub fn read_continued(dir: &Path) -> Result<(Manifest, Files), RetrainError> {
 pub struct Window {
     pub dir: std::path::PathBuf,
     pub days: i64,
-    /// Where the churn feature rows of the same runs are kept, and how many labelled rows the
-    /// churn model's refit needs.
+    /// The Delta table of the churn feature rows of the same runs (and of the full run they
+    /// continue, [`crate::churn_window`]), and how many labelled rows the churn model's refit
+    /// needs.
     pub churn_dir: std::path::PathBuf,
     pub churn_min_rows: usize,
+    /// The run's id, in the names of the files it adds to the churn table.
+    pub run_id: String,
 }
 
 /// The files `<day>.<ext>` of `dir` (one per continued run, named by its cutoff day) of the
@@ -642,203 +646,7 @@ fn player_starts(
 }
 
 /// Matches of `starts` in the 8h, 1d, 1w and 1m before `now` (`[now - w, now)`).
-fn counts_before(starts: &[i64], now: i64) -> [u32; 4] {
+pub(crate) fn counts_before(starts: &[i64], now: i64) -> [u32; 4] {
     let end = starts.partition_point(|&t| t < now);
     WINDOWS_MS.map(|w| (end - starts.partition_point(|&t| t < now - w)) as u32)
-}
-
-/// The churn feature rows of a continued run's matches: the player, the match start and the
-/// model's features, as the churn fit's table has them.
-struct ChurnRows {
-    names: Vec<String>,
-    player: Vec<String>,
-    start: Vec<i64>,
-    /// Row-major, `names.len()` a row.
-    x: Vec<f64>,
-}
-
-impl ChurnRows {
-    fn new(names: &[String]) -> ChurnRows {
-        ChurnRows {
-            names: names.to_vec(),
-            player: Vec::new(),
-            start: Vec::new(),
-            x: Vec::new(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.start.len()
-    }
-
-    /// Each row of `m` from its player's state before it, with the window counts from the
-    /// lake's starts (exact, where the state's are not for a busy player) and the skill
-    /// percentile of the pre-match raw skill on the model's map.
-    fn push_match(
-        &mut self,
-        art: &Artifact,
-        m: &FinishedMatch,
-        before: &[PlayerState],
-        starts: &HashMap<String, Vec<i64>>,
-    ) {
-        let spec = &art.churn.model.spec;
-        let parties = mm_artifact::online::party_numbers(m);
-        for ((r, b), party) in m.rows.iter().zip(before).zip(parties) {
-            let counts = starts
-                .get(&r.player_id)
-                .map_or([0; 4], |s| counts_before(s, m.start_ms));
-            let summary = mm_artifact::features::PastSummary {
-                recent: &b.recent,
-                before_recent_ms: b.before_recent_ms,
-                first_seen_ms: b.first_seen_ms,
-                games: b.games,
-                window_counts: counts,
-                churned_gaps: b.churned_gaps,
-            };
-            let now = mm_artifact::features::Upcoming {
-                start_ms: m.start_ms,
-                party: party != 0,
-                skill_percentile: art.percentiles.percentile(b.raw_skill),
-            };
-            spec.push_row_from(&summary, &now, r.outcome, &mut self.x);
-            self.player.push(r.player_id.clone());
-            self.start.push(m.start_ms);
-        }
-    }
-
-    fn batch(&self) -> Result<arrow_array::RecordBatch, RetrainError> {
-        use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
-        use std::sync::Arc;
-        let k = self.names.len();
-        let mut cols: Vec<(String, ArrayRef)> = vec![
-            (
-                "player_id".into(),
-                Arc::new(StringArray::from(self.player.clone())),
-            ),
-            (
-                "start_ms".into(),
-                Arc::new(Int64Array::from(self.start.clone())),
-            ),
-        ];
-        for (j, name) in self.names.iter().enumerate() {
-            let v: Vec<f64> = (0..self.len()).map(|i| self.x[i * k + j]).collect();
-            cols.push((name.clone(), Arc::new(Float64Array::from(v))));
-        }
-        arrow_array::RecordBatch::try_from_iter(cols)
-            .map_err(|e| RetrainError::Input(format!("the churn window's rows: {e}")))
-    }
-
-    fn extend_from(&mut self, path: &Path) -> Result<(), RetrainError> {
-        use arrow_array::types::{Float64Type, Int64Type};
-        let bad = |why: String| RetrainError::Input(format!("{}: {why}", path.display()));
-        for b in mm_lake::parquet_io::read_parquet_columns(path, None)? {
-            let col = |name: &str| {
-                b.column_by_name(name)
-                    .cloned()
-                    .ok_or_else(|| bad(format!("no column {name}")))
-            };
-            let (p, s) = (col("player_id")?, col("start_ms")?);
-            let feats = self
-                .names
-                .iter()
-                .map(|n| col(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            let p = p.as_string::<i32>();
-            let s = s.as_primitive::<Int64Type>();
-            for i in 0..b.num_rows() {
-                self.player.push(p.value(i).to_string());
-                self.start.push(s.value(i));
-                for f in &feats {
-                    self.x.push(f.as_primitive::<Float64Type>().value(i));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What [`refit_churn`] decided: the refitted model (`None`: the base's is kept) and why.
-struct ChurnRefit {
-    model: Option<mm_artifact::churn::ChurnModel>,
-    note: String,
-}
-
-/// Training rows of a churn refit at most (whole players, a hash sample).
-const CHURN_REFIT_MAX_ROWS: usize = 1_000_000;
-
-/// Saves this run's churn rows in the window, drops the files that left it, labels every row
-/// of the window from the lake's starts (censored within the horizon of the data's end;
-/// otherwise churned unless the player's next match starts within the horizon), and
-/// refits the churn model at its C, started from its coefficients, when the window holds at
-/// least `window.churn_min_rows` labelled rows.
-fn refit_churn(
-    art: &Artifact,
-    rows: ChurnRows,
-    starts: &HashMap<String, Vec<i64>>,
-    end: i64,
-    window: &Window,
-    cutoff_ms: i64,
-) -> Result<ChurnRefit, RetrainError> {
-    use mm_trainer::churn::model::{ChurnFitConfig, FitChurnModel};
-    let dir = &window.churn_dir;
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let today = cutoff_ms.div_euclid(DAY_MS);
-    let path = dir.join(format!("{today}.parquet"));
-    let tmp = dir.join(format!(".{today}.parquet.tmp"));
-    mm_lake::parquet_io::write_parquet_file(&tmp, &[rows.batch()?])?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    let mut all = ChurnRows::new(&rows.names);
-    for p in window_days(dir, "parquet", today, window.days)? {
-        all.extend_from(&p)?;
-    }
-    let horizon = art.churn.horizon_ms;
-    let k = all.names.len();
-    let keep = (CHURN_REFIT_MAX_ROWS as f64 / all.len().max(1) as f64).min(1.0);
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for i in 0..all.len() {
-        let t = all.start[i];
-        let next = starts
-            .get(&all.player[i])
-            .and_then(|s| s.get(s.partition_point(|&u| u <= t)).copied());
-        // Censored within the horizon of the data's end, whether or not a next match is seen
-        // (as the full fit: labels near the end would lean towards quick returns).
-        if end - t < horizon {
-            continue;
-        }
-        let label = next.is_none_or(|n| n - t > horizon);
-        if keep < 1.0 && mm_fit::churn_build::player_share(&all.player[i]) >= keep {
-            continue;
-        }
-        x.extend_from_slice(&all.x[i * k..(i + 1) * k]);
-        y.push(label);
-    }
-    let base = &art.churn.model;
-    if y.len() < window.churn_min_rows {
-        return Ok(ChurnRefit {
-            model: None,
-            note: format!(
-                "kept: {} labelled rows in the last {} day(s) of continued runs, fewer than {}",
-                y.len(),
-                window.days,
-                window.churn_min_rows
-            ),
-        });
-    }
-    let x = ndarray::Array2::from_shape_vec((y.len(), k), x)
-        .map_err(|e| RetrainError::Input(format!("the churn window's rows: {e}")))?;
-    match base.refit_warm(x.view(), &y, &ChurnFitConfig::default()) {
-        Ok(m) => Ok(ChurnRefit {
-            note: format!(
-                "refitted at C = {} on {} labelled rows of the last {} day(s)",
-                m.c,
-                y.len(),
-                window.days
-            ),
-            model: Some(m),
-        }),
-        Err(e) => Ok(ChurnRefit {
-            model: None,
-            note: format!("kept: {e}"),
-        }),
-    }
 }

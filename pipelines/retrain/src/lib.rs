@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use mm_eval::{EvalError, Holdout};
 
+mod churn_window;
 pub mod daily;
 mod gate;
 mod lock;

@@ -378,12 +378,7 @@ pub(crate) fn mode_stage(
                     &run.mode,
                     cutoff,
                     &mut c,
-                    &daily::Window {
-                        dir: dir.join("team-window"),
-                        days: cfg.window_days,
-                        churn_dir: dir.join("churn-window"),
-                        churn_min_rows: cfg.churn_min_rows,
-                    },
+                    &window(cfg, st, &dir),
                     &dir.join("continued"),
                 )?;
                 st.modes[m].continued = Some(c);
@@ -496,9 +491,38 @@ fn export_stage(
         skill: skill_dir.to_path_buf(),
         churn: churn_dir.to_path_buf(),
         models: cfg.models.clone(),
-        name: Some(name),
-        version: Some(version),
+        name: Some(name.clone()),
+        version: Some(version.clone()),
         promote: false,
     })?;
+    // The continued runs' churn window starts with this fit's rows of its last days.
+    let features = churn_dir.join("churn_features.parquet");
+    let cutoff = st.cutoff_ms.unwrap_or(i64::MAX);
+    if features.is_file() {
+        let art = store.open(&version)?;
+        let dir = st.modes[m].dir(&cfg.work);
+        let rows = crate::churn_window::seed(
+            &window(cfg, st, &dir),
+            &st.run_id,
+            &features,
+            &art.churn.model.feature_names,
+            cutoff,
+        )?;
+        st.notes.push(format!(
+            "{name}: the churn window seeded with {rows} rows of the last {} day(s)",
+            cfg.window_days
+        ));
+    }
     Ok(())
+}
+
+/// The windows continued runs refit on, in the mode's working folder `dir`.
+fn window(cfg: &RetrainConfig, st: &RunState, dir: &Path) -> daily::Window {
+    daily::Window {
+        dir: dir.join("team-window"),
+        days: cfg.window_days,
+        churn_dir: dir.join("churn-window"),
+        churn_min_rows: cfg.churn_min_rows,
+        run_id: st.run_id.clone(),
+    }
 }

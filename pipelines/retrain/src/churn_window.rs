@@ -1,0 +1,413 @@
+//! The churn rows a continued run refits the churn model on: a Delta table in the mode's
+//! working folder (`churn-window/`), partitioned by `run`, the cutoff day (`YYYY-MM-DD`) of the
+//! run that wrote the rows, with the columns `player_id`, `start_ms` and the model's features.
+//!
+//! - A **continued** run replaces its own partition with the rows of the matches it applied
+//!   (new and late), one commit, and drops the partitions whose rows have all left the window
+//!   (a commit each); a rerun of the same run replaces its rows, never duplicates them.
+//! - A **full** run seeds the table with its feature table's rows of the last `--window-days`
+//!   days before its cutoff (in its own partition) and drops every other partition, so the
+//!   first continued day already has a full window. When its features differ from the table's
+//!   columns, the table is made anew.
+//!
+//! A refit reads the partitions of the window, newest first, keeps the rows that started in the
+//! window's days (one row per player and start: the newest partition's) and, over
+//! [`CHURN_REFIT_MAX_ROWS`], a hash sample of whole players. The table's versions are its
+//! history: `mm lake`-style tools and any Delta reader see which run wrote what.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, BooleanArray};
+use mm_artifact::Artifact;
+use mm_artifact::online::FinishedMatch;
+use mm_artifact::snapshot::PlayerState;
+use mm_lake::derived::DerivedTable;
+
+use crate::daily::{Window, counts_before};
+use crate::{DAY_MS, RetrainError};
+
+/// The table's partition column: the writing run's cutoff day.
+const PARTITIONS: [&str; 1] = ["run"];
+
+/// Training rows of a churn refit at most (whole players, a hash sample).
+pub const CHURN_REFIT_MAX_ROWS: usize = 1_000_000;
+
+/// The table's columns for the features `names`.
+fn schema(names: &[String]) -> arrow_schema::SchemaRef {
+    use arrow_schema::{DataType, Field, Schema};
+    let mut fields = vec![
+        Field::new("player_id", DataType::Utf8, false),
+        Field::new("start_ms", DataType::Int64, false),
+    ];
+    fields.extend(
+        names
+            .iter()
+            .map(|n| Field::new(n.as_str(), DataType::Float64, true)),
+    );
+    Arc::new(Schema::new(fields))
+}
+
+/// A run's partition value: its cutoff day.
+fn partition(day: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(day * DAY_MS)
+        .map_or_else(|| day.to_string(), |d| d.format("%Y-%m-%d").to_string())
+}
+
+/// The day of a partition value.
+fn day_of(value: &str) -> Option<i64> {
+    let d = chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").ok()?;
+    Some(
+        d.and_time(chrono::NaiveTime::MIN)
+            .and_utc()
+            .timestamp_millis()
+            / DAY_MS,
+    )
+}
+
+/// The table at `dir` for the features `names`, created when there is none.
+fn open(dir: &Path, names: &[String]) -> Result<DerivedTable, RetrainError> {
+    if dir.is_dir() && !dir.join("_delta_log").is_dir() {
+        // The layout before the table (one Parquet file per run): its rows are rebuilt by the
+        // next full run's seed.
+        std::fs::remove_dir_all(dir).map_err(crate::io(dir))?;
+    }
+    Ok(DerivedTable::open_or_create(
+        dir,
+        "churn-window",
+        &schema(names),
+        &PARTITIONS,
+    )?)
+}
+
+/// The partitions' days and values.
+fn partitions(t: &DerivedTable) -> Result<BTreeSet<(i64, String)>, RetrainError> {
+    Ok(t.files()?
+        .iter()
+        .filter_map(|f| f.partition.get(PARTITIONS[0]).cloned())
+        .filter_map(|v| day_of(&v).map(|d| (d, v)))
+        .collect())
+}
+
+/// Empties every partition whose day `drop` selects, a commit each.
+fn drop_partitions(
+    t: &mut DerivedTable,
+    run_id: &str,
+    drop: impl Fn(i64) -> bool,
+) -> Result<(), RetrainError> {
+    for (day, v) in partitions(t)? {
+        if drop(day) {
+            t.replace_partition(
+                &[&v],
+                &[],
+                run_id,
+                serde_json::json!({"run": v, "dropped": "left the window"}),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Replaces the partition of the run day `today` with `file` (none: empties it).
+fn put(
+    t: &mut DerivedTable,
+    run_id: &str,
+    today: i64,
+    file: Option<&Path>,
+    info: serde_json::Value,
+) -> Result<i64, RetrainError> {
+    let files: Vec<std::path::PathBuf> = file.map(Path::to_path_buf).into_iter().collect();
+    Ok(t.replace_partition(&[&partition(today)], &files, run_id, info)?)
+}
+
+/// The churn feature rows of a continued run's matches: the player, the match start and the
+/// model's features, as the churn fit's table has them.
+pub struct ChurnRows {
+    pub names: Vec<String>,
+    pub player: Vec<String>,
+    pub start: Vec<i64>,
+    /// Row-major, `names.len()` a row.
+    pub x: Vec<f64>,
+}
+
+impl ChurnRows {
+    pub fn new(names: &[String]) -> ChurnRows {
+        ChurnRows {
+            names: names.to_vec(),
+            player: Vec::new(),
+            start: Vec::new(),
+            x: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.start.len()
+    }
+
+    /// Each row of `m` from its player's state before it, with the window counts from the
+    /// lake's starts (exact, where the state's are not for a busy player) and the skill
+    /// percentile of the pre-match raw skill on the model's map.
+    pub fn push_match(
+        &mut self,
+        art: &Artifact,
+        m: &FinishedMatch,
+        before: &[PlayerState],
+        starts: &HashMap<String, Vec<i64>>,
+    ) {
+        let spec = &art.churn.model.spec;
+        let parties = mm_artifact::online::party_numbers(m);
+        for ((r, b), party) in m.rows.iter().zip(before).zip(parties) {
+            let counts = starts
+                .get(&r.player_id)
+                .map_or([0; 4], |s| counts_before(s, m.start_ms));
+            let summary = mm_artifact::features::PastSummary {
+                recent: &b.recent,
+                before_recent_ms: b.before_recent_ms,
+                first_seen_ms: b.first_seen_ms,
+                games: b.games,
+                window_counts: counts,
+                churned_gaps: b.churned_gaps,
+            };
+            let now = mm_artifact::features::Upcoming {
+                start_ms: m.start_ms,
+                party: party != 0,
+                skill_percentile: art.percentiles.percentile(b.raw_skill),
+            };
+            spec.push_row_from(&summary, &now, r.outcome, &mut self.x);
+            self.player.push(r.player_id.clone());
+            self.start.push(m.start_ms);
+        }
+    }
+
+    fn batch(&self) -> Result<arrow_array::RecordBatch, RetrainError> {
+        use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
+        let k = self.names.len();
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(self.player.clone())),
+            Arc::new(Int64Array::from(self.start.clone())),
+        ];
+        for j in 0..k {
+            let v: Vec<f64> = (0..self.len()).map(|i| self.x[i * k + j]).collect();
+            cols.push(Arc::new(Float64Array::from(v)));
+        }
+        arrow_array::RecordBatch::try_new(schema(&self.names), cols)
+            .map_err(|e| RetrainError::Input(format!("the churn window's rows: {e}")))
+    }
+
+    /// Appends the rows of the table's file `path` that started at or after `from_ms` and
+    /// whose player is in the sample share `keep`, but those whose player and start are in
+    /// `seen` (a newer partition's).
+    fn extend_from(
+        &mut self,
+        path: &Path,
+        from_ms: i64,
+        keep: f64,
+        seen: &mut HashSet<(String, i64)>,
+    ) -> Result<(), RetrainError> {
+        let bad = |why: String| RetrainError::Input(format!("{}: {why}", path.display()));
+        for b in mm_lake::parquet_io::read_parquet_columns(path, None)? {
+            let col = |name: &str| {
+                b.column_by_name(name)
+                    .cloned()
+                    .ok_or_else(|| bad(format!("no column {name}")))
+            };
+            let (p, s) = (col("player_id")?, col("start_ms")?);
+            let feats = self
+                .names
+                .iter()
+                .map(|n| col(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let p = p.as_string::<i32>();
+            let s = s.as_primitive::<Int64Type>();
+            for i in 0..b.num_rows() {
+                let (player, start) = (p.value(i), s.value(i));
+                if start < from_ms
+                    || (keep < 1.0 && mm_fit::churn_build::player_share(player) >= keep)
+                    || !seen.insert((player.to_string(), start))
+                {
+                    continue;
+                }
+                self.player.push(player.to_string());
+                self.start.push(start);
+                for f in &feats {
+                    let f = f.as_primitive::<Float64Type>();
+                    self.x
+                        .push(if f.is_null(i) { f64::NAN } else { f.value(i) });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Seeds the window of a full run whose cutoff is `cutoff_ms` with the rows of its churn
+/// feature table `features` (the fit's `churn_features.parquet`) that started in the last
+/// `window.days` days before it, and drops every other partition. Returns the rows kept.
+///
+/// # Errors
+/// The feature table cannot be read or lacks a feature, or the window cannot be written.
+pub fn seed(
+    window: &Window,
+    run_id: &str,
+    features: &Path,
+    names: &[String],
+    cutoff_ms: i64,
+) -> Result<u64, RetrainError> {
+    let dir = &window.churn_dir;
+    if let Some(t) = DerivedTable::open(dir)? {
+        let want: Vec<String> = schema(names)
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .chain(PARTITIONS.iter().map(|p| (*p).to_string()))
+            .collect();
+        let mut have = t.column_names()?;
+        let mut want_sorted = want.clone();
+        have.sort();
+        want_sorted.sort();
+        if have != want_sorted {
+            // Another feature set: the rows of the old one cannot be refitted on.
+            std::fs::remove_dir_all(dir).map_err(crate::io(dir))?;
+        }
+    }
+    let mut t = open(dir, names)?;
+    let today = cutoff_ms.div_euclid(DAY_MS);
+    let from = (today - window.days) * DAY_MS;
+    let scratch = t.scratch_dir(run_id)?;
+    let file = scratch.join("seed.parquet");
+    let rows = mm_lake::parquet_io::copy_rows(features, &file, &schema(names), |b| {
+        let s = b
+            .column_by_name("start_ms")
+            .map(|c| c.as_primitive::<Int64Type>().clone());
+        Ok(s.map_or_else(
+            || BooleanArray::from(vec![false; b.num_rows()]),
+            |s| {
+                s.iter()
+                    .map(|t| t.map(|t| t >= from && t < cutoff_ms))
+                    .collect()
+            },
+        ))
+    })?;
+    put(
+        &mut t,
+        run_id,
+        today,
+        (rows > 0).then_some(file.as_path()),
+        serde_json::json!({"run": partition(today), "seeded_by": "full", "rows": rows}),
+    )?;
+    drop_partitions(&mut t, run_id, |d| d != today)?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(rows)
+}
+
+/// What [`refit_churn`] decided: the refitted model (`None`: the base's is kept) and why.
+pub struct ChurnRefit {
+    pub model: Option<mm_artifact::churn::ChurnModel>,
+    pub note: String,
+}
+
+/// Saves this run's churn rows as its partition of the window, drops the partitions that left
+/// it, labels every row of the window from the lake's starts (censored within the horizon of
+/// the data's end; otherwise churned unless the player's next match starts within the
+/// horizon), and refits the churn model at its C, started from its coefficients, when the
+/// window holds at least `window.churn_min_rows` labelled rows.
+pub fn refit_churn(
+    art: &Artifact,
+    rows: &ChurnRows,
+    starts: &HashMap<String, Vec<i64>>,
+    end: i64,
+    window: &Window,
+    cutoff_ms: i64,
+) -> Result<ChurnRefit, RetrainError> {
+    use mm_trainer::churn::model::{ChurnFitConfig, FitChurnModel};
+    let mut t = open(&window.churn_dir, &rows.names)?;
+    let today = cutoff_ms.div_euclid(DAY_MS);
+    let scratch = t.scratch_dir(&window.run_id)?;
+    let file = scratch.join("rows.parquet");
+    if rows.len() > 0 {
+        mm_lake::parquet_io::write_parquet_file(&file, &[rows.batch()?])?;
+    }
+    put(
+        &mut t,
+        &window.run_id,
+        today,
+        (rows.len() > 0).then_some(file.as_path()),
+        serde_json::json!({"run": partition(today), "rows": rows.len()}),
+    )?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    // A partition older than the window holds only rows before it; one after `today` is a
+    // run with a later cutoff (on another lake).
+    drop_partitions(&mut t, &window.run_id, |d| {
+        d <= today - window.days || d > today
+    })?;
+
+    let mut files: Vec<(String, String, u64)> = t
+        .files()?
+        .into_iter()
+        .filter_map(|f| {
+            let v = f.partition.get(PARTITIONS[0]).cloned()?;
+            Some((v, f.path, f.rows.unwrap_or(0)))
+        })
+        .collect();
+    // Newest partition first: its row of a player and start wins.
+    files.sort_by(|a, b| b.0.cmp(&a.0));
+    let total: u64 = files.iter().map(|f| f.2).sum();
+    let keep = (CHURN_REFIT_MAX_ROWS as f64 / total.max(1) as f64).min(1.0);
+    let from = (today - window.days) * DAY_MS;
+    let mut all = ChurnRows::new(&rows.names);
+    let mut seen = HashSet::new();
+    for (_, rel, _) in &files {
+        all.extend_from(&t.local_file(rel)?, from, keep, &mut seen)?;
+    }
+    drop(seen);
+
+    let horizon = art.churn.horizon_ms;
+    let k = all.names.len();
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..all.len() {
+        let t = all.start[i];
+        let next = starts
+            .get(&all.player[i])
+            .and_then(|s| s.get(s.partition_point(|&u| u <= t)).copied());
+        // Censored within the horizon of the data's end, whether or not a next match is seen
+        // (as the full fit: labels near the end would lean towards quick returns).
+        if end - t < horizon {
+            continue;
+        }
+        let label = next.is_none_or(|n| n - t > horizon);
+        x.extend_from_slice(&all.x[i * k..(i + 1) * k]);
+        y.push(label);
+    }
+    let base = &art.churn.model;
+    if y.len() < window.churn_min_rows {
+        return Ok(ChurnRefit {
+            model: None,
+            note: format!(
+                "kept: {} labelled rows in the last {} day(s), fewer than {}",
+                y.len(),
+                window.days,
+                window.churn_min_rows
+            ),
+        });
+    }
+    let x = ndarray::Array2::from_shape_vec((y.len(), k), x)
+        .map_err(|e| RetrainError::Input(format!("the churn window's rows: {e}")))?;
+    match base.refit_warm(x.view(), &y, &ChurnFitConfig::default()) {
+        Ok(m) => Ok(ChurnRefit {
+            note: format!(
+                "refitted at C = {} on {} labelled rows of the last {} day(s)",
+                m.c,
+                y.len(),
+                window.days
+            ),
+            model: Some(m),
+        }),
+        Err(e) => Ok(ChurnRefit {
+            model: None,
+            note: format!("kept: {e}"),
+        }),
+    }
+}
