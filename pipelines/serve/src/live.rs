@@ -928,7 +928,7 @@ fn settled_for(art: &Arc<Artifact>, lake: &Lake) -> Result<Settled, ServeError> 
 #[must_use]
 pub fn score_of(art: &Artifact, s: &PlayerState, now_ms: i64) -> proto::PlayerScore {
     let m = Member::from_state(art, s, now_ms, false);
-    crate::service::player_score(
+    crate::report::player_score(
         &s.player_id,
         art.snapshot.position(&s.player_id).is_some(),
         &m,

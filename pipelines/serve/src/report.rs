@@ -166,6 +166,25 @@ pub fn check(req: &proto::ReportMatchRequest) -> Result<Checked, Refused> {
     })
 }
 
+/// A player's scores as `Score` and `ReportMatch` answer them.
+pub(crate) fn player_score(
+    id: &str,
+    known: bool,
+    m: &mm_matcher::queue::Member,
+) -> proto::PlayerScore {
+    proto::PlayerScore {
+        id: id.to_string(),
+        known,
+        raw_skill: m.raw_skill,
+        outcome_skill: m.outcome_skill,
+        percentile: m.percentile,
+        games: m.games,
+        churn_after_win: m.churn[0],
+        churn_after_draw: m.churn[1],
+        churn_after_loss: m.churn[2],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

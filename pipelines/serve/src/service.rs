@@ -192,21 +192,6 @@ fn check_id(k: usize, id: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// A player's scores as `Score` and `ReportMatch` answer them.
-pub(crate) fn player_score(id: &str, known: bool, m: &Member) -> proto::PlayerScore {
-    proto::PlayerScore {
-        id: id.to_string(),
-        known,
-        raw_skill: m.raw_skill,
-        outcome_skill: m.outcome_skill,
-        percentile: m.percentile,
-        games: m.games,
-        churn_after_win: m.churn[0],
-        churn_after_draw: m.churn[1],
-        churn_after_loss: m.churn[2],
-    }
-}
-
 /// Refuses a request that names a player twice (`what` says where).
 fn once_each(ids: &[String], what: &str) -> Result<(), Status> {
     match first_twice(ids) {
@@ -265,7 +250,7 @@ fn score(
             sums[t] += m.outcome_skill;
         }
         let is_known = art.snapshot.position(&p.id).is_some() || known(&p.id).is_some();
-        players.push(player_score(&p.id, is_known, &m));
+        players.push(crate::report::player_score(&p.id, is_known, &m));
     }
     let lobby = if req.teams.is_empty() {
         None
