@@ -43,7 +43,7 @@ use crate::churn_features::{
 };
 use crate::error::{FitError, output_err};
 
-const DAY_MS: i64 = 86_400_000;
+use mm_lake::schema::DAY_MS;
 
 /// Feature rows computed and written at a time (rounded up to whole players): a slice of a
 /// bucket's step-1 rows goes through steps 2 to 4 and is written as one row group, so that the

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use mm_lake::Lake;
+use mm_lake::schema::ms_time;
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
@@ -148,12 +149,6 @@ impl SkillConfig {
     }
 }
 
-pub(crate) fn date(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
-        .unwrap_or_default()
-}
-
 /// The windows from the configuration and the matches' times.
 fn windows(cfg: &SkillConfig, h: &History) -> Result<Windows, FitError> {
     let at = |f: f64| h.matches[((h.matches.len() - 1) as f64 * f) as usize].start_ms;
@@ -172,8 +167,8 @@ fn windows(cfg: &SkillConfig, h: &History) -> Result<Windows, FitError> {
             "score-from",
             format!(
                 "{} is before the end of the tuning window ({}): scoring must be on later matches",
-                date(w.score_from),
-                date(w.tune_to)
+                ms_time(w.score_from),
+                ms_time(w.tune_to)
             ),
         ));
     }
@@ -682,17 +677,17 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         skill_min: skills.iter().copied().fold(f64::INFINITY, f64::min),
         skill_max: skills.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         windows: WindowDates {
-            tune_from: date(win.tune_from),
-            tune_to: date(win.tune_to),
-            score_from: date(win.score_from),
-            score_to: date(win.score_to.min(h.matches.last().map_or(0, |m| m.start_ms))),
+            tune_from: ms_time(win.tune_from),
+            tune_to: ms_time(win.tune_to),
+            score_from: ms_time(win.score_from),
+            score_to: ms_time(win.score_to.min(h.matches.last().map_or(0, |m| m.start_ms))),
             tune_matches: count(&|t| win.in_tune(t)),
             scored_matches: count(&|t| win.in_score(t)),
         },
         tuning_sample: (!complete).then(|| TuningSample {
             rows: h.rows() as u64,
             matches: h.matches.len() as u64,
-            until: date(h.matches.last().map_or(0, |m| m.start_ms)),
+            until: ms_time(h.matches.last().map_or(0, |m| m.start_ms)),
         }),
         params,
         tuning,

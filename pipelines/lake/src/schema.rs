@@ -131,11 +131,22 @@ pub fn quarantine_schema() -> SchemaRef {
 /// The outcome of a match for the player's team (one definition, shared with the artifacts).
 pub use mm_artifact::Outcome;
 
+/// Milliseconds in a day: the lake's times are milliseconds since 1970-01-01 UTC.
+pub const DAY_MS: i64 = 86_400_000;
+
 /// Partition key of a start time: the UTC day, as days since 1970-01-01.
 #[must_use]
 pub fn day_of(start_ms: i64) -> i32 {
     // div_euclid keeps times before 1970 in the right day.
-    i32::try_from(start_ms.div_euclid(86_400_000)).unwrap_or(i32::MAX)
+    i32::try_from(start_ms.div_euclid(DAY_MS)).unwrap_or(i32::MAX)
+}
+
+/// A time as reports print it: `YYYY-MM-DD HH:MM` (UTC); empty when out of range.
+#[must_use]
+pub fn ms_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_default()
 }
 
 /// The partition directory name of a day: `day=YYYY-MM-DD`.

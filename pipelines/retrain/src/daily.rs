@@ -45,7 +45,7 @@ use mm_lake::Lake;
 use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::churn_window::{ChurnRows, refit_churn};
+use crate::window::{ChurnRows, Window, counts_before, refit_churn, window_days};
 use crate::{DAY_MS, RetrainError, io};
 
 /// Players whose last match is at most this many days before the data's end make the
@@ -468,52 +468,6 @@ pub fn read_continued(dir: &Path) -> Result<(Manifest, Files), RetrainError> {
     Ok((m, files))
 }
 
-/// The sliding window of two-team matches the team win model is refitted on: each continued
-/// run keeps its matches' pre-match features in `dir` (one file per run, named by its cutoff
-/// day) and fits on the files of the last `days` days.
-#[derive(Debug, Clone)]
-pub struct Window {
-    pub dir: std::path::PathBuf,
-    pub days: i64,
-    /// The Delta table of the churn feature rows of the same runs (and of the full run they
-    /// continue, [`crate::churn_window`]), and how many labelled rows the churn model's refit
-    /// needs.
-    pub churn_dir: std::path::PathBuf,
-    pub churn_min_rows: usize,
-    /// The run's id, in the names of the files it adds to the churn table.
-    pub run_id: String,
-}
-
-/// The files `<day>.<ext>` of `dir` (one per continued run, named by its cutoff day) of the
-/// `days` days up to `today`, in day order; the files of days out of that window (older, or
-/// later: a run with a later cutoff on another lake) are deleted.
-fn window_days(
-    dir: &Path,
-    ext: &str,
-    today: i64,
-    days: i64,
-) -> Result<Vec<std::path::PathBuf>, RetrainError> {
-    let mut kept = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(io(dir))? {
-        let p = e.map_err(io(dir))?.path();
-        let Some(day) = p
-            .file_name()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.strip_suffix(ext)?.strip_suffix('.'))
-            .and_then(|s| s.parse::<i64>().ok())
-        else {
-            continue;
-        };
-        if day <= today - days || day > today {
-            std::fs::remove_file(&p).map_err(io(&p))?;
-        } else {
-            kept.push((day, p));
-        }
-    }
-    kept.sort();
-    Ok(kept.into_iter().map(|(_, p)| p).collect())
-}
-
 /// What [`refit_team`] decided: the refitted model (`None`: the base's is kept) and why.
 struct TeamRefit {
     model: Option<TeamWinModel>,
@@ -643,10 +597,4 @@ fn player_starts(
         v.sort_unstable();
     }
     Ok(out)
-}
-
-/// Matches of `starts` in the 8h, 1d, 1w and 1m before `now` (`[now - w, now)`).
-pub(crate) fn counts_before(starts: &[i64], now: i64) -> [u32; 4] {
-    let end = starts.partition_point(|&t| t < now);
-    WINDOWS_MS.map(|w| (end - starts.partition_point(|&t| t < now - w)) as u32)
 }

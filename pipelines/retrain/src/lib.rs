@@ -28,18 +28,18 @@ use serde::{Deserialize, Serialize};
 
 use mm_eval::{EvalError, Holdout};
 
-mod churn_window;
 pub mod daily;
 mod gate;
 mod lock;
 mod stages;
 mod summary;
+mod window;
 pub use gate::gate;
 pub use lock::{Lock, acquire};
 pub use stages::{ModeStage, SharedStage, World, stage_names};
 pub use summary::summary;
 
-const DAY_MS: i64 = 86_400_000;
+use mm_lake::schema::DAY_MS;
 
 /// What to run.
 #[derive(Debug, Clone)]

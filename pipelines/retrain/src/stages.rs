@@ -501,7 +501,7 @@ fn export_stage(
     if features.is_file() {
         let art = store.open(&version)?;
         let dir = st.modes[m].dir(&cfg.work);
-        let rows = crate::churn_window::seed(
+        let rows = crate::window::seed(
             &window(cfg, st, &dir),
             &st.run_id,
             &features,
@@ -517,8 +517,8 @@ fn export_stage(
 }
 
 /// The windows continued runs refit on, in the mode's working folder `dir`.
-fn window(cfg: &RetrainConfig, st: &RunState, dir: &Path) -> daily::Window {
-    daily::Window {
+fn window(cfg: &RetrainConfig, st: &RunState, dir: &Path) -> crate::window::Window {
+    crate::window::Window {
         dir: dir.join("team-window"),
         days: cfg.window_days,
         churn_dir: dir.join("churn-window"),

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use mm_trainer::stats::{BinaryMetrics, ReliabilityBin};
 use serde::Serialize;
 
-use super::{group_table, ms_date, reliability};
+use mm_lake::schema::ms_time;
+
+use super::{group_table, reliability};
 use crate::html::{decimals, escape, page_head};
 
 /// Calibration of the model against the simulator's true churn probabilities.
@@ -129,9 +131,9 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         r.rows,
         r.censored,
         escape(&r.horizon),
-        ms_date(r.data_end_ms),
+        ms_time(r.data_end_ms),
         r.train_rows,
-        ms_date(r.score_from_ms),
+        ms_time(r.score_from_ms),
         decimals(r.churn_rate_train, 4),
         if r.train_rows_unused > 0 {
             format!(
@@ -142,7 +144,7 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
             String::new()
         },
         r.score_rows,
-        ms_date(r.data_end_ms),
+        ms_time(r.data_end_ms),
         decimals(r.churn_rate_score, 4),
         m.feature_names.len(),
         m.c,

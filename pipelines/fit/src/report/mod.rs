@@ -10,12 +10,6 @@ use crate::html::{decimals, escape, line_chart};
 pub mod churn;
 pub mod skill;
 
-pub(crate) fn ms_date(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
-        .unwrap_or_default()
-}
-
 pub(crate) fn group_table(h: &mut String, title: &str, first: &str, groups: &[churn::GroupScore]) {
     if groups.is_empty() {
         return;

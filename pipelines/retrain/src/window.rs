@@ -1,4 +1,7 @@
-//! The churn rows a continued run refits the churn model on: a Delta table in the mode's
+//! The sliding windows continued runs refit on: the team win model's matches (one file per
+//! run) and the churn model's rows.
+//!
+//! The churn rows are a Delta table in the mode's
 //! working folder (`churn-window/`), partitioned by `run`, the cutoff day (`YYYY-MM-DD`) of the
 //! run that wrote the rows, with the columns `player_id`, `start_ms` and the model's features.
 //!
@@ -23,12 +26,64 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, BooleanArray};
 use mm_artifact::Artifact;
+use mm_artifact::features::WINDOWS_MS;
 use mm_artifact::online::FinishedMatch;
 use mm_artifact::snapshot::PlayerState;
 use mm_lake::derived::DerivedTable;
 
-use crate::daily::{Window, counts_before};
-use crate::{DAY_MS, RetrainError};
+use crate::{DAY_MS, RetrainError, io};
+
+/// The sliding window of two-team matches the team win model is refitted on: each continued
+/// run keeps its matches' pre-match features in `dir` (one file per run, named by its cutoff
+/// day) and fits on the files of the last `days` days.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub dir: std::path::PathBuf,
+    pub days: i64,
+    /// The Delta table of the churn feature rows of the same runs (and of the full run they
+    /// continue, [`seed`]), and how many labelled rows the churn model's refit
+    /// needs.
+    pub churn_dir: std::path::PathBuf,
+    pub churn_min_rows: usize,
+    /// The run's id, in the names of the files it adds to the churn table.
+    pub run_id: String,
+}
+
+/// The files `<day>.<ext>` of `dir` (one per continued run, named by its cutoff day) of the
+/// `days` days up to `today`, in day order; the files of days out of that window (older, or
+/// later: a run with a later cutoff on another lake) are deleted.
+pub(crate) fn window_days(
+    dir: &Path,
+    ext: &str,
+    today: i64,
+    days: i64,
+) -> Result<Vec<std::path::PathBuf>, RetrainError> {
+    let mut kept = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = e.map_err(io(dir))?.path();
+        let Some(day) = p
+            .file_name()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_suffix(ext)?.strip_suffix('.'))
+            .and_then(|s| s.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        if day <= today - days || day > today {
+            std::fs::remove_file(&p).map_err(io(&p))?;
+        } else {
+            kept.push((day, p));
+        }
+    }
+    kept.sort();
+    Ok(kept.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Matches of `starts` in the 8h, 1d, 1w and 1m before `now` (`[now - w, now)`).
+pub(crate) fn counts_before(starts: &[i64], now: i64) -> [u32; 4] {
+    let end = starts.partition_point(|&t| t < now);
+    WINDOWS_MS.map(|w| (end - starts.partition_point(|&t| t < now - w)) as u32)
+}
 
 /// The table's partition column: the writing run's cutoff day.
 const PARTITIONS: [&str; 1] = ["run"];
@@ -73,7 +128,7 @@ fn open(dir: &Path, names: &[String]) -> Result<DerivedTable, RetrainError> {
     if dir.is_dir() && !dir.join("_delta_log").is_dir() {
         // The layout before the table (one Parquet file per run): its rows are rebuilt by the
         // next full run's seed.
-        std::fs::remove_dir_all(dir).map_err(crate::io(dir))?;
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
     }
     Ok(DerivedTable::open_or_create(
         dir,
@@ -270,7 +325,7 @@ pub fn seed(
         want_sorted.sort();
         if have != want_sorted {
             // Another feature set: the rows of the old one cannot be refitted on.
-            std::fs::remove_dir_all(dir).map_err(crate::io(dir))?;
+            std::fs::remove_dir_all(dir).map_err(io(dir))?;
         }
     }
     let mut t = open(dir, names)?;
