@@ -13,7 +13,8 @@ coefficients compared are those of a second scikit-learn fit on the rows marked 
 
     python tests/peers/churn_sklearn.py out/churn [--max-diff 0.002]
 
-Exits 1 when the AUCs differ by more than --max-diff.
+Exits 1 when the AUCs differ by more than --max-diff, or a standardised coefficient by more than
+--max-coef-diff (both fits solve the same penalised problem, so they should agree closely).
 """
 import argparse
 import json
@@ -32,6 +33,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="the mm fit churn output folder")
     ap.add_argument("--max-diff", type=float, default=0.002)
+    ap.add_argument("--max-coef-diff", type=float, default=1e-3)
     a = ap.parse_args()
     spec = json.load(open(os.path.join(a.out, "churn_model.json")))
     model = spec["model"]
@@ -77,6 +79,9 @@ def main():
     print(json.dumps(res, indent=1))
     if abs(auc_mm - auc_sk) > a.max_diff:
         print(f"AUC differs by {auc_mm - auc_sk:+.4f} (> {a.max_diff})", file=sys.stderr)
+        sys.exit(1)
+    if coef_diff > a.max_coef_diff:
+        print(f"a coefficient differs by {coef_diff:.2e} (> {a.max_coef_diff})", file=sys.stderr)
         sys.exit(1)
 
 
