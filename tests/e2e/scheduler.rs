@@ -170,12 +170,20 @@ fn a_killed_owner_frees_the_lock_for_the_next_run() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    // While it runs, a second run is refused with the owner's pid.
+    // Stopped (SIGSTOP) while it holds the lock, so it cannot finish first: a second run is
+    // refused with the owner's pid.
+    let stop = Command::new("kill")
+        .args(["-STOP", &owner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    assert!(
+        owner.try_wait().unwrap().is_none(),
+        "the owner ended before it was stopped"
+    );
     let (code, _, err) = run(mm_in(dir.path(), &["retrain"], &[]));
-    if owner.try_wait().unwrap().is_none() {
-        assert_eq!(code, 3, "{err}");
-        assert!(err.contains(&format!("pid {}", owner.id())), "{err}");
-    }
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains(&format!("pid {}", owner.id())), "{err}");
     owner.kill().unwrap(); // SIGKILL: no destructor runs, the pid stays in the file
     owner.wait().unwrap();
     let (code, out, err) = run(mm_in(dir.path(), &["retrain", &s], &[]));

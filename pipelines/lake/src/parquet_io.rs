@@ -182,6 +182,36 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
         })
 }
 
+/// Calls `f` with each record batch of the named columns of a Parquet file (all of them when
+/// `columns` is `None`), one batch in memory at a time.
+///
+/// # Errors
+/// The file cannot be read, or `f` fails.
+pub fn for_each_batch(
+    path: &Path,
+    columns: Option<&[&str]>,
+    mut f: impl FnMut(&RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let pq = |source| LakeError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
+    if let Some(cols) = columns {
+        let mask = ProjectionMask::columns(builder.parquet_schema(), cols.iter().copied());
+        builder = builder.with_projection(mask);
+    }
+    for b in builder.with_batch_size(64 * 1024).build().map_err(pq)? {
+        let b = b.map_err(|source| LakeError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        f(&b)?;
+    }
+    Ok(())
+}
+
 /// Copies the rows of the Parquet file `src` that `keep` selects into a new Parquet file `dst`,
 /// a batch at a time: the columns of `schema`, by name, cast to its types (a file written by
 /// polars holds its strings as views) before `keep` sees them. Returns the rows written; with none, `dst` is not

@@ -88,8 +88,10 @@ pub(crate) fn counts_before(starts: &[i64], now: i64) -> [u32; 4] {
 /// The table's partition column: the writing run's cutoff day.
 const PARTITIONS: [&str; 1] = ["run"];
 
-/// Training rows of a churn refit at most (whole players, a hash sample).
-pub const CHURN_REFIT_MAX_ROWS: usize = 1_000_000;
+/// Training rows of a churn refit, about (a hash sample of whole players): a warm start at the
+/// model's C needs fewer rows than the full fit's tuning (about 2M at 11.9M lake rows), and the
+/// window's features are held in memory (8 bytes a feature a row).
+pub const CHURN_REFIT_MAX_ROWS: usize = 500_000;
 
 /// The table's columns for the features `names`.
 fn schema(names: &[String]) -> arrow_schema::SchemaRef {
@@ -251,50 +253,74 @@ impl ChurnRows {
         arrow_array::RecordBatch::try_new(schema(&self.names), cols)
             .map_err(|e| RetrainError::Input(format!("the churn window's rows: {e}")))
     }
+}
 
-    /// Appends the rows of the table's file `path` that started at or after `from_ms` and
-    /// whose player is in the sample share `keep`, but those whose player and start are in
-    /// `seen` (a newer partition's).
-    fn extend_from(
-        &mut self,
-        path: &Path,
-        from_ms: i64,
-        keep: f64,
-        seen: &mut HashSet<(String, i64)>,
-    ) -> Result<(), RetrainError> {
+/// Which rows of the window a refit reads, and how it labels them.
+struct Reading<'a> {
+    names: &'a [String],
+    /// Rows that started before this are out of the window.
+    from_ms: i64,
+    /// The players' hash share kept (a sample of whole players).
+    keep: f64,
+    /// The player and start of every row read so far (from newer partitions).
+    seen: HashSet<(String, i64)>,
+    /// A row's label (churned), `None` when censored.
+    label: &'a dyn Fn(&str, i64) -> Option<bool>,
+    /// The labelled rows' features, row-major, and labels.
+    x: Vec<f64>,
+    y: Vec<bool>,
+}
+
+impl Reading<'_> {
+    /// Adds the labelled rows of the table's file `path` that are in the window and in the
+    /// sample, but those a newer partition held; a batch in memory at a time.
+    fn read(&mut self, path: &Path) -> Result<(), RetrainError> {
         let bad = |why: String| RetrainError::Input(format!("{}: {why}", path.display()));
-        for b in mm_lake::parquet_io::read_parquet_columns(path, None)? {
+        let mut cols: Vec<&str> = vec!["player_id", "start_ms"];
+        cols.extend(self.names.iter().map(String::as_str));
+        let mut failed = None;
+        mm_lake::parquet_io::for_each_batch(path, Some(&cols), |b| {
             let col = |name: &str| {
                 b.column_by_name(name)
                     .cloned()
                     .ok_or_else(|| bad(format!("no column {name}")))
             };
-            let (p, s) = (col("player_id")?, col("start_ms")?);
-            let feats = self
-                .names
-                .iter()
-                .map(|n| col(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            let p = p.as_string::<i32>();
-            let s = s.as_primitive::<Int64Type>();
-            for i in 0..b.num_rows() {
-                let (player, start) = (p.value(i), s.value(i));
-                if start < from_ms
-                    || (keep < 1.0 && mm_fit::churn_build::player_share(player) >= keep)
-                    || !seen.insert((player.to_string(), start))
-                {
-                    continue;
+            let got = (|| -> Result<(), RetrainError> {
+                let (p, s) = (col("player_id")?, col("start_ms")?);
+                let feats = self
+                    .names
+                    .iter()
+                    .map(|n| col(n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let p = p.as_string::<i32>();
+                let s = s.as_primitive::<Int64Type>();
+                for i in 0..b.num_rows() {
+                    let (player, start) = (p.value(i), s.value(i));
+                    if start < self.from_ms
+                        || (self.keep < 1.0
+                            && mm_fit::churn_build::player_share(player) >= self.keep)
+                        || !self.seen.insert((player.to_string(), start))
+                    {
+                        continue;
+                    }
+                    let Some(label) = (self.label)(player, start) else {
+                        continue;
+                    };
+                    for f in &feats {
+                        let f = f.as_primitive::<Float64Type>();
+                        self.x
+                            .push(if f.is_null(i) { f64::NAN } else { f.value(i) });
+                    }
+                    self.y.push(label);
                 }
-                self.player.push(player.to_string());
-                self.start.push(start);
-                for f in &feats {
-                    let f = f.as_primitive::<Float64Type>();
-                    self.x
-                        .push(if f.is_null(i) { f64::NAN } else { f.value(i) });
-                }
+                Ok(())
+            })();
+            if let Err(e) = got {
+                failed = Some(e);
             }
-        }
-        Ok(())
+            Ok(())
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 }
 
@@ -410,32 +436,33 @@ pub fn refit_churn(
     // Newest partition first: its row of a player and start wins.
     files.sort_by(|a, b| b.0.cmp(&a.0));
     let total: u64 = files.iter().map(|f| f.2).sum();
-    let keep = (CHURN_REFIT_MAX_ROWS as f64 / total.max(1) as f64).min(1.0);
-    let from = (today - window.days) * DAY_MS;
-    let mut all = ChurnRows::new(&rows.names);
-    let mut seen = HashSet::new();
-    for (_, rel, _) in &files {
-        all.extend_from(&t.local_file(rel)?, from, keep, &mut seen)?;
-    }
-    drop(seen);
-
     let horizon = art.churn.horizon_ms;
-    let k = all.names.len();
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for i in 0..all.len() {
-        let t = all.start[i];
-        let next = starts
-            .get(&all.player[i])
-            .and_then(|s| s.get(s.partition_point(|&u| u <= t)).copied());
-        // Censored within the horizon of the data's end, whether or not a next match is seen
-        // (as the full fit: labels near the end would lean towards quick returns).
+    // Censored within the horizon of the data's end, whether or not a next match is seen (as
+    // the full fit: labels near the end would lean towards quick returns); otherwise churned
+    // unless the player's next match starts within the horizon.
+    let label = |player: &str, t: i64| -> Option<bool> {
         if end - t < horizon {
-            continue;
+            return None;
         }
-        let label = next.is_none_or(|n| n - t > horizon);
-        x.extend_from_slice(&all.x[i * k..(i + 1) * k]);
-        y.push(label);
+        let next = starts
+            .get(player)
+            .and_then(|s| s.get(s.partition_point(|&u| u <= t)).copied());
+        Some(next.is_none_or(|n| n - t > horizon))
+    };
+    let mut reading = Reading {
+        names: &rows.names,
+        from_ms: (today - window.days) * DAY_MS,
+        keep: (CHURN_REFIT_MAX_ROWS as f64 / total.max(1) as f64).min(1.0),
+        seen: HashSet::new(),
+        label: &label,
+        x: Vec::new(),
+        y: Vec::new(),
+    };
+    for (_, rel, _) in &files {
+        reading.read(&t.local_file(rel)?)?;
     }
+    let k = rows.names.len();
+    let (x, y) = (reading.x, reading.y);
     let base = &art.churn.model;
     if y.len() < window.churn_min_rows {
         return Ok(ChurnRefit {
