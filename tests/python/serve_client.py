@@ -2,7 +2,8 @@
 repository's proto with grpcio-tools, then every method (Score, Pair, a team queue's Enqueue,
 Cancel, Explain and Tick, and ReportMatch with the service's token) and the health service,
 refused requests, one reload (a version promoted by `mm models promote` while the server runs)
-and a rollback. The reported matches move their players' scores at once and land in the lake
+and a rollback; then a second server over TLS with client certificates as the credential. The
+reported matches move their players' scores at once and land in the lake
 (read back with the deltalake package), with the replica's application transaction.
 
 Usage: serve_client.py MODELS_ROOT NAME, with MM_BIN naming the `mm` binary. The model must hold
@@ -97,6 +98,61 @@ def report_matches(matcher, pb, ids, mode, lake):
         time.sleep(0.1)
     assert sorted(set(rows["match_id"].to_list())) == ["py-0", "py-1", "py-2"], rows
     assert DeltaTable(str(lake / "matches")).transaction_version("mm-serve/py") == 3
+
+
+def pki(d, name, cn, san):
+    """A CA and a certificate it signed, made by the openssl command line in `d`:
+    (ca.pem, cert.pem, key.pem) as bytes."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", f"{name}-ca.key", "-out", f"{name}-ca.pem", "-days", "2",
+        "-subj", f"/CN={name} CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+    (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
+    run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{name}-ca.pem", "-CAkey",
+        f"{name}-ca.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
+        "-extfile", f"{name}.ext")
+    return tuple((d / f).read_bytes() for f in (f"{name}-ca.pem", f"{name}.pem", f"{name}.key"))
+
+
+def tls(pb, rpc, model, ids):
+    """`mm serve` over TLS with client certificates as the credential (no token): a client with
+    a certificate of the client CA is answered; one without a certificate gets no call
+    through."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="mm-serve-tls-"))
+    server_ca, server_cert, server_key = pki(d, "server", "localhost",
+                                             "DNS:localhost,IP:127.0.0.1")
+    client_ca, client_cert, client_key = pki(d, "client", "game-server-7", "DNS:game-server-7")
+    server = subprocess.Popen(
+        [MM, "serve", "--models", str(model), "--listen", "127.0.0.1:0", "--max-seconds", "60",
+         "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"),
+         "--client-ca", str(d / "client-ca.pem")],
+        env={k: v for k, v in os.environ.items() if k != "MM_SERVE_TOKEN"},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = server.stdout.readline().strip()
+        assert line.startswith("listening on "), line
+        addr = line.removeprefix("listening on ")
+        override = (("grpc.ssl_target_name_override", "localhost"),)
+        good = grpc.secure_channel(addr, grpc.ssl_channel_credentials(
+            root_certificates=server_ca, private_key=client_key,
+            certificate_chain=client_cert), options=override)
+        s = rpc.MatcherStub(good).Score(pb.ScoreRequest(players=[pb.Player(id=ids[0])]),
+                                        timeout=20)
+        assert s.players[0].known, s
+        bare = grpc.secure_channel(addr, grpc.ssl_channel_credentials(
+            root_certificates=server_ca), options=override)
+        try:
+            rpc.MatcherStub(bare).Score(pb.ScoreRequest(players=[pb.Player(id=ids[0])]),
+                                        timeout=10)
+            raise AssertionError("a client without a certificate was answered")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
 
 
 def main():
@@ -206,10 +262,11 @@ def main():
         subprocess.run([MM, "models", "rollback", "--models", str(ROOT), "--name", NAME, "-q"],
                        check=True, stdout=subprocess.DEVNULL)
         wait_for(matcher, pb, players, "v0001")
+        tls(pb, rpc, model, ids)
         print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
               "Enqueue, Cancel, Explain, Tick, ReportMatch (3 matches, in the lake), Health, "
-              "refused requests, a reload to v0002 and a rollback to v0001 all answered as "
-              "expected")
+              "refused requests, a reload to v0002, a rollback to v0001 and a TLS server with "
+              "client certificates all answered as expected")
     finally:
         server.terminate()
         server.wait(timeout=20)
