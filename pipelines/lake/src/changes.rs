@@ -98,6 +98,8 @@ fn parse_change(version: i64, bytes: &[u8]) -> Change {
                 path: decode(&f.path),
                 bytes: f.size,
                 rows: f.rows,
+                mode_range: None,
+                rows_without_kills: None,
             })
             .collect(),
         app_transactions: w.app_transactions,

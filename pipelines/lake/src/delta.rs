@@ -565,6 +565,47 @@ pub(crate) fn add_action(
             stats["nullCount"] = serde_json::json!({ "start_time": 0 });
         }
     }
+    // The mode's range and the rows without kills: a job that counts rows by mode and metric
+    // (`mm retrain`'s choice of modes) reads them from the log instead of the file.
+    let column = |name: &str| (0..schema.num_columns()).find(|&k| schema.column(k).name() == name);
+    if let Some(k) = column("mode") {
+        let mut range: Option<(String, String)> = None;
+        let mut complete = meta.num_row_groups() > 0;
+        for rg in meta.row_groups() {
+            match rg.column(k).statistics() {
+                Some(Statistics::ByteArray(s)) if s.null_count_opt() == Some(0) => {
+                    let text = |v: Option<&parquet::data_type::ByteArray>| {
+                        v.and_then(|v| v.as_utf8().ok()).map(str::to_string)
+                    };
+                    match (text(s.min_opt()), text(s.max_opt())) {
+                        (Some(a), Some(b)) => {
+                            range = Some(match range {
+                                Some((lo, hi)) => (lo.min(a), hi.max(b)),
+                                None => (a, b),
+                            });
+                        }
+                        _ => complete = false,
+                    }
+                }
+                _ => complete = false,
+            }
+        }
+        if complete && let Some((a, b)) = range {
+            stats["minValues"]["mode"] = serde_json::json!(a);
+            stats["maxValues"]["mode"] = serde_json::json!(b);
+            stats["nullCount"]["mode"] = serde_json::json!(0);
+        }
+    }
+    if let Some(k) = column("kills") {
+        let nulls: Option<u64> = meta
+            .row_groups()
+            .iter()
+            .map(|rg| rg.column(k).statistics().and_then(|s| s.null_count_opt()))
+            .sum();
+        if let Some(n) = nulls.filter(|_| meta.num_row_groups() > 0) {
+            stats["nullCount"]["kills"] = serde_json::json!(n);
+        }
+    }
     Ok(deltalake_core::kernel::Add {
         path: rel.to_string(),
         partition_values,

@@ -55,6 +55,30 @@ pub struct FileEntry {
     pub bytes: u64,
     /// `numRecords` from the file's statistics in the log, when present.
     pub rows: Option<u64>,
+    /// The smallest and largest `mode` and the rows without `kills`, from the file's
+    /// statistics in the log, when present (files written before they were recorded have
+    /// none).
+    pub mode_range: Option<(String, String)>,
+    pub rows_without_kills: Option<u64>,
+}
+
+impl FileEntry {
+    /// The statistics a file's add action records beyond its row count (see
+    /// [`FileEntry::mode_range`]), from the log's JSON.
+    pub(crate) fn with_stats(mut self, stats: Option<&str>) -> FileEntry {
+        let Some(v) = stats.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()) else {
+            return self;
+        };
+        if let (Some(a), Some(b)) = (
+            v["minValues"]["mode"].as_str(),
+            v["maxValues"]["mode"].as_str(),
+        ) && v["nullCount"]["mode"].as_u64() == Some(0)
+        {
+            self.mode_range = Some((a.to_string(), b.to_string()));
+        }
+        self.rows_without_kills = v["nullCount"]["kills"].as_u64();
+        self
+    }
 }
 
 /// One table of the lake, at the snapshot the [`Lake`] pinned.
@@ -112,12 +136,17 @@ fn files_of(loc: &Location, table: Option<&deltalake_core::DeltaTable>) -> Resul
                 .cloned()
                 .flatten()
                 .and_then(|d| parse_day_dir_name(&format!("day={d}")));
-            files.push(FileEntry {
-                path: f.path().into_owned(),
-                day,
-                bytes: u64::try_from(f.size()).unwrap_or(0),
-                rows: f.num_records().map(|n| n as u64),
-            });
+            files.push(
+                FileEntry {
+                    path: f.path().into_owned(),
+                    day,
+                    bytes: u64::try_from(f.size()).unwrap_or(0),
+                    rows: f.num_records().map(|n| n as u64),
+                    mode_range: None,
+                    rows_without_kills: None,
+                }
+                .with_stats(f.stats().as_deref()),
+            );
         }
     }
     // Lake order: by day, then by name (a run's files carry its sortable run id).
@@ -268,6 +297,12 @@ impl Lake {
     #[must_use]
     pub fn quarantine_entries(&self) -> &[FileEntry] {
         &self.quarantine.files
+    }
+
+    /// A local path of one file of the matches snapshot (a [`FileEntry::path`]): the file itself
+    /// for a local lake, a cached copy for a remote one.
+    pub fn match_file(&self, rel: &str) -> Result<PathBuf> {
+        self.matches.local_file(rel)
     }
 
     /// Local paths of one day's Parquet files in the snapshot, by name (that is, by run).

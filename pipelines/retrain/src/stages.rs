@@ -326,24 +326,37 @@ fn mode_rows(
     use mm_lake::schema::col;
     let mut counts = std::collections::BTreeMap::new();
     let last_day = (cutoff_ms / DAY_MS) as i32;
-    for day in lake.days()?.into_iter().filter(|&d| d < last_day) {
-        for path in lake.partition_files(day)? {
-            let cols = [col::MODE, col::KILLS];
-            for b in mm_lake::parquet_io::read_parquet_columns(&path, Some(&cols))? {
-                let (Some(modes), Some(kills)) =
-                    (b.column_by_name(col::MODE), b.column_by_name(col::KILLS))
-                else {
-                    continue;
-                };
-                for (i, v) in modes.as_string::<i32>().iter().enumerate() {
-                    let Some(v) = v else { continue };
-                    if !counts.contains_key(v) {
-                        counts.insert(v.to_string(), (0, 0));
-                    }
-                    if let Some(c) = counts.get_mut(v) {
-                        c.0 += 1;
-                        c.1 += u64::from(kills.is_valid(i));
-                    }
+    for f in lake
+        .match_entries()
+        .iter()
+        .filter(|f| f.day.is_some_and(|d| d < last_day))
+    {
+        // A file of one mode with its counts in the log is not read.
+        if let (Some((lo, hi)), Some(rows), Some(without)) =
+            (&f.mode_range, f.rows, f.rows_without_kills)
+            && lo == hi
+        {
+            let c = counts.entry(lo.clone()).or_insert((0, 0));
+            c.0 += rows;
+            c.1 += rows.saturating_sub(without);
+            continue;
+        }
+        let path = lake.match_file(&f.path)?;
+        let cols = [col::MODE, col::KILLS];
+        for b in mm_lake::parquet_io::read_parquet_columns(&path, Some(&cols))? {
+            let (Some(modes), Some(kills)) =
+                (b.column_by_name(col::MODE), b.column_by_name(col::KILLS))
+            else {
+                continue;
+            };
+            for (i, v) in modes.as_string::<i32>().iter().enumerate() {
+                let Some(v) = v else { continue };
+                if !counts.contains_key(v) {
+                    counts.insert(v.to_string(), (0, 0));
+                }
+                if let Some(c) = counts.get_mut(v) {
+                    c.0 += 1;
+                    c.1 += u64::from(kills.is_valid(i));
                 }
             }
         }
