@@ -163,23 +163,12 @@ pub(crate) fn write_parquet_unsynced(path: &Path, batches: &[RecordBatch]) -> Re
 
 /// Reads the named columns of a Parquet file (all of them when `columns` is `None`).
 pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec<RecordBatch>> {
-    let file = File::open(path).map_err(io_err(path))?;
-    let pq = |source| LakeError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
-    if let Some(cols) = columns {
-        let mask = ProjectionMask::columns(builder.parquet_schema(), cols.iter().copied());
-        builder = builder.with_projection(mask);
-    }
-    let reader = builder.with_batch_size(64 * 1024).build().map_err(pq)?;
-    reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| LakeError::Arrow {
-            path: path.to_path_buf(),
-            source,
-        })
+    let mut out = Vec::new();
+    for_each_batch(path, columns, |b| {
+        out.push(b);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Calls `f` with each record batch of the named columns of a Parquet file (all of them when
@@ -190,7 +179,7 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
 pub fn for_each_batch(
     path: &Path,
     columns: Option<&[&str]>,
-    mut f: impl FnMut(&RecordBatch) -> Result<()>,
+    mut f: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     let file = File::open(path).map_err(io_err(path))?;
     let pq = |source| LakeError::Parquet {
@@ -207,7 +196,7 @@ pub fn for_each_batch(
             path: path.to_path_buf(),
             source,
         })?;
-        f(&b)?;
+        f(b)?;
     }
     Ok(())
 }
@@ -226,27 +215,14 @@ pub fn copy_rows(
     schema: &arrow_schema::SchemaRef,
     mut keep: impl FnMut(&RecordBatch) -> Result<arrow_array::BooleanArray>,
 ) -> Result<u64> {
-    let file = File::open(src).map_err(io_err(src))?;
-    let pq_src = |source| LakeError::Parquet {
-        path: src.to_path_buf(),
-        source,
-    };
     let arrow = |path: &Path| {
         let path = path.to_path_buf();
         move |source| LakeError::Arrow { path, source }
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq_src)?;
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(pq_src)?;
     let mut writer: Option<ArrowWriter<BufWriter<File>>> = None;
     let mut rows = 0u64;
-    for b in reader {
-        let b = b.map_err(arrow(src))?;
+    for_each_batch(src, Some(&names), |b| {
         let cols = schema
             .fields()
             .iter()
@@ -264,7 +240,7 @@ pub fn copy_rows(
         let mask = keep(&b)?;
         let b = arrow_select::filter::filter_record_batch(&b, &mask).map_err(arrow(src))?;
         if b.num_rows() == 0 {
-            continue;
+            return Ok(());
         }
         if writer.is_none() {
             let f = File::create_new(dst).map_err(io_err(dst))?;
@@ -287,7 +263,8 @@ pub fn copy_rows(
             })?;
         }
         rows += b.num_rows() as u64;
-    }
+        Ok(())
+    })?;
     if let Some(w) = writer {
         let buf = w.into_inner().map_err(|source| LakeError::Parquet {
             path: dst.to_path_buf(),
