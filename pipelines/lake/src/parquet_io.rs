@@ -172,15 +172,15 @@ pub fn read_parquet_columns(path: &Path, columns: Option<&[&str]>) -> Result<Vec
 }
 
 /// Calls `f` with each record batch of the named columns of a Parquet file (all of them when
-/// `columns` is `None`), one batch in memory at a time.
+/// `columns` is `None`), one batch in memory at a time; `f`'s error type is the caller's.
 ///
 /// # Errors
 /// The file cannot be read, or `f` fails.
-pub fn for_each_batch(
+pub fn for_each_batch<E: From<LakeError>>(
     path: &Path,
     columns: Option<&[&str]>,
-    mut f: impl FnMut(RecordBatch) -> Result<()>,
-) -> Result<()> {
+    mut f: impl FnMut(RecordBatch) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     let file = File::open(path).map_err(io_err(path))?;
     let pq = |source| LakeError::Parquet {
         path: path.to_path_buf(),

@@ -152,16 +152,29 @@ pub fn ms_time(ms: i64) -> String {
 /// The partition directory name of a day: `day=YYYY-MM-DD`.
 #[must_use]
 pub fn day_dir_name(day: i32) -> String {
-    let date = chrono::DateTime::from_timestamp(i64::from(day) * 86_400, 0)
-        .map(|d| d.date_naive())
-        .unwrap_or_default();
-    format!("day={}", date.format("%Y-%m-%d"))
+    format!("day={}", day_date(day))
 }
 
 /// Inverse of [`day_dir_name`].
 #[must_use]
 pub fn parse_day_dir_name(name: &str) -> Option<i32> {
-    let date = chrono::NaiveDate::parse_from_str(name.strip_prefix("day=")?, "%Y-%m-%d").ok()?;
+    parse_day_date(name.strip_prefix("day=")?)
+}
+
+/// A day (days since 1970-01-01) as its UTC date, `YYYY-MM-DD`.
+#[must_use]
+pub fn day_date(day: i32) -> String {
+    chrono::DateTime::from_timestamp(i64::from(day) * 86_400, 0)
+        .map(|d| d.date_naive())
+        .unwrap_or_default()
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// Inverse of [`day_date`].
+#[must_use]
+pub fn parse_day_date(date: &str) -> Option<i32> {
+    let date = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
     let secs = date.and_hms_opt(0, 0, 0)?.and_utc().timestamp();
     i32::try_from(secs / 86_400).ok()
 }

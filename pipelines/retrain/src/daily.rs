@@ -106,8 +106,7 @@ pub struct Policy {
 }
 
 fn date(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map_or_else(|| ms.to_string(), |d| d.format("%Y-%m-%d").to_string())
+    mm_lake::schema::day_date(mm_lake::schema::day_of(ms))
 }
 
 /// The midnight after `ms` (UTC).

@@ -108,21 +108,9 @@ fn schema(names: &[String]) -> arrow_schema::SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// A run's partition value: its cutoff day.
+/// A run's partition value: its cutoff day's date.
 fn partition(day: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(day * DAY_MS)
-        .map_or_else(|| day.to_string(), |d| d.format("%Y-%m-%d").to_string())
-}
-
-/// The day of a partition value.
-fn day_of(value: &str) -> Option<i64> {
-    let d = chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").ok()?;
-    Some(
-        d.and_time(chrono::NaiveTime::MIN)
-            .and_utc()
-            .timestamp_millis()
-            / DAY_MS,
-    )
+    mm_lake::schema::day_date(i32::try_from(day).unwrap_or(i32::MAX))
 }
 
 /// The table at `dir` for the features `names`, created when there is none.
@@ -145,7 +133,7 @@ fn partitions(t: &DerivedTable) -> Result<BTreeSet<(i64, String)>, RetrainError>
     Ok(t.files()?
         .iter()
         .filter_map(|f| f.partition.get(PARTITIONS[0]).cloned())
-        .filter_map(|v| day_of(&v).map(|d| (d, v)))
+        .filter_map(|v| mm_lake::schema::parse_day_date(&v).map(|d| (i64::from(d), v)))
         .collect())
 }
 
@@ -278,49 +266,40 @@ impl Reading<'_> {
         let bad = |why: String| RetrainError::Input(format!("{}: {why}", path.display()));
         let mut cols: Vec<&str> = vec!["player_id", "start_ms"];
         cols.extend(self.names.iter().map(String::as_str));
-        let mut failed = None;
         mm_lake::parquet_io::for_each_batch(path, Some(&cols), |b| {
             let col = |name: &str| {
                 b.column_by_name(name)
                     .cloned()
                     .ok_or_else(|| bad(format!("no column {name}")))
             };
-            let got = (|| -> Result<(), RetrainError> {
-                let (p, s) = (col("player_id")?, col("start_ms")?);
-                let feats = self
-                    .names
-                    .iter()
-                    .map(|n| col(n))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let p = p.as_string::<i32>();
-                let s = s.as_primitive::<Int64Type>();
-                for i in 0..b.num_rows() {
-                    let (player, start) = (p.value(i), s.value(i));
-                    if start < self.from_ms
-                        || (self.keep < 1.0
-                            && mm_fit::churn_build::player_share(player) >= self.keep)
-                        || !self.seen.insert((player.to_string(), start))
-                    {
-                        continue;
-                    }
-                    let Some(label) = (self.label)(player, start) else {
-                        continue;
-                    };
-                    for f in &feats {
-                        let f = f.as_primitive::<Float64Type>();
-                        self.x
-                            .push(if f.is_null(i) { f64::NAN } else { f.value(i) });
-                    }
-                    self.y.push(label);
+            let (p, s) = (col("player_id")?, col("start_ms")?);
+            let feats = self
+                .names
+                .iter()
+                .map(|n| col(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let p = p.as_string::<i32>();
+            let s = s.as_primitive::<Int64Type>();
+            for i in 0..b.num_rows() {
+                let (player, start) = (p.value(i), s.value(i));
+                if start < self.from_ms
+                    || (self.keep < 1.0 && mm_fit::churn_build::player_share(player) >= self.keep)
+                    || !self.seen.insert((player.to_string(), start))
+                {
+                    continue;
                 }
-                Ok(())
-            })();
-            if let Err(e) = got {
-                failed = Some(e);
+                let Some(label) = (self.label)(player, start) else {
+                    continue;
+                };
+                for f in &feats {
+                    let f = f.as_primitive::<Float64Type>();
+                    self.x
+                        .push(if f.is_null(i) { f64::NAN } else { f.value(i) });
+                }
+                self.y.push(label);
             }
-            Ok(())
-        })?;
-        failed.map_or(Ok(()), Err)
+            Ok::<(), RetrainError>(())
+        })
     }
 }
 
@@ -339,17 +318,14 @@ pub fn seed(
 ) -> Result<u64, RetrainError> {
     let dir = &window.churn_dir;
     if let Some(t) = DerivedTable::open(dir)? {
-        let want: Vec<String> = schema(names)
+        let want: BTreeSet<String> = schema(names)
             .fields()
             .iter()
             .map(|f| f.name().clone())
             .chain(PARTITIONS.iter().map(|p| (*p).to_string()))
             .collect();
-        let mut have = t.column_names()?;
-        let mut want_sorted = want.clone();
-        have.sort();
-        want_sorted.sort();
-        if have != want_sorted {
+        let have: BTreeSet<String> = t.column_names()?.into_iter().collect();
+        if have != want {
             // Another feature set: the rows of the old one cannot be refitted on.
             std::fs::remove_dir_all(dir).map_err(io(dir))?;
         }
