@@ -602,6 +602,86 @@ fn a_reload_keeps_every_player_current() {
     });
 }
 
+/// A retried report is a duplicate however late it comes: after a reload to a model fitted on
+/// the lake that holds the match (the ids kept in memory follow the lake, not the model), and
+/// for a match older than the kept ids' horizon (asked of the lake). A new match that old is
+/// recorded once.
+#[test]
+fn late_retries_are_duplicates_across_a_reload_and_beyond_the_horizon() {
+    let s = setup();
+    // Half an hour of ids kept; the matches start five minutes apart.
+    let (_server, addr, metrics) = start(&s, &["--dedupe-hours", "0.5"]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 20, from, 11);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        report_all(&mut c, &reports).await;
+        wait_for_rows(&s.lake, 20 * 6);
+        // A model fitted on the lake that holds all twenty.
+        let (mut m, files) = mm_artifact::synthetic::artifact(60, 3);
+        m.data.lake_version = Lake::open(&s.lake).unwrap().version();
+        Store::new(&s.models)
+            .publish("v0002", m, &files, true, None)
+            .unwrap();
+        let t0 = Instant::now();
+        while c
+            .score(proto::ScoreRequest::of_ids(&all_ids(&s.art)[..1], false))
+            .await
+            .unwrap()
+            .into_inner()
+            .model_version
+            != "v0002"
+        {
+            assert!(t0.elapsed() < Duration::from_secs(30), "v0002 not served");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for r in &reports {
+            let got = c
+                .report_match(authed(r.clone()))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(
+                got.status,
+                proto::ReportStatus::Duplicate as i32,
+                "{}",
+                r.match_id
+            );
+        }
+        // A new match that started before the horizon: recorded (the lake lacks it), then a
+        // duplicate.
+        let mut old = matches(&s.art, 1, from - 600_000, 12).remove(0);
+        old.match_id = "late-one".into();
+        for want in [
+            proto::ReportStatus::Recorded,
+            proto::ReportStatus::Duplicate,
+        ] {
+            let got = c
+                .report_match(authed(old.clone()))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(got.status, want as i32);
+        }
+    });
+    wait_for_rows(&s.lake, 21 * 6);
+    // Each (match, player) once: as many distinct keys as rows.
+    assert_eq!(lake_rows(&s.lake).len(), 21 * 6);
+    // The latest start is from + 95 minutes, so the horizon begins at from + 65: matches 13 to
+    // 19 are answered from memory, the 13 before and the late one's first report from the lake
+    // (its retry came before a flush and found it in the log).
+    let text = crate::serve::http_get(&metrics);
+    assert!(text.contains("mm_serve_lake_lookups_total 14"), "{text}");
+    let kept: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("mm_serve_dedupe_ids "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((7..=9).contains(&kept), "{kept} ids kept: {text}");
+}
+
 /// Two replicas on one lake, reports split between them: each applies the other's matches from
 /// the lake, and once reports stop and the last flush is in, both hold the same state for every
 /// player (the lake's commit order: their flushes interleave, so it is not the start order a

@@ -65,6 +65,10 @@ pub struct BenchServeArgs {
     /// player-results a second in 6v6 matches.
     #[arg(long, default_value_t = 1667.0)]
     pub report_rate: f64,
+    /// The server's `--dedupe-hours` in the results phase: the reported matches start 50 ms
+    /// of match time apart, so 1,667 a second cover 24 hours in about 17 minutes.
+    #[arg(long, default_value_t = 24.0)]
+    pub dedupe_hours: f64,
 }
 
 #[derive(Debug, Args)]

@@ -492,6 +492,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     publish(&root, "v0001", a.players, 1)?;
     let budget = 120.0 + a.seconds * 4.0;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
+    let dedupe = a.dedupe_hours.to_string();
     let server = start_with(
         &root,
         budget,
@@ -504,6 +505,8 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             "bench",
             "--flush-s",
             "1",
+            "--dedupe-hours",
+            &dedupe,
         ],
     )?;
     let rt = tokio::runtime::Runtime::new()?;

@@ -36,8 +36,15 @@ pub fn run(a: &ServeArgs) -> Result<()> {
         flush_ms: (a.flush_s * 1000.0).round().max(0.0) as u64,
         flush_matches: a.flush_matches,
         follow_ms: a.follow_ms,
+        dedupe_ms: (a.dedupe_hours * 3_600_000.0).round() as i64,
         segment_bytes: 64 << 20,
     });
+    if !(a.dedupe_hours.is_finite() && a.dedupe_hours > 0.0) {
+        bail!(
+            "invalid --dedupe-hours: {} is not a positive number of hours",
+            a.dedupe_hours
+        );
+    }
     if !(a.flush_s.is_finite() && a.flush_s > 0.0) {
         bail!(
             "invalid --flush-s: {} is not a positive number of seconds",

@@ -100,6 +100,7 @@ fn parse_change(version: i64, bytes: &[u8]) -> Change {
                 rows: f.rows,
                 mode_range: None,
                 rows_without_kills: None,
+                start_range: None,
             })
             .collect(),
         app_transactions: w.app_transactions,

@@ -50,6 +50,7 @@ pub mod convert;
 pub mod delta;
 pub mod derived;
 pub mod error;
+mod ids;
 pub mod location;
 pub mod mirror;
 pub mod parquet_io;

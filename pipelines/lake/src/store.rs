@@ -60,6 +60,9 @@ pub struct FileEntry {
     /// none).
     pub mode_range: Option<(String, String)>,
     pub rows_without_kills: Option<u64>,
+    /// The earliest and latest `start_time` (ms), from the file's statistics in the log, when
+    /// present.
+    pub start_range: Option<(i64, i64)>,
 }
 
 impl FileEntry {
@@ -77,6 +80,17 @@ impl FileEntry {
             self.mode_range = Some((a.to_string(), b.to_string()));
         }
         self.rows_without_kills = v["nullCount"]["kills"].as_u64();
+        let ms = |t: &serde_json::Value| {
+            t.as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp_millis())
+        };
+        if let (Some(a), Some(b)) = (
+            ms(&v["minValues"]["start_time"]),
+            ms(&v["maxValues"]["start_time"]),
+        ) {
+            self.start_range = Some((a, b));
+        }
         self
     }
 }
@@ -144,6 +158,7 @@ fn files_of(loc: &Location, table: Option<&deltalake_core::DeltaTable>) -> Resul
                     rows: f.num_records().map(|n| n as u64),
                     mode_range: None,
                     rows_without_kills: None,
+                    start_range: None,
                 }
                 .with_stats(f.stats().as_deref()),
             );

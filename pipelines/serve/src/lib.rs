@@ -51,6 +51,7 @@ mod live;
 mod metrics;
 mod queues;
 mod report;
+mod seen;
 mod service;
 pub mod wal;
 

@@ -37,6 +37,7 @@ use tonic::Status;
 
 use crate::metrics::Metrics;
 use crate::report::{self, Checked};
+use crate::seen::{MatchKey, Seen, key};
 use crate::wal::Wal;
 use crate::{ServeError, proto};
 
@@ -56,6 +57,9 @@ pub struct ResultsConfig {
     pub flush_matches: usize,
     /// How often the lake's new commits are read (other replicas' reports, ingest runs), ms.
     pub follow_ms: u64,
+    /// The ids of matches that started this long (ms) before the latest start are not kept:
+    /// a report of one is asked of the lake ([`crate::seen`]).
+    pub dedupe_ms: i64,
     /// Log segments roll over at this size, bytes.
     pub segment_bytes: u64,
 }
@@ -75,15 +79,14 @@ struct Settled {
     updater: LiveUpdater,
     /// The matches table version applied through.
     version: i64,
-    /// The match ids the lake gained after the artifact's version (any mode), as
-    /// [`MatchKey`]s.
-    matches: HashSet<MatchKey>,
 }
 
 #[derive(Debug)]
 struct State {
     art: Arc<Artifact>,
     settled: Settled,
+    /// The recent matches the lake holds (any mode), as of the settled version.
+    seen: Seen,
     /// Reports in the log the lake does not hold yet, by sequence number, with the time each
     /// was received.
     pending: BTreeMap<u64, (Arc<Checked>, Instant)>,
@@ -151,15 +154,15 @@ impl Settled {
                 reason: e.to_string(),
             })?,
             version,
-            matches: HashSet::new(),
         })
     }
 
     /// Applies the lake's matches `new` (read from commits after `self.version`, up to `to`;
-    /// each with whether it is of the artifact's mode).
+    /// each with whether it is of the artifact's mode), each once.
     fn advance(&mut self, art: &Artifact, new: &[(FinishedMatch, bool)], to: i64) {
+        let mut applied = HashSet::new();
         for (m, ours) in new {
-            if !self.matches.insert(key(&m.match_id)) || !ours {
+            if !applied.insert(key(&m.match_id)) || !ours {
                 continue;
             }
             apply_on(&mut self.updater, art, m, |_| None, &mut self.players);
@@ -168,14 +171,16 @@ impl Settled {
     }
 }
 
-/// A match id as the service remembers the lake's: its 128-bit XXH3. The ids since the model's
-/// lake version are kept to answer a retried report as a duplicate, so they are the service's
-/// one store that grows with every match (16 bytes each instead of the id's string, about 100
-/// with its allocation); two of a billion ids collide with probability about 1e-21.
-type MatchKey = u128;
-
-fn key(match_id: &str) -> MatchKey {
-    xxhash_rust::xxh3::xxh3_128(match_id.as_bytes())
+/// The recent matches the lake holds: the matches of the horizon before its latest start.
+fn seen_of(lake: &Lake, horizon_ms: i64) -> Result<Seen, LakeError> {
+    let mut seen = Seen::new(horizon_ms);
+    if let Some(t) = lake.latest_start()? {
+        seen.saw_start(t);
+    }
+    lake.for_each_match_since(seen.floor_ms(), |id, t| {
+        seen.insert(t, key(id));
+    })?;
+    Ok(seen)
 }
 
 /// Matches (or reports) whose players' settled states are read under one short hold of the
@@ -288,11 +293,11 @@ impl State {
 
     /// Forgets the pending reports whose matches the lake now holds.
     fn drop_settled(&mut self) {
-        let settled_ids = &self.settled.matches;
+        let settled_ids = &self.seen;
         let flushed = self.flushed;
         let (pending_ids, dropped) = (&mut self.pending_ids, &mut self.dropped);
         self.pending.retain(|&seq, (c, _)| {
-            let keep = !settled_ids.contains(&key(&c.match_id));
+            let keep = !settled_ids.contains(key(&c.match_id));
             if !keep {
                 pending_ids.remove(&c.match_id);
                 if seq > flushed {
@@ -334,6 +339,7 @@ impl Live {
                 reason: e.to_string(),
             })?;
         let settled = settled_for(&art, &lake)?;
+        let seen = seen_of(&lake, cfg.dedupe_ms).map_err(live_err)?;
         let mut pending = BTreeMap::new();
         let mut pending_ids = HashSet::new();
         let mut dropped = BTreeSet::new();
@@ -366,6 +372,7 @@ impl Live {
         let mut state = State {
             art,
             settled,
+            seen,
             pending,
             pending_ids,
             reserved: HashSet::new(),
@@ -422,7 +429,7 @@ impl Live {
     /// `INVALID_ARGUMENT` for a report that breaks a rule; `UNAVAILABLE` when the log cannot
     /// be written.
     pub async fn report(
-        &self,
+        self: &Arc<Self>,
         req: proto::ReportMatchRequest,
     ) -> Result<proto::ReportMatchResponse, Status> {
         let checked = match report::check(&req) {
@@ -432,23 +439,43 @@ impl Live {
                 return Err(r.status);
             }
         };
-        let version = {
-            let mut st = self.write();
-            let id = &checked.match_id;
-            if st.settled.matches.contains(&key(id))
-                || st.pending_ids.contains(id)
-                || st.reserved.contains(id)
+        let k = key(&checked.match_id);
+        // The lake version a match older than the recent ids' horizon was looked up at.
+        let mut asked: Option<i64> = None;
+        let version = loop {
             {
-                self.metrics.report("duplicate", "");
-                return Ok(proto::ReportMatchResponse {
-                    status: proto::ReportStatus::Duplicate as i32,
-                    model_version: st.art.manifest.model_version.clone(),
-                    sequence: 0,
-                    players: Vec::new(),
-                });
+                let mut st = self.write();
+                let id = &checked.match_id;
+                if st.seen.contains(k) || st.pending_ids.contains(id) || st.reserved.contains(id) {
+                    return Ok(self.duplicate(st.art.manifest.model_version.clone()));
+                }
+                // The lookup holds when no commit was applied since the version it read (the
+                // ids of an old match a later commit held may have been evicted already).
+                if st.seen.covers(checked.start_ms)
+                    || asked.is_some_and(|v| v >= st.settled.version)
+                {
+                    st.reserved.insert(id.clone());
+                    break st.art.manifest.model_version.clone();
+                }
             }
-            st.reserved.insert(id.clone());
-            st.art.manifest.model_version.clone()
+            let (live, id, start) = (Arc::clone(self), checked.match_id.clone(), checked.start_ms);
+            let looked = tokio::task::spawn_blocking(move || live.lake_holds(&id, start))
+                .await
+                .map_err(|e| Status::internal(format!("the lake lookup failed: {e}")))?
+                .map_err(|e| {
+                    Status::unavailable(format!(
+                        "match {} started before the recent matches kept in memory, and the \
+                         lake could not be read to check it: {e}",
+                        checked.match_id
+                    ))
+                })?;
+            self.metrics.lake_lookup();
+            match looked {
+                (true, _) => {
+                    return Ok(self.duplicate(self.read().art.manifest.model_version.clone()));
+                }
+                (false, v) => asked = Some(v),
+            }
         };
         let req_end = req.end_ms;
         let logged = self.wal.append(req.encode_to_vec()).await;
@@ -456,16 +483,10 @@ impl Live {
         st.reserved.remove(&checked.match_id);
         let seq = logged
             .map_err(|e| Status::unavailable(format!("the report could not be logged: {e}")))?;
-        if st.settled.matches.contains(&key(&checked.match_id)) {
+        if st.seen.contains(k) {
             // The lake gained this match (another writer's) while it was being logged.
             st.dropped.insert(seq);
-            self.metrics.report("duplicate", "");
-            return Ok(proto::ReportMatchResponse {
-                status: proto::ReportStatus::Duplicate as i32,
-                model_version: version,
-                sequence: 0,
-                players: Vec::new(),
-            });
+            return Ok(self.duplicate(version));
         }
         st.pending_ids.insert(checked.match_id.clone());
         let art = Arc::clone(&st.art);
@@ -496,6 +517,28 @@ impl Live {
             sequence: seq,
             players,
         })
+    }
+
+    /// The answer to a report of a match the lake or the log holds already.
+    fn duplicate(&self, model_version: String) -> proto::ReportMatchResponse {
+        self.metrics.report("duplicate", "");
+        proto::ReportMatchResponse {
+            status: proto::ReportStatus::Duplicate as i32,
+            model_version,
+            sequence: 0,
+            players: Vec::new(),
+        }
+    }
+
+    /// Whether the lake, at its latest version, holds match `id` started at `start_ms`, and
+    /// that version. Blocking (it holds the syncing lock while it reads).
+    fn lake_holds(&self, id: &str, start_ms: i64) -> Result<(bool, i64), LakeError> {
+        let mut held = self.lake();
+        let lake = self.latest(&mut held)?;
+        Ok((
+            lake.holds_match(id, start_ms)?,
+            lake.version().unwrap_or(-1),
+        ))
     }
 
     /// Reads the lake's new commits and applies them (other replicas' reports, ingest runs,
@@ -588,18 +631,24 @@ impl Live {
         };
         let mut moved: HashMap<String, PlayerState> = HashMap::new();
         let mut ids: HashSet<MatchKey> = HashSet::new();
+        let mut starts: Vec<(i64, MatchKey)> = Vec::new();
         for chunk in new.chunks(BASE_CHUNK) {
             let (fresh, base) = {
                 let st = self.read();
                 let fresh: Vec<bool> = chunk
                     .iter()
-                    .map(|(m, _)| !st.settled.matches.contains(&key(&m.match_id)))
+                    .map(|(m, _)| !st.seen.contains(key(&m.match_id)))
                     .collect();
                 let ours = chunk.iter().filter(|(_, ours)| *ours).map(|(m, _)| m);
                 (fresh, settled_base(&st.settled, art, ours, &moved))
             };
             for ((m, ours), fresh) in chunk.iter().zip(fresh) {
-                if !fresh || !ids.insert(key(&m.match_id)) || !ours {
+                let k = key(&m.match_id);
+                if !fresh || !ids.insert(k) {
+                    continue;
+                }
+                starts.push((m.start_ms, k));
+                if !ours {
                     continue;
                 }
                 apply_on(&mut updater, art, m, |id| base.get(id), &mut moved);
@@ -613,13 +662,19 @@ impl Live {
             }
             self.write().settled.players.extend(batch);
         }
-        {
+        let evicted = {
             let mut st = self.write();
-            st.settled.matches.extend(ids);
+            for (t, k) in starts {
+                st.seen.insert(t, k);
+            }
             st.settled.updater = updater;
             st.settled.version = st.settled.version.max(to);
             st.drop_settled();
-        }
+            st.seen.evict()
+        };
+        self.metrics.dedupe_ids(self.read().seen.len());
+        // The evicted ids are freed off the lock.
+        drop((evicted, ids));
         self.rebuild_overlay(art);
     }
 
@@ -679,6 +734,9 @@ impl Live {
     pub fn switch_to(&self, art: Arc<Artifact>) -> Result<(), ServeError> {
         let mut held = self.lake();
         let lake = self.latest(&mut held).map_err(live_err)?;
+        // The recent ids move to this lake version first (they follow the lake, not the
+        // artifact); the new settled state is built on the same version.
+        self.sync_with(lake).map_err(live_err)?;
         let settled = settled_for(&art, lake)?;
         let mut st = self.write();
         st.art = art;

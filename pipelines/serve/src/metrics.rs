@@ -61,6 +61,8 @@ struct Results {
     flush_lag_ms: Gauge,
     follow_lag_ms: Gauge,
     lake_version: Gauge,
+    dedupe_ids: Gauge,
+    lake_lookups: Counter,
 }
 
 /// The service's metrics; cheap to clone (shared).
@@ -119,6 +121,8 @@ impl Metrics {
             flush_lag_ms: Gauge::default(),
             follow_lag_ms: Gauge::default(),
             lake_version: Gauge::default(),
+            dedupe_ids: Gauge::default(),
+            lake_lookups: Counter::default(),
         };
         let r = &results;
         registry.register(
@@ -160,6 +164,16 @@ impl Metrics {
             "lake_version",
             "The matches table version the players have caught up with",
             r.lake_version.clone(),
+        );
+        registry.register(
+            "dedupe_ids",
+            "Ids of the recent matches the lake holds, kept to answer a retried report",
+            r.dedupe_ids.clone(),
+        );
+        registry.register(
+            "lake_lookups",
+            "Reports of matches older than the kept ids' horizon, looked up in the lake",
+            r.lake_lookups.clone(),
         );
         Metrics {
             registry: Arc::new(registry),
@@ -207,6 +221,18 @@ impl Metrics {
     /// The lake version the players have caught up with.
     pub fn followed(&self, version: i64) {
         self.results.lake_version.set(version);
+    }
+
+    /// The ids of recent matches kept.
+    pub fn dedupe_ids(&self, ids: usize) {
+        self.results
+            .dedupe_ids
+            .set(i64::try_from(ids).unwrap_or(i64::MAX));
+    }
+
+    /// One report looked up in the lake (its match older than the kept ids' horizon).
+    pub fn lake_lookup(&self) {
+        self.results.lake_lookups.inc();
     }
 
     /// How long ago the players last caught up with the lake, ms.

@@ -47,6 +47,11 @@ pub struct ServeArgs {
     /// the players, ms.
     #[arg(long, default_value_t = 2000)]
     pub follow_ms: u64,
+    /// Answer a retried report from memory when its match started within this many hours of
+    /// the latest match start known; an older match is looked up in the lake. Memory grows
+    /// with the matches of this horizon (about 32 bytes each).
+    #[arg(long, default_value_t = 24.0)]
+    pub dedupe_hours: f64,
     /// A file holding the bearer token that ReportMatch and the queue calls need (clients send
     /// `authorization: Bearer <token>`). The environment variable MM_SERVE_TOKEN gives it too.
     #[arg(long)]
