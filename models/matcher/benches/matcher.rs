@@ -5,7 +5,8 @@
 //! - the exhaustive two-team split of 6v6 and 12v12 lobbies (solo players, the hardest case);
 //! - one tick of each queue policy (CoD rules, threshold, EOMM teams) over 10,000 queued 6v6
 //!   searches (the synthetic queue of `sim_queue`: realistic party mix, waits up to 90 s); the
-//!   queue is cloned outside the timed part.
+//!   queue is cloned outside the timed part; and the same tick with 500 lobbies in play
+//!   offered for backfill (`tick_10k_6v6_backfill_500`).
 //!
 //! `cargo bench -p mm-matcher`. The ratio to networkx comes from `mm bench pair`, which runs the
 //! peer beside our solver in one run.
@@ -121,5 +122,56 @@ fn tick(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, eomm, split, tick);
+/// The same tick with 500 lobbies in play, each short of one player (a single left its first
+/// party) and offered for backfill 30 s ago: the open lobbies take their searches first, by the
+/// CoD backfill rules, then the policy forms new lobbies from the rest.
+fn tick_backfill(c: &mut Criterion) {
+    use mm_matcher::backfill::{Lobbies, tick_with_backfill};
+    use mm_matcher::cod::{CodConfig, CodRules};
+    use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
+    use mm_matcher::queue::{LobbyModels, Mode, Policy};
+    use mm_matcher::sim_queue::realistic_queue;
+    use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+
+    let now = 1_700_000_000_000;
+    let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
+    let models = LobbyModels::skill_only(4.0);
+    let cod = CodConfig::new(6);
+    // 500 lobbies formed from another queue (ids apart from the bench queue's).
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let mut other = realistic_queue(10_000, 6, now - 600_000, 90.0, 1 << 40, 8);
+    let mut former = CodRules::new(CodConfig::new(6), models);
+    let (_, formed) =
+        tick_with_backfill(&mut former, &mut lobbies, &cod, now - 600_000, &mut other);
+    for (id, _) in formed.iter().skip(500) {
+        lobbies.close(*id).expect("recorded");
+    }
+    for (id, lobby) in formed.iter().take(500) {
+        lobbies.leave(*id, lobby.teams[0][0], 0).expect("a member");
+        lobbies.open_backfill(*id, now - 30_000).expect("recorded");
+    }
+    let open = lobbies.len();
+    let mut g = c.benchmark_group(format!("tick_10k_6v6_backfill_{open}"));
+    g.sample_size(10);
+    let policies: Vec<Box<dyn Policy>> = vec![
+        Box::new(CodRules::new(CodConfig::new(6), models)),
+        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
+        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
+    ];
+    for mut p in policies {
+        let name = p.name();
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || (queue.clone(), lobbies.clone()),
+                |(mut q, mut l)| {
+                    black_box(tick_with_backfill(p.as_mut(), &mut l, &cod, now, &mut q))
+                },
+                criterion::BatchSize::LargeInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, eomm, split, tick, tick_backfill);
 criterion_main!(benches);

@@ -89,6 +89,7 @@
 //! threshold with swap search) and [`eomm_teams`] (engagement-optimised team lobbies);
 //! [`sim_queue`] builds seeded synthetic queues.
 
+pub mod backfill;
 pub mod blossom;
 pub mod cod;
 pub mod eomm_teams;

@@ -1,0 +1,571 @@
+//! Lobbies that outlive the tick that formed them, and backfill under the Call of Duty rules
+//! ("Team Balance", Grouping Phase, in the CoD paper).
+//!
+//! A formed lobby is recorded in [`Lobbies`] with its parties by team. A player who leaves
+//! ([`Lobbies::leave`]) opens a slot; [`Lobbies::open_backfill`] offers the lobby's open slots to
+//! the queue, and [`Lobbies::close`] ends the lobby. Each tick, [`tick_with_backfill`] fills the
+//! open lobbies from the queue before the policy forms new lobbies from what is left.
+//!
+//! A backfill adds a set of queued searches to a lobby at once. The paper's grouping phase, for
+//! "any prospective new lobby or backfill", needs one assignment of the parties to the teams
+//! that fits, and its third goal is that "backfills never increase an existing team imbalance":
+//! "Backfills will accept a search if the existing team size differential is not worsened". So a
+//! 6v5 lobby takes a single player on the short team, while a 5v5 lobby takes two singles (or a
+//! pair split, which parties never are: a pair does not fit) together, never one alone. The
+//! searches join whole, each to the team the assignment gives it: of the assignments with the
+//! least size differential, the one with the least difference of the teams' raw-skill sums.
+//!
+//! Each search in a backfill passes the CoD rules against every party already there, with the
+//! backoff of its own wait and, for the lobby's parties, of the time the lobby's slots have been
+//! open: skill similarity (each of the two within the other's accepted range), skill disparity
+//! (the lobby's spread of player percentiles within every party's acceptable disparity, unless
+//! the search does not widen it), delta ping to the lobby's data centre, and platforms.
+//!
+//! Rebalancing between matches (intermission), partial lobbies and the other policies' own
+//! backfill rules are not here yet: every policy backfills by these rules.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::cod::CodConfig;
+use crate::queue::{
+    Lobby, Mode, Policy, Queue, Rule, Search, SearchId, platforms_compatible, rescue_overdue,
+};
+
+/// A lobby's id, unique within [`Lobbies`].
+pub type LobbyId = u64;
+
+/// The most searches one backfill adds (the assignment search enumerates their subsets).
+pub const MAX_BACKFILL_SEARCHES: usize = 16;
+
+const EPS: f64 = 1e-9;
+
+/// A lobby in play.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveLobby {
+    pub id: LobbyId,
+    /// The parties of each team as they are now (a party keeps the players who stay).
+    pub teams: [Vec<Search>; 2],
+    /// When its open slots were offered for backfill, ms since the epoch (`None`: not offered).
+    pub open_since_ms: Option<i64>,
+    /// The data centre it plays on, when pings are known.
+    pub data_centre: Option<u16>,
+}
+
+impl LiveLobby {
+    /// Players on each team.
+    #[must_use]
+    pub fn players(&self) -> [usize; 2] {
+        [0, 1].map(|t| self.teams[t].iter().map(|s| s.members.len()).sum())
+    }
+
+    /// The team size differential.
+    #[must_use]
+    pub fn differential(&self) -> usize {
+        let [a, b] = self.players();
+        a.abs_diff(b)
+    }
+
+    fn parties(&self) -> impl Iterator<Item = &Search> {
+        self.teams[0].iter().chain(&self.teams[1])
+    }
+}
+
+/// One search placed in a lobby by a backfill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Backfill {
+    pub lobby: LobbyId,
+    pub search: SearchId,
+    /// The team it joins (0 or 1).
+    pub team: usize,
+}
+
+/// Why a lobby call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LobbyError {
+    #[error("lobby {0} is not in play")]
+    Unknown(LobbyId),
+    #[error("lobby {lobby} has no member {member} in search {search}")]
+    NotInLobby {
+        lobby: LobbyId,
+        search: SearchId,
+        member: usize,
+    },
+    #[error("a lobby formed of search {0}, which the queue did not hold")]
+    UnknownSearch(SearchId),
+}
+
+/// The lobbies in play of one mode.
+#[derive(Debug, Clone)]
+pub struct Lobbies {
+    mode: Mode,
+    live: BTreeMap<LobbyId, LiveLobby>,
+    next: LobbyId,
+}
+
+impl Lobbies {
+    #[must_use]
+    pub fn new(mode: Mode) -> Lobbies {
+        Lobbies {
+            mode,
+            live: BTreeMap::new(),
+            next: 1,
+        }
+    }
+
+    /// Records a lobby a tick formed, its searches as `queue` held them before the tick
+    /// removed them; returns its id.
+    ///
+    /// # Errors
+    /// A search of the lobby is not in `queue`.
+    pub fn record(&mut self, lobby: &Lobby, queue: &[Search]) -> Result<LobbyId, LobbyError> {
+        let find = |id: SearchId| {
+            queue
+                .iter()
+                .find(|s| s.id == id)
+                .cloned()
+                .ok_or(LobbyError::UnknownSearch(id))
+        };
+        let teams = [
+            lobby.teams[0]
+                .iter()
+                .map(|&id| find(id))
+                .collect::<Result<_, _>>()?,
+            lobby.teams[1]
+                .iter()
+                .map(|&id| find(id))
+                .collect::<Result<_, _>>()?,
+        ];
+        Ok(self.insert(teams, lobby.data_centre))
+    }
+
+    /// Adds a lobby in play from its teams (a lobby formed elsewhere); returns its id.
+    pub fn insert(&mut self, teams: [Vec<Search>; 2], data_centre: Option<u16>) -> LobbyId {
+        let id = self.next;
+        self.next += 1;
+        self.live.insert(
+            id,
+            LiveLobby {
+                id,
+                teams,
+                open_since_ms: None,
+                data_centre,
+            },
+        );
+        id
+    }
+
+    #[must_use]
+    pub fn get(&self, id: LobbyId) -> Option<&LiveLobby> {
+        self.live.get(&id)
+    }
+
+    /// The lobbies in play, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &LiveLobby> {
+        self.live.values()
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Member `member` of search `search` leaves lobby `id` (a party of one leaves whole).
+    ///
+    /// # Errors
+    /// The lobby is not in play, or holds no such member.
+    pub fn leave(
+        &mut self,
+        id: LobbyId,
+        search: SearchId,
+        member: usize,
+    ) -> Result<(), LobbyError> {
+        let l = self.live.get_mut(&id).ok_or(LobbyError::Unknown(id))?;
+        let missing = LobbyError::NotInLobby {
+            lobby: id,
+            search,
+            member,
+        };
+        for team in &mut l.teams {
+            if let Some(k) = team.iter().position(|s| s.id == search) {
+                if member >= team[k].members.len() {
+                    return Err(missing);
+                }
+                team[k].members.remove(member);
+                if team[k].members.is_empty() {
+                    team.remove(k);
+                }
+                return Ok(());
+            }
+        }
+        Err(missing)
+    }
+
+    /// Offers lobby `id`'s open slots to the queue from `now_ms` (kept if already offered).
+    ///
+    /// # Errors
+    /// The lobby is not in play.
+    pub fn open_backfill(&mut self, id: LobbyId, now_ms: i64) -> Result<(), LobbyError> {
+        let l = self.live.get_mut(&id).ok_or(LobbyError::Unknown(id))?;
+        l.open_since_ms.get_or_insert(now_ms);
+        Ok(())
+    }
+
+    /// Stops offering lobby `id`'s slots.
+    ///
+    /// # Errors
+    /// The lobby is not in play.
+    pub fn close_backfill(&mut self, id: LobbyId) -> Result<(), LobbyError> {
+        let l = self.live.get_mut(&id).ok_or(LobbyError::Unknown(id))?;
+        l.open_since_ms = None;
+        Ok(())
+    }
+
+    /// Ends lobby `id` and returns it.
+    ///
+    /// # Errors
+    /// The lobby is not in play.
+    pub fn close(&mut self, id: LobbyId) -> Result<LiveLobby, LobbyError> {
+        self.live.remove(&id).ok_or(LobbyError::Unknown(id))
+    }
+
+    /// Fills the open lobbies from `queue` under the CoD backfill rules of `cfg`, lobbies in
+    /// the order their slots opened, searches oldest first; removes the searches placed from the
+    /// queue. A lobby whose slots are all filled stops being offered.
+    pub fn backfill(&mut self, now_ms: i64, queue: &mut Queue, cfg: &CodConfig) -> Vec<Backfill> {
+        let t = self.mode.team_size;
+        let mut order: Vec<usize> = (0..queue.len()).collect();
+        let searches = queue.searches();
+        order.sort_by_key(|&i| (searches[i].start_ms, searches[i].id));
+        let mut open: Vec<(i64, LobbyId)> = self
+            .live
+            .values()
+            .filter_map(|l| l.open_since_ms.map(|t0| (t0, l.id)))
+            .collect();
+        open.sort_unstable();
+        let mut taken: HashSet<usize> = HashSet::new();
+        let mut out = Vec::new();
+        if open.is_empty() {
+            return out;
+        }
+        let ages: Vec<f64> = searches.iter().map(|s| age_s(now_ms, s.start_ms)).collect();
+        let sides: Vec<Side> = searches
+            .iter()
+            .zip(&ages)
+            .map(|(s, &a)| side(s, a, cfg))
+            .collect();
+        let cands = Candidates {
+            searches,
+            order: &order,
+            ages: &ages,
+            sides: &sides,
+        };
+        for (_, id) in open {
+            let l = self.live.get_mut(&id).expect("listed above");
+            let added = fill_one(l, t, now_ms, cfg, &cands, &taken);
+            for (i, team) in added {
+                taken.insert(i);
+                l.teams[team].push(searches[i].clone());
+                out.push(Backfill {
+                    lobby: id,
+                    search: searches[i].id,
+                    team,
+                });
+            }
+            if l.players() == [t, t] {
+                l.open_since_ms = None;
+            }
+        }
+        let placed: Vec<SearchId> = out.iter().map(|b| b.search).collect();
+        queue.remove(&placed);
+        out
+    }
+}
+
+/// A search or a lobby party as the backfill rules see it: mean percentile, range, player
+/// percentiles, acceptable disparity.
+struct Side {
+    skill: f64,
+    range: f64,
+    pct_min: f64,
+    pct_max: f64,
+    max_disparity: f64,
+}
+
+fn side(s: &Search, age_s: f64, cfg: &CodConfig) -> Side {
+    let n = s.members.len().max(1) as f64;
+    let (lo, hi) = s
+        .members
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), m| {
+            (lo.min(m.percentile), hi.max(m.percentile))
+        });
+    Side {
+        skill: s.members.iter().map(|m| m.percentile).sum::<f64>() / n,
+        range: cfg.skill_range.at(age_s),
+        pct_min: lo,
+        pct_max: hi,
+        max_disparity: (hi - lo) + cfg.disparity.at(age_s),
+    }
+}
+
+/// The parties a search must agree with, summed up so that a candidate is checked in constant
+/// time (platforms aside): it is within every party's range when it is within their
+/// intersection, and every party is within its range when the least and greatest are.
+struct Group<'a> {
+    parties: Vec<&'a Search>,
+    lo: f64,
+    hi: f64,
+    s_min: f64,
+    s_max: f64,
+    p_min: f64,
+    p_max: f64,
+    cap: f64,
+}
+
+impl<'a> Group<'a> {
+    fn new() -> Group<'a> {
+        Group {
+            parties: Vec::new(),
+            lo: f64::NEG_INFINITY,
+            hi: f64::INFINITY,
+            s_min: f64::INFINITY,
+            s_max: f64::NEG_INFINITY,
+            p_min: f64::INFINITY,
+            p_max: f64::NEG_INFINITY,
+            cap: f64::INFINITY,
+        }
+    }
+
+    fn push(&mut self, p: &'a Search, age_s: f64, cfg: &CodConfig) {
+        let x = side(p, age_s, cfg);
+        self.parties.push(p);
+        self.lo = self.lo.max(x.skill - x.range);
+        self.hi = self.hi.min(x.skill + x.range);
+        self.s_min = self.s_min.min(x.skill);
+        self.s_max = self.s_max.max(x.skill);
+        self.p_min = self.p_min.min(x.pct_min);
+        self.p_max = self.p_max.max(x.pct_max);
+        self.cap = self.cap.min(x.max_disparity);
+    }
+
+    /// The rules for search `s`, whose [`Side`] is `c` at `age` (s).
+    fn admits(
+        &self,
+        cfg: &CodConfig,
+        data_centre: Option<u16>,
+        s: &Search,
+        c: &Side,
+        age: f64,
+    ) -> Result<(), Rule> {
+        if !self.parties.is_empty()
+            && (c.skill < self.lo - EPS
+                || c.skill > self.hi + EPS
+                || self.s_min < c.skill - c.range - EPS
+                || self.s_max > c.skill + c.range + EPS)
+        {
+            return Err(Rule::SkillSimilarity);
+        }
+        let before = self.p_max - self.p_min;
+        let after = self.p_max.max(c.pct_max) - self.p_min.min(c.pct_min);
+        if after > self.cap.min(c.max_disparity) + EPS && after > before + EPS {
+            return Err(Rule::SkillDisparity);
+        }
+        if self.parties.iter().any(|p| !platforms_compatible(p, s)) {
+            return Err(Rule::Platform);
+        }
+        if let Some(dc) = data_centre
+            && !s.pings.is_empty()
+        {
+            let best = s.pings.iter().map(|x| x.1).fold(f32::INFINITY, f32::min);
+            let ok = s
+                .pings
+                .iter()
+                .find(|x| x.0 == dc)
+                .is_some_and(|&(_, p)| f64::from(p - best) <= cfg.delta_ping.at(age) + EPS);
+            if !ok {
+                return Err(Rule::Ping);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether search `s` may join, at `now_ms`, a lobby playing on `data_centre` whose parties
+/// (and the searches already added to this backfill) are `lobby`, each with the age (s) its
+/// backoff reads: every CoD rule but the grouping, which [`assign`] checks on the whole set.
+///
+/// # Errors
+/// The first rule that refuses it.
+pub fn admits(
+    cfg: &CodConfig,
+    lobby: &[(&Search, f64)],
+    data_centre: Option<u16>,
+    s: &Search,
+    now_ms: i64,
+) -> Result<(), Rule> {
+    let mut g = Group::new();
+    for &(p, age) in lobby {
+        g.push(p, age, cfg);
+    }
+    let age = age_s(now_ms, s.start_ms);
+    g.admits(cfg, data_centre, s, &side(s, age, cfg), age)
+}
+
+/// Seconds from `start_ms` to `now_ms` (0 for a start in the future).
+fn age_s(now_ms: i64, start_ms: i64) -> f64 {
+    ((now_ms - start_ms) as f64 / 1000.0).max(0.0)
+}
+
+/// The assignment of new parties (`sizes`, `skills`: raw-skill sums) to teams that fits teams of
+/// `t` beside the `players` and `skill` already there: of those with the least size
+/// differential, the least skill difference. Returns (team of each party, differential).
+///
+/// # Panics
+/// More than [`MAX_BACKFILL_SEARCHES`] parties, or `sizes` and `skills` of different lengths.
+#[must_use]
+pub fn assign(
+    players: [usize; 2],
+    skill: [f64; 2],
+    sizes: &[usize],
+    skills: &[f64],
+    t: usize,
+) -> Option<(Vec<usize>, usize)> {
+    assert!(sizes.len() <= MAX_BACKFILL_SEARCHES && sizes.len() == skills.len());
+    let mut best: Option<(usize, f64, u32)> = None;
+    for mask in 0u32..1 << sizes.len() {
+        let (mut n, mut k) = (players, skill);
+        for (i, (&z, &x)) in sizes.iter().zip(skills).enumerate() {
+            let team = (mask >> i & 1) as usize;
+            n[team] += z;
+            k[team] += x;
+        }
+        if n[0] > t || n[1] > t {
+            continue;
+        }
+        let key = (n[0].abs_diff(n[1]), (k[0] - k[1]).abs());
+        if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && key.1 < b.1 - EPS)) {
+            best = Some((key.0, key.1, mask));
+        }
+    }
+    best.map(|(d, _, mask)| {
+        (
+            (0..sizes.len()).map(|i| (mask >> i & 1) as usize).collect(),
+            d,
+        )
+    })
+}
+
+fn raw_sum(s: &Search) -> f64 {
+    s.members.iter().map(|m| m.raw_skill).sum()
+}
+
+/// The queue's searches as one tick's backfills read them: oldest first, with their ages and
+/// sides computed once.
+struct Candidates<'a> {
+    searches: &'a [Search],
+    order: &'a [usize],
+    ages: &'a [f64],
+    sides: &'a [Side],
+}
+
+/// The searches (indices into the queue, with their teams) one open lobby takes: grown oldest
+/// first while each passes the rules and some assignment still fits, then cut back to the
+/// longest prefix whose best assignment does not worsen the lobby's differential.
+fn fill_one(
+    l: &LiveLobby,
+    t: usize,
+    now_ms: i64,
+    cfg: &CodConfig,
+    c: &Candidates<'_>,
+    taken: &HashSet<usize>,
+) -> Vec<(usize, usize)> {
+    let players = l.players();
+    let open = (2 * t).saturating_sub(players[0] + players[1]);
+    if open == 0 {
+        return Vec::new();
+    }
+    let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
+    let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
+    let mut group = Group::new();
+    for p in l.parties() {
+        group.push(p, open_age, cfg);
+    }
+    let mut added: Vec<usize> = Vec::new();
+    let (mut sizes, mut skills) = (Vec::new(), Vec::new());
+    let mut filled = 0;
+    for &i in c.order {
+        if filled == open || added.len() == MAX_BACKFILL_SEARCHES {
+            break;
+        }
+        let s = &c.searches[i];
+        if filled + s.members.len() > open || taken.contains(&i) {
+            continue;
+        }
+        if group
+            .admits(cfg, l.data_centre, s, &c.sides[i], c.ages[i])
+            .is_err()
+        {
+            continue;
+        }
+        sizes.push(s.members.len());
+        skills.push(raw_sum(s));
+        if assign(players, skill, &sizes, &skills, t).is_none() {
+            sizes.pop();
+            skills.pop();
+            continue;
+        }
+        added.push(i);
+        filled += s.members.len();
+        group.push(s, c.ages[i], cfg);
+    }
+    let before = l.differential();
+    while !added.is_empty() {
+        if let Some((teams, d)) = assign(players, skill, &sizes, &skills, t)
+            && d <= before
+        {
+            return added.into_iter().zip(teams).collect();
+        }
+        added.pop();
+        sizes.pop();
+        skills.pop();
+    }
+    Vec::new()
+}
+
+/// One tick with backfill: the open lobbies take their searches first
+/// ([`Lobbies::backfill`]), then `policy` forms new lobbies from the rest (its own rules, then
+/// the maximum-wait rule), which are recorded in `lobbies`. Returns the backfills and the new
+/// lobbies with their ids.
+pub fn tick_with_backfill<P: Policy + ?Sized>(
+    policy: &mut P,
+    lobbies: &mut Lobbies,
+    cfg: &CodConfig,
+    now_ms: i64,
+    queue: &mut Queue,
+) -> (Vec<Backfill>, Vec<(LobbyId, Lobby)>) {
+    let filled = lobbies.backfill(now_ms, queue, cfg);
+    let mut formed = policy.form_lobbies(now_ms, queue);
+    formed.extend(rescue_overdue(
+        queue,
+        &formed,
+        &policy.max_wait_rule(),
+        now_ms,
+    ));
+    let mut out = Vec::with_capacity(formed.len());
+    for lobby in formed {
+        let id = lobbies
+            .record(&lobby, queue.searches())
+            .expect("a policy forms its lobbies from the queue's searches");
+        out.push((id, lobby));
+    }
+    let placed: Vec<Lobby> = out.iter().map(|(_, l)| l.clone()).collect();
+    queue.remove_placed(&placed);
+    (filled, out)
+}

@@ -1,0 +1,370 @@
+//! Backfill under the CoD rules: the seed's grouping-phase cases by hand, and invariants over
+//! many random lobbies and queues (no backfill worsens a lobby's team size differential, parties
+//! stay whole, the rules hold for every backfilled search, no search is placed twice).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+
+use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
+use mm_matcher::cod::{CodConfig, CodRules};
+use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Queue, Search};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn member(pct: f64) -> Member {
+    Member {
+        raw_skill: 2.0 * pct - 1.0,
+        outcome_skill: 2.0 * pct - 1.0,
+        percentile: pct,
+        games: 10,
+        churn: [0.1, 0.15, 0.2],
+    }
+}
+
+/// A party of `pcts.len()` players searching since `start_ms`.
+fn search(id: u64, pcts: &[f64], start_ms: i64) -> Search {
+    Search {
+        id,
+        members: pcts.iter().map(|&p| member(p)).collect(),
+        start_ms,
+        lat: 48.0,
+        lon: 2.0,
+        input: Input::Controller,
+        platform: 0,
+        crossplay: true,
+        pings: Vec::new(),
+    }
+}
+
+fn party(id: u64, size: usize, pct: f64) -> Search {
+    search(id, &vec![pct; size], T0)
+}
+
+/// A 6v6 lobby in play of parties (size, percentile) per team, offered for backfill at `T0`.
+fn lobby(lobbies: &mut Lobbies, a: &[(usize, f64)], b: &[(usize, f64)]) -> LobbyId {
+    let mut id = 1000 * (lobbies.len() as u64 + 1);
+    let mut team = |ps: &[(usize, f64)]| {
+        ps.iter()
+            .map(|&(n, p)| {
+                id += 1;
+                party(id, n, p)
+            })
+            .collect()
+    };
+    let teams = [team(a), team(b)];
+    let l = lobbies.insert(teams, None);
+    lobbies.open_backfill(l, T0).unwrap();
+    l
+}
+
+fn queue(searches: Vec<Search>) -> Queue {
+    let mut q = Queue::new(Mode { team_size: 6 }).unwrap();
+    for s in searches {
+        q.push(s).unwrap();
+    }
+    q
+}
+
+/// 6v5 after a leaver: a single joins the short team, and the lobby is full and closed.
+#[test]
+fn a_single_fills_the_short_team() {
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(
+        &mut lobbies,
+        &[(3, 0.5), (2, 0.5), (1, 0.5)],
+        &[(3, 0.5), (2, 0.5)],
+    );
+    let mut q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
+    let done = lobbies.backfill(T0, &mut q, &CodConfig::new(6));
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].search, done[0].team), (1, 1));
+    assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+    assert_eq!(lobbies.get(l).unwrap().open_since_ms, None);
+    assert_eq!(q.len(), 1, "the second single stays queued");
+}
+
+/// The seed: "Backfills will accept a search if the existing team size differential is not
+/// worsened". A 5v5 lobby takes no single alone (6v5), two singles together, and never a pair
+/// (7v5).
+#[test]
+fn a_balanced_lobby_takes_two_singles_together_or_none() {
+    let cfg = CodConfig::new(6);
+    let five = [(3, 0.5), (2, 0.5)];
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    lobby(&mut lobbies, &five, &five);
+    let mut q = queue(vec![party(1, 1, 0.5), party(2, 2, 0.5)]);
+    assert!(lobbies.backfill(T0, &mut q, &cfg).is_empty());
+    assert_eq!(q.len(), 2);
+    q.push(party(3, 1, 0.5)).unwrap();
+    let done = lobbies.backfill(T0, &mut q, &cfg);
+    let mut got: Vec<(u64, usize)> = done.iter().map(|b| (b.search, b.team)).collect();
+    got.sort_unstable();
+    assert!(
+        got == [(1, 0), (3, 1)] || got == [(1, 1), (3, 0)],
+        "{got:?}"
+    );
+    assert_eq!(q.searches()[0].id, 2);
+}
+
+/// The parties' joins keep skill balance: of two singles for a 5v5 lobby whose team A is
+/// stronger, the weaker single joins A.
+#[test]
+fn the_weaker_search_joins_the_stronger_team() {
+    let mut cfg = CodConfig::new(6);
+    cfg.skill_range = mm_matcher::queue::Backoff::new(&[(0.0, 1.0)]);
+    cfg.disparity = mm_matcher::queue::Backoff::new(&[(0.0, 1.0)]);
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    lobby(&mut lobbies, &[(5, 0.7)], &[(5, 0.5)]);
+    let mut q = queue(vec![party(1, 1, 0.2), party(2, 1, 0.9)]);
+    let done = lobbies.backfill(T0, &mut q, &cfg);
+    let team_of = |id: u64| done.iter().find(|b| b.search == id).unwrap().team;
+    assert_eq!((team_of(1), team_of(2)), (0, 1));
+}
+
+/// Skill similarity against the lobby's players, with backoff: a search far from the lobby's
+/// skill waits until both its range and the lobby's (by the time its slots have been open)
+/// reach it.
+#[test]
+fn skill_similarity_loosens_with_the_open_slot_s_age() {
+    let cfg = CodConfig::new(6);
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(6, 0.5)], &[(5, 0.5)]);
+    let far = search(1, &[0.9], T0);
+    let mut q = queue(vec![far]);
+    assert!(lobbies.backfill(T0 + 1_000, &mut q, &cfg).is_empty());
+    // Half-width 0.5 at 60 s (CodConfig's default curve): 0.4 apart passes on both sides.
+    let done = lobbies.backfill(T0 + 60_000, &mut q, &cfg);
+    assert_eq!(done.len(), 1);
+    assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+}
+
+/// The lifecycle: a formed lobby is recorded, a player leaves, the slot is offered and filled
+/// at the next tick before new lobbies form; a closed lobby is gone.
+#[test]
+fn a_leaver_s_slot_is_filled_at_the_next_tick() {
+    let cfg = CodConfig::new(2);
+    let mut policy = CodRules::new(CodConfig::open(2), LobbyModels::skill_only(4.0));
+    let mut lobbies = Lobbies::new(Mode { team_size: 2 });
+    let mut q = Queue::new(Mode { team_size: 2 }).unwrap();
+    for id in 1..=4 {
+        q.push(search(id, &[0.5], T0)).unwrap();
+    }
+    let (filled, formed) = tick_with_backfill(&mut policy, &mut lobbies, &cfg, T0, &mut q);
+    assert!(filled.is_empty());
+    assert_eq!(formed.len(), 1);
+    assert!(q.is_empty());
+    let (id, lobby) = &formed[0];
+    let leaver = lobby.teams[0][0];
+    lobbies.leave(*id, leaver, 0).unwrap();
+    assert!(lobbies.leave(*id, leaver, 0).is_err(), "gone already");
+    assert_eq!(lobbies.get(*id).unwrap().players(), [1, 2]);
+    lobbies.open_backfill(*id, T0 + 5_000).unwrap();
+    for id in 5..=9 {
+        q.push(search(id, &[0.5], T0 + 5_000)).unwrap();
+    }
+    let (filled, formed) = tick_with_backfill(&mut policy, &mut lobbies, &cfg, T0 + 6_000, &mut q);
+    assert_eq!(filled.len(), 1);
+    assert_eq!(
+        (filled[0].search, filled[0].team),
+        (5, 0),
+        "the oldest search first"
+    );
+    assert_eq!(formed.len(), 1, "four of the other five form a new lobby");
+    assert!(q.is_empty());
+    assert_eq!(lobbies.len(), 2);
+    lobbies.close(*id).unwrap();
+    assert_eq!(lobbies.len(), 1);
+}
+
+// --- invariants over random cases --------------------------------------------------------
+
+/// A random lobby in play: parties (size, percentile) per team, each team at most `t`.
+fn teams(t: usize) -> impl Strategy<Value = Teams> {
+    let team = move || {
+        prop::collection::vec((1..=t, 0.0f64..1.0), 0..=t).prop_map(move |ps| {
+            let mut n = 0;
+            ps.into_iter()
+                .take_while(|&(s, _)| {
+                    n += s;
+                    n <= t
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    (team(), team()).prop_map(|(a, b)| [a, b])
+}
+
+/// A lobby's parties (size, percentile) per team.
+type Teams = [Vec<(usize, f64)>; 2];
+
+#[derive(Debug, Clone)]
+struct Case {
+    t: usize,
+    lobbies: Vec<(Teams, i64)>,
+    /// Searches: (size, percentiles' centre, spread, age s, platform, crossplay).
+    searches: Vec<(usize, f64, f64, i64, u8, bool)>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (2..=6usize).prop_flat_map(|t| {
+        (
+            prop::collection::vec((teams(t), 0..120i64), 1..6),
+            prop::collection::vec(
+                (
+                    1..=t,
+                    0.0f64..1.0,
+                    0.0f64..0.3,
+                    0..150i64,
+                    0..2u8,
+                    any::<bool>(),
+                ),
+                0..40,
+            ),
+        )
+            .prop_map(move |(lobbies, searches)| Case {
+                t,
+                lobbies,
+                searches,
+            })
+    })
+}
+
+/// The CoD rules for one backfilled search against the lobby's parties before it (each with
+/// the age its backoff reads), written out plainly.
+fn rules_hold(cfg: &CodConfig, before: &[(Search, f64)], s: &Search, now_ms: i64) -> bool {
+    let mean =
+        |x: &Search| x.members.iter().map(|m| m.percentile).sum::<f64>() / x.members.len() as f64;
+    let spread = |x: &Search| {
+        let p: Vec<f64> = x.members.iter().map(|m| m.percentile).collect();
+        p.iter().copied().fold(f64::MIN, f64::max) - p.iter().copied().fold(f64::MAX, f64::min)
+    };
+    let age = ((now_ms - s.start_ms) as f64 / 1000.0).max(0.0);
+    let (h, allow) = (cfg.skill_range.at(age), cfg.disparity.at(age) + spread(s));
+    let all_pcts = |xs: &mut dyn Iterator<Item = &Search>| {
+        let p: Vec<f64> = xs
+            .flat_map(|x| x.members.iter().map(|m| m.percentile))
+            .collect();
+        p.iter().copied().fold(f64::MIN, f64::max) - p.iter().copied().fold(f64::MAX, f64::min)
+    };
+    let d_before = all_pcts(&mut before.iter().map(|(x, _)| x));
+    let d_after = all_pcts(&mut before.iter().map(|(x, _)| x).chain(std::iter::once(s)));
+    let mut cap = allow;
+    for (x, a) in before {
+        if (x.platform != s.platform) && !(x.crossplay && s.crossplay) {
+            return false;
+        }
+        if (mean(x) - mean(s)).abs() > cfg.skill_range.at(*a).min(h) + 1e-9 {
+            return false;
+        }
+        cap = cap.min(spread(x) + cfg.disparity.at(*a));
+    }
+    d_after <= cap + 1e-9 || d_after <= d_before + 1e-9
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn backfills_keep_parties_whole_never_worsen_the_differential_and_pass_the_rules(c in case()) {
+        check_case(&c)?;
+    }
+}
+
+/// The random cases do backfill (the invariants above are not checked on empty answers only).
+#[test]
+fn the_random_cases_backfill_often() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut cases, mut with) = (0, 0);
+    for _ in 0..200 {
+        let c = case().new_tree(&mut runner).unwrap().current();
+        cases += 1;
+        with += usize::from(check_case(&c).unwrap() > 0);
+    }
+    assert!(with * 4 >= cases, "{with} of {cases} cases backfilled");
+}
+
+/// Runs one case's backfill and checks it; returns the searches placed.
+fn check_case(c: &Case) -> Result<usize, TestCaseError> {
+    {
+        let cfg = CodConfig::new(c.t);
+        let now = T0 + 200_000;
+        let mode = Mode { team_size: c.t };
+        let mut lobbies = Lobbies::new(mode);
+        let mut next = 10_000u64;
+        let mut ids = Vec::new();
+        for (teams, open_age) in &c.lobbies {
+            let mut mk = |ps: &Vec<(usize, f64)>| -> Vec<Search> {
+                ps.iter()
+                    .map(|&(n, p)| {
+                        next += 1;
+                        party(next, n, p)
+                    })
+                    .collect()
+            };
+            let l = lobbies.insert([mk(&teams[0]), mk(&teams[1])], None);
+            lobbies.open_backfill(l, now - open_age * 1000).unwrap();
+            ids.push(l);
+        }
+        let before: Vec<_> = ids
+            .iter()
+            .map(|&l| lobbies.get(l).unwrap().clone())
+            .collect();
+        let mut q = Queue::new(mode).unwrap();
+        for (k, &(n, centre, spread, age, platform, cross)) in c.searches.iter().enumerate() {
+            let pcts: Vec<f64> = (0..n)
+                .map(|j| (centre + spread * (j as f64 / n as f64 - 0.5)).clamp(0.0, 1.0))
+                .collect();
+            let mut s = search(k as u64, &pcts, now - age * 1000);
+            s.platform = platform;
+            s.crossplay = cross;
+            q.push(s).unwrap();
+        }
+        let queued = q.clone();
+        let done = lobbies.backfill(now, &mut q, &cfg);
+        // No search twice; the placed ones left the queue, the others stayed.
+        let placed: HashSet<u64> = done.iter().map(|b| b.search).collect();
+        prop_assert_eq!(placed.len(), done.len());
+        prop_assert_eq!(q.len() + done.len(), queued.len());
+        prop_assert!(q.searches().iter().all(|s| !placed.contains(&s.id)));
+        for (l0, &id) in before.iter().zip(&ids) {
+            let l1 = lobbies.get(id).unwrap();
+            let [a, b] = l1.players();
+            prop_assert!(a <= c.t && b <= c.t);
+            prop_assert!(
+                l1.differential() <= l0.differential(),
+                "{:?} -> {:?}",
+                l0.players(),
+                l1.players()
+            );
+            // Each backfilled search joined whole, on the team it was given, and passed the
+            // rules against the parties there before it (the lobby's at its open age).
+            let open_age = ((now - l0.open_since_ms.unwrap()) as f64 / 1000.0).max(0.0);
+            let mut there: Vec<(Search, f64)> = l0
+                .teams
+                .iter()
+                .flatten()
+                .map(|p| (p.clone(), open_age))
+                .collect();
+            for bf in done.iter().filter(|b| b.lobby == id) {
+                let s = queued.get(bf.search).unwrap();
+                let joined = l1.teams[bf.team]
+                    .iter()
+                    .find(|p| p.id == bf.search)
+                    .unwrap();
+                prop_assert_eq!(joined, s);
+                prop_assert!(
+                    rules_hold(&cfg, &there, s, now),
+                    "search {} in lobby {}",
+                    s.id,
+                    id
+                );
+                let age = ((now - s.start_ms) as f64 / 1000.0).max(0.0);
+                there.push((s.clone(), age));
+            }
+            prop_assert_eq!(there.len(), l1.teams[0].len() + l1.teams[1].len());
+        }
+        Ok(done.len())
+    }
+}
