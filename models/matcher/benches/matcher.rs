@@ -126,10 +126,10 @@ fn tick(c: &mut Criterion) {
 /// party) and offered for backfill 30 s ago: the open lobbies take their searches first, by the
 /// CoD backfill rules, then the policy forms new lobbies from the rest.
 fn tick_backfill(c: &mut Criterion) {
-    use mm_matcher::backfill::{Lobbies, tick_with_backfill};
+    use mm_matcher::backfill::tick_with_backfill;
     use mm_matcher::cod::{CodConfig, CodRules};
     use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
-    use mm_matcher::queue::{LobbyModels, Mode, Policy};
+    use mm_matcher::queue::{LobbyModels, Policy};
     use mm_matcher::sim_queue::realistic_queue;
     use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
 
@@ -137,19 +137,7 @@ fn tick_backfill(c: &mut Criterion) {
     let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
     let models = LobbyModels::skill_only(4.0);
     let cod = CodConfig::new(6);
-    // 500 lobbies formed from another queue (ids apart from the bench queue's).
-    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
-    let mut other = realistic_queue(10_000, 6, now - 600_000, 90.0, 1 << 40, 8);
-    let mut former = CodRules::new(CodConfig::new(6), models);
-    let (_, formed) =
-        tick_with_backfill(&mut former, &mut lobbies, &cod, now - 600_000, &mut other);
-    for (id, _) in formed.iter().skip(500) {
-        lobbies.close(*id).expect("recorded");
-    }
-    for (id, lobby) in formed.iter().take(500) {
-        lobbies.leave(*id, lobby.teams[0][0], 0).expect("a member");
-        lobbies.open_backfill(*id, now - 30_000).expect("recorded");
-    }
+    let lobbies = mm_matcher::sim_queue::open_lobbies(500, 6, now, 8);
     let open = lobbies.len();
     let mut g = c.benchmark_group(format!("tick_10k_6v6_backfill_{open}"));
     g.sample_size(10);

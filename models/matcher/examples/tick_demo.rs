@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use mm_matcher::backfill::tick_with_backfill;
 use mm_matcher::cod::{CodConfig, CodRules};
 use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
 use mm_matcher::queue::{LobbyModels, Policy};
@@ -50,6 +51,24 @@ fn main() {
                     .map(|l| (l.players[0] + l.players[1]) as f64)
                     .sum::<f64>()
                     .max(1.0),
+            q.len(),
+        );
+        // The same queue with 500 lobbies in play, each short of one player, offered for
+        // backfill first (the benchmark `tick_10k_6v6_backfill_500`).
+        let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
+        let mut open = mm_matcher::sim_queue::open_lobbies(500, 6, now, 8);
+        let cod = CodConfig::new(6);
+        let t = Instant::now();
+        let (filled, formed) = tick_with_backfill(p.as_mut(), &mut open, &cod, now, &mut q);
+        let refilled: std::collections::HashSet<_> = filled.iter().map(|b| b.lobby).collect();
+        println!(
+            "{:<10} with 500 open lobbies: {} filled by {} searches, then {} lobbies formed, in \
+             {:>8.1} ms; left {}",
+            p.name(),
+            refilled.len(),
+            filled.len(),
+            formed.len(),
+            t.elapsed().as_secs_f64() * 1e3,
             q.len(),
         );
     }

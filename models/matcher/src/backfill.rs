@@ -24,7 +24,7 @@
 //! Rebalancing between matches (intermission), partial lobbies and the other policies' own
 //! backfill rules are not here yet: every policy backfills by these rules.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -120,24 +120,41 @@ impl Lobbies {
     /// # Errors
     /// A search of the lobby is not in `queue`.
     pub fn record(&mut self, lobby: &Lobby, queue: &[Search]) -> Result<LobbyId, LobbyError> {
+        Ok(self.record_all(std::slice::from_ref(lobby), queue)?[0])
+    }
+
+    /// [`Lobbies::record`] for the lobbies of one tick (the queue indexed once).
+    ///
+    /// # Errors
+    /// A search of a lobby is not in `queue` (then none is recorded).
+    pub fn record_all(
+        &mut self,
+        lobbies: &[Lobby],
+        queue: &[Search],
+    ) -> Result<Vec<LobbyId>, LobbyError> {
+        let index: HashMap<SearchId, &Search> = queue.iter().map(|s| (s.id, s)).collect();
         let find = |id: SearchId| {
-            queue
-                .iter()
-                .find(|s| s.id == id)
-                .cloned()
+            index
+                .get(&id)
+                .map(|&s| s.clone())
                 .ok_or(LobbyError::UnknownSearch(id))
         };
-        let teams = [
-            lobby.teams[0]
+        let mut teams = Vec::with_capacity(lobbies.len());
+        for lobby in lobbies {
+            let a: Vec<Search> = lobby.teams[0]
                 .iter()
                 .map(|&id| find(id))
-                .collect::<Result<_, _>>()?,
-            lobby.teams[1]
+                .collect::<Result<_, _>>()?;
+            let b: Vec<Search> = lobby.teams[1]
                 .iter()
                 .map(|&id| find(id))
-                .collect::<Result<_, _>>()?,
-        ];
-        Ok(self.insert(teams, lobby.data_centre))
+                .collect::<Result<_, _>>()?;
+            teams.push(([a, b], lobby.data_centre));
+        }
+        Ok(teams
+            .into_iter()
+            .map(|(t, dc)| self.insert(t, dc))
+            .collect())
     }
 
     /// Adds a lobby in play from its teams (a lobby formed elsewhere); returns its id.
@@ -249,7 +266,7 @@ impl Lobbies {
             .filter_map(|l| l.open_since_ms.map(|t0| (t0, l.id)))
             .collect();
         open.sort_unstable();
-        let mut taken: HashSet<usize> = HashSet::new();
+        let mut taken = vec![false; searches.len()];
         let mut out = Vec::new();
         if open.is_empty() {
             return out;
@@ -260,9 +277,19 @@ impl Lobbies {
             .zip(&ages)
             .map(|(s, &a)| side(s, a, cfg))
             .collect();
+        // Oldest first within each party size: a lobby reads only the sizes that still fit.
+        let mut by_size: Vec<Vec<usize>> = vec![Vec::new(); t + 1];
+        let mut rank = vec![0; searches.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+            if let Some(list) = by_size.get_mut(searches[i].members.len()) {
+                list.push(i);
+            }
+        }
         let cands = Candidates {
             searches,
-            order: &order,
+            by_size: &by_size,
+            rank: &rank,
             ages: &ages,
             sides: &sides,
         };
@@ -270,7 +297,7 @@ impl Lobbies {
             let l = self.live.get_mut(&id).expect("listed above");
             let added = fill_one(l, t, now_ms, cfg, &cands, &taken);
             for (i, team) in added {
-                taken.insert(i);
+                taken[i] = true;
                 l.teams[team].push(searches[i].clone());
                 out.push(Backfill {
                     lobby: id,
@@ -470,7 +497,9 @@ fn raw_sum(s: &Search) -> f64 {
 /// sides computed once.
 struct Candidates<'a> {
     searches: &'a [Search],
-    order: &'a [usize],
+    /// Search indices by party size, oldest first, and each search's place in that order.
+    by_size: &'a [Vec<usize>],
+    rank: &'a [usize],
     ages: &'a [f64],
     sides: &'a [Side],
 }
@@ -484,7 +513,7 @@ fn fill_one(
     now_ms: i64,
     cfg: &CodConfig,
     c: &Candidates<'_>,
-    taken: &HashSet<usize>,
+    taken: &[bool],
 ) -> Vec<(usize, usize)> {
     let players = l.players();
     let open = (2 * t).saturating_sub(players[0] + players[1]);
@@ -500,12 +529,19 @@ fn fill_one(
     let mut added: Vec<usize> = Vec::new();
     let (mut sizes, mut skills) = (Vec::new(), Vec::new());
     let mut filled = 0;
-    for &i in c.order {
-        if filled == open || added.len() == MAX_BACKFILL_SEARCHES {
+    // The searches that fit, oldest first: a merge of the lists of the sizes that fit.
+    let mut pos = vec![0; c.by_size.len()];
+    while filled < open && added.len() < MAX_BACKFILL_SEARCHES {
+        let fits = (open - filled).min(c.by_size.len() - 1);
+        let next = (1..=fits)
+            .filter_map(|z| c.by_size[z].get(pos[z]).map(|&i| (c.rank[i], z, i)))
+            .min();
+        let Some((_, z, i)) = next else {
             break;
-        }
+        };
+        pos[z] += 1;
         let s = &c.searches[i];
-        if filled + s.members.len() > open || taken.contains(&i) {
+        if taken[i] {
             continue;
         }
         if group
@@ -558,14 +594,9 @@ pub fn tick_with_backfill<P: Policy + ?Sized>(
         &policy.max_wait_rule(),
         now_ms,
     ));
-    let mut out = Vec::with_capacity(formed.len());
-    for lobby in formed {
-        let id = lobbies
-            .record(&lobby, queue.searches())
-            .expect("a policy forms its lobbies from the queue's searches");
-        out.push((id, lobby));
-    }
-    let placed: Vec<Lobby> = out.iter().map(|(_, l)| l.clone()).collect();
-    queue.remove_placed(&placed);
-    (filled, out)
+    let ids = lobbies
+        .record_all(&formed, queue.searches())
+        .expect("a policy forms its lobbies from the queue's searches");
+    queue.remove_placed(&formed);
+    (filled, ids.into_iter().zip(formed).collect())
 }

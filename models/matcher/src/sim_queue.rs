@@ -147,3 +147,42 @@ pub fn realistic_searches(
         })
         .collect()
 }
+
+/// Up to `n` lobbies in play, formed by the CoD rules from a queue of 10,000 searches that
+/// started ten minutes before `now_ms` (ids from 2^40, apart from [`realistic_queue`]'s), each
+/// short of one player (a member of its first party left) and offered for backfill 30 s before
+/// `now_ms`: the open lobbies of the backfill benchmark and demo.
+///
+/// # Panics
+/// When `team_size` is not a valid mode (0 or above 12).
+#[must_use]
+pub fn open_lobbies(
+    n: usize,
+    team_size: usize,
+    now_ms: i64,
+    seed: u64,
+) -> crate::backfill::Lobbies {
+    use crate::backfill::{Lobbies, tick_with_backfill};
+    use crate::cod::{CodConfig, CodRules};
+    use crate::queue::LobbyModels;
+
+    let then = now_ms - 600_000;
+    let mut lobbies = Lobbies::new(Mode { team_size });
+    let mut q = realistic_queue(10_000, team_size, then, 90.0, 1 << 40, seed);
+    let cod = CodConfig::new(team_size);
+    let mut former = CodRules::new(cod.clone(), LobbyModels::skill_only(4.0));
+    let (_, formed) = tick_with_backfill(&mut former, &mut lobbies, &cod, then, &mut q);
+    for (k, (id, lobby)) in formed.iter().enumerate() {
+        if k < n {
+            lobbies
+                .leave(*id, lobby.teams[0][0], 0)
+                .expect("a member of a recorded lobby");
+            lobbies
+                .open_backfill(*id, now_ms - 30_000)
+                .expect("recorded");
+        } else {
+            lobbies.close(*id).expect("recorded");
+        }
+    }
+    lobbies
+}
