@@ -1,7 +1,7 @@
 """`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
 repository's proto with grpcio-tools, then every method (Score, Pair, a team queue's Enqueue,
-Cancel, Explain and Tick, and ReportMatch with the service's token) and the health service,
-refused requests, one reload (a version promoted by `mm models promote` while the server runs)
+Cancel, Explain, Tick, OpenBackfill and CloseBackfill, and ReportMatch with the service's
+token) and the health service, refused requests, one reload (a version promoted by `mm models promote` while the server runs)
 and a rollback; then a second server over TLS with client certificates as the credential. The
 reported matches move their players' scores at once and land in the lake
 (read back with the deltalake package), with the replica's application transaction.
@@ -252,6 +252,22 @@ def main():
         lobby = tick.lobbies[0]
         assert sorted(list(lobby.team_a) + list(lobby.team_b)) == [0, 1], lobby
         assert 0.0 <= lobby.quality <= 1.0 and lobby.expected_churn > 0.0, lobby
+        # Backfill: team A's player leaves, the slot is offered, the next Tick fills it with a
+        # new search (the lobby's backoff, counted from the offer, admits any skill at 120 s).
+        gone = ids[lobby.team_a[0]]
+        opened = matcher.OpenBackfill(pb.OpenBackfillRequest(
+            queue="duel", lobby_id=lobby.lobby_id, leaving_player_ids=[gone], now_ms=600_000),
+            timeout=10, metadata=AUTH)
+        assert (opened.players_a, opened.players_b, opened.open_slots) == (0, 1, 1), opened
+        matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
+            search_id=7, player_ids=[ids[7]], start_ms=600_000, lat=48.8, lon=2.3,
+            crossplay=True)), timeout=10, metadata=AUTH)
+        tick = matcher.Tick(pb.TickRequest(queue="duel", now_ms=730_000), timeout=10,
+                            metadata=AUTH)
+        assert [(b.lobby_id, b.search_id, b.team) for b in tick.backfills] == [
+            (lobby.lobby_id, 7, 0)], tick
+        matcher.CloseBackfill(pb.CloseBackfillRequest(queue="duel", lobby_id=lobby.lobby_id,
+                                                      end_lobby=True), timeout=10, metadata=AUTH)
 
         report_matches(matcher, pb, ids, mode, lake)
 
@@ -264,7 +280,7 @@ def main():
         wait_for(matcher, pb, players, "v0001")
         tls(pb, rpc, model, ids)
         print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
-              "Enqueue, Cancel, Explain, Tick, ReportMatch (3 matches, in the lake), Health, "
+              "Enqueue, Cancel, Explain, Tick, OpenBackfill, CloseBackfill, ReportMatch (3 matches, in the lake), Health, "
               "refused requests, a reload to v0002, a rollback to v0001 and a TLS server with "
               "client certificates all answered as expected")
     finally:

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use mm_artifact::Artifact;
+use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules};
 use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
 use mm_matcher::queue::{
@@ -22,6 +23,10 @@ use crate::proto;
 /// The most searches one queue holds.
 pub const MAX_QUEUED: usize = 100_000;
 
+/// The most lobbies in play one queue keeps for backfill: past it, the oldest are ended (a
+/// client that never ends its lobbies does not grow the service without bound).
+pub const MAX_IN_PLAY: usize = 100_000;
+
 struct QueueState {
     team_size: usize,
     policy_kind: proto::QueuePolicy,
@@ -31,6 +36,11 @@ struct QueueState {
     /// search of a queue at a time.
     searching: HashMap<String, u64>,
     players: HashMap<u64, Vec<String>>,
+    /// The lobbies in play (formed by a tick, not yet ended) and the CoD rules that backfill
+    /// them; each placed search's lobby and players, in the order of its members.
+    lobbies: Lobbies,
+    cod: CodConfig,
+    in_play: HashMap<u64, (LobbyId, Vec<String>)>,
 }
 
 impl QueueState {
@@ -39,6 +49,27 @@ impl QueueState {
         for p in self.players.remove(&search).unwrap_or_default() {
             self.searching.remove(&p);
         }
+    }
+
+    /// A search placed in lobby `lobby`: its players leave the queue and play there.
+    fn placed(&mut self, search: u64, lobby: LobbyId) {
+        let players = self.players.remove(&search).unwrap_or_default();
+        for p in &players {
+            self.searching.remove(p);
+        }
+        self.in_play.insert(search, (lobby, players));
+    }
+
+    /// Ends a lobby in play and forgets its searches.
+    fn end(&mut self, lobby: LobbyId) -> Result<(), Status> {
+        let l = self
+            .lobbies
+            .close(lobby)
+            .map_err(|e| Status::not_found(e.to_string()))?;
+        for s in l.teams.iter().flatten() {
+            self.in_play.remove(&s.id);
+        }
+        Ok(())
     }
 }
 
@@ -109,7 +140,7 @@ fn snake(debug_name: &str) -> String {
     out
 }
 
-fn lobby_of(l: &Lobby) -> proto::Lobby {
+fn lobby_of(id: LobbyId, l: &Lobby) -> proto::Lobby {
     let q = &l.quality;
     let criteria = [
         ("balance", q.balance),
@@ -135,6 +166,7 @@ fn lobby_of(l: &Lobby) -> proto::Lobby {
         max_wait_ms: l.max_wait_ms,
         data_centre: l.data_centre.map(u32::from),
         worst_ping_ms: l.worst_ping_ms,
+        lobby_id: id,
     }
 }
 
@@ -243,6 +275,9 @@ impl Queues {
                     policy: new_policy(kind, team_size, models),
                     searching: HashMap::new(),
                     players: HashMap::new(),
+                    lobbies: Lobbies::new(Mode { team_size }),
+                    cod: CodConfig::new(team_size),
+                    in_play: HashMap::new(),
                 },
             );
         }
@@ -297,7 +332,8 @@ impl Queues {
         })
     }
 
-    /// Forms the lobbies of one tick at `now_ms` and removes their searches.
+    /// Fills the open lobbies, then forms the lobbies of one tick at `now_ms`; removes their
+    /// searches from the queue and keeps the new lobbies in play.
     pub fn tick(
         &self,
         version: &str,
@@ -307,17 +343,124 @@ impl Queues {
         let q = queues
             .get_mut(&req.queue)
             .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
-        let lobbies = q.policy.tick(req.now_ms, &mut q.queue);
-        for l in &lobbies {
-            for &s in l.teams.iter().flatten() {
-                q.left(s);
+        let (filled, formed) = tick_with_backfill(
+            q.policy.as_mut(),
+            &mut q.lobbies,
+            &q.cod,
+            req.now_ms,
+            &mut q.queue,
+        );
+        for b in &filled {
+            q.placed(b.search, b.lobby);
+        }
+        for (id, l) in &formed {
+            for s in l.search_ids() {
+                q.placed(s, *id);
             }
+        }
+        let over = q.lobbies.len().saturating_sub(MAX_IN_PLAY);
+        let oldest: Vec<LobbyId> = q.lobbies.iter().take(over).map(|l| l.id).collect();
+        for id in oldest {
+            q.end(id)?;
         }
         Ok(proto::TickResponse {
             model_version: version.to_string(),
-            lobbies: lobbies.iter().map(lobby_of).collect(),
+            lobbies: formed.iter().map(|(id, l)| lobby_of(*id, l)).collect(),
             queued_searches: q.queue.len() as u64,
+            backfills: filled
+                .iter()
+                .map(|b| proto::BackfillAssignment {
+                    lobby_id: b.lobby,
+                    search_id: b.search,
+                    team: u32::from(b.team == 1),
+                })
+                .collect(),
         })
+    }
+
+    /// Players leave a lobby in play and its open slots are offered to the queue. Every
+    /// leaving player is checked before any leaves.
+    pub fn open_backfill(
+        &self,
+        req: &proto::OpenBackfillRequest,
+    ) -> Result<proto::OpenBackfillResponse, Status> {
+        let mut queues = self.lock();
+        let q = queues
+            .get_mut(&req.queue)
+            .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
+        let lobby = q
+            .lobbies
+            .get(req.lobby_id)
+            .ok_or_else(|| Status::not_found(format!("no lobby {} in play", req.lobby_id)))?;
+        if let Some(id) = first_twice(&req.leaving_player_ids) {
+            return Err(Status::invalid_argument(format!(
+                "player {id} leaves twice"
+            )));
+        }
+        let mut leaving = Vec::with_capacity(req.leaving_player_ids.len());
+        for id in &req.leaving_player_ids {
+            let search = lobby
+                .teams
+                .iter()
+                .flatten()
+                .map(|s| s.id)
+                .find(|s| q.in_play.get(s).is_some_and(|(_, ps)| ps.contains(id)))
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "player {id} is not in lobby {}",
+                        req.lobby_id
+                    ))
+                })?;
+            leaving.push((search, id));
+        }
+        for (search, id) in leaving {
+            let Some((_, players)) = q.in_play.get_mut(&search) else {
+                continue;
+            };
+            let Some(member) = players.iter().position(|p| p == id) else {
+                continue;
+            };
+            players.remove(member);
+            if players.is_empty() {
+                q.in_play.remove(&search);
+            }
+            q.lobbies
+                .leave(req.lobby_id, search, member)
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+        q.lobbies
+            .open_backfill(req.lobby_id, req.now_ms)
+            .map_err(|e| Status::not_found(e.to_string()))?;
+        let l = q
+            .lobbies
+            .get(req.lobby_id)
+            .ok_or_else(|| Status::internal("the lobby vanished"))?;
+        let [a, b] = l.players();
+        let u = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        Ok(proto::OpenBackfillResponse {
+            players_a: u(a),
+            players_b: u(b),
+            open_slots: u((2 * q.team_size).saturating_sub(a + b)),
+        })
+    }
+
+    /// Stops offering a lobby's slots, or ends it.
+    pub fn close_backfill(
+        &self,
+        req: &proto::CloseBackfillRequest,
+    ) -> Result<proto::CloseBackfillResponse, Status> {
+        let mut queues = self.lock();
+        let q = queues
+            .get_mut(&req.queue)
+            .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
+        if req.end_lobby {
+            q.end(req.lobby_id)?;
+        } else {
+            q.lobbies
+                .close_backfill(req.lobby_id)
+                .map_err(|e| Status::not_found(e.to_string()))?;
+        }
+        Ok(proto::CloseBackfillResponse {})
     }
 
     /// Why a search is still queued.
@@ -358,8 +501,9 @@ mod tests {
         None
     }
 
-    fn artifact() -> (Artifact, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("mm-serve-queues-{}", std::process::id()));
+    fn artifact(tag: &str) -> (Artifact, std::path::PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("mm-serve-queues-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (m, files) = mm_artifact::synthetic::artifact(60, 9);
         mm_artifact::Store::new(&dir)
@@ -389,7 +533,7 @@ mod tests {
 
     #[test]
     fn parties_queue_tick_into_a_lobby_and_bad_requests_are_refused() {
-        let (art, dir) = artifact();
+        let (art, dir) = artifact("tick");
         let qs = Queues::default();
         let id = |i: usize| art.snapshot.id(i).to_string();
         let cod = proto::QueuePolicy::Cod;
@@ -505,5 +649,78 @@ mod tests {
         assert_eq!(snake("SkillSimilarity"), "skill_similarity");
         assert_eq!(snake("Ping"), "ping");
         assert_eq!(snake("NotEnoughPlayers"), "not_enough_players");
+    }
+
+    /// A lobby in play: a player leaves, its slot is offered, the next tick fills it before it
+    /// forms new lobbies; a request naming a player not in the lobby changes nothing; an ended
+    /// lobby is gone.
+    #[test]
+    fn a_leaver_s_slot_is_backfilled_at_the_next_tick() {
+        let (art, dir) = artifact("backfill");
+        let qs = Queues::default();
+        let id = |i: usize| art.snapshot.id(i).to_string();
+        let open = proto::QueuePolicy::Cod;
+        for k in 0..4 {
+            qs.enqueue(&art, &enqueue(k, &[id(k as usize)], open), &none)
+                .unwrap();
+        }
+        let tick = |now_ms| {
+            qs.tick(
+                "v1",
+                &proto::TickRequest {
+                    queue: "duos".into(),
+                    now_ms,
+                },
+            )
+            .unwrap()
+        };
+        // Past the maximum wait: the four form one lobby whatever their skills.
+        let t = tick(200_000);
+        assert_eq!((t.lobbies.len(), t.backfills.len()), (1, 0));
+        let lobby = t.lobbies[0].lobby_id;
+        let leaver = usize::try_from(t.lobbies[0].team_a[0]).unwrap();
+        let ask = |ids: &[String]| proto::OpenBackfillRequest {
+            queue: "duos".into(),
+            lobby_id: lobby,
+            leaving_player_ids: ids.to_vec(),
+            now_ms: 200_000,
+        };
+        // One unknown player among them: refused, and nobody left.
+        let bad = qs.open_backfill(&ask(&[id(leaver), id(50)])).unwrap_err();
+        assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+        assert!(bad.message().contains(&id(50)), "{}", bad.message());
+        let r = qs.open_backfill(&ask(&[id(leaver)])).unwrap();
+        assert_eq!((r.players_a, r.players_b, r.open_slots), (1, 2, 1));
+        // A newcomer fills the slot once the lobby's backoff (from when its slot opened) admits
+        // any skill: 120 s on.
+        qs.enqueue(&art, &enqueue(10, &[id(20)], open), &none)
+            .unwrap();
+        let t = tick(320_000);
+        assert_eq!(t.backfills.len(), 1, "{t:?}");
+        assert_eq!(
+            (
+                t.backfills[0].lobby_id,
+                t.backfills[0].search_id,
+                t.backfills[0].team
+            ),
+            (lobby, 10, 0)
+        );
+        assert_eq!(t.queued_searches, 0);
+        let end = |end_lobby| proto::CloseBackfillRequest {
+            queue: "duos".into(),
+            lobby_id: lobby,
+            end_lobby,
+        };
+        qs.close_backfill(&end(false)).unwrap();
+        qs.close_backfill(&end(true)).unwrap();
+        assert_eq!(
+            qs.close_backfill(&end(true)).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(
+            qs.open_backfill(&ask(&[])).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

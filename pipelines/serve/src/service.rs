@@ -447,6 +447,26 @@ impl proto::matcher_server::Matcher for MatcherService {
         r
     }
 
+    async fn open_backfill(
+        &self,
+        request: Request<proto::OpenBackfillRequest>,
+    ) -> Result<Response<proto::OpenBackfillResponse>, Status> {
+        self.allow("OpenBackfill", &request, Access::Write)?;
+        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        self.timed("OpenBackfill", move || queues.open_backfill(&req))
+            .await
+    }
+
+    async fn close_backfill(
+        &self,
+        request: Request<proto::CloseBackfillRequest>,
+    ) -> Result<Response<proto::CloseBackfillResponse>, Status> {
+        self.allow("CloseBackfill", &request, Access::Write)?;
+        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
+        self.timed("CloseBackfill", move || queues.close_backfill(&req))
+            .await
+    }
+
     async fn explain(
         &self,
         request: Request<proto::ExplainRequest>,
