@@ -259,6 +259,9 @@ def main():
             queue="duel", lobby_id=lobby.lobby_id, leaving_player_ids=[gone], now_ms=600_000),
             timeout=10, metadata=AUTH)
         assert (opened.players_a, opened.players_b, opened.open_slots) == (0, 1, 1), opened
+        why = matcher.Explain(pb.ExplainRequest(queue="duel", lobby_id=lobby.lobby_id,
+                                                now_ms=600_000), timeout=10)
+        assert (why.players_found, why.players_needed) == (1, 2), why
         matcher.Enqueue(pb.EnqueueRequest(queue=spec, party=pb.Party(
             search_id=7, player_ids=[ids[7]], start_ms=600_000, lat=48.8, lon=2.3,
             crossplay=True)), timeout=10, metadata=AUTH)

@@ -315,6 +315,79 @@ impl Lobbies {
     }
 }
 
+/// Why an open lobby's slots are still open: the queued searches each rule refuses (the first
+/// rule each breaks), and those that would join it alone at the next tick.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlotExplanation {
+    pub lobby: LobbyId,
+    /// Players on each team and the slots open.
+    pub players: [usize; 2],
+    pub open_slots: usize,
+    /// When the slots were offered (`None`: they are not).
+    pub open_since_ms: Option<i64>,
+    /// (rule, searches it refuses), most first. A search larger than the open slots counts
+    /// under [`Rule::LobbyFull`]; one that passes every rule but on its own would worsen the
+    /// team size differential (it needs a partner search) under [`Rule::TeamBalance`].
+    pub refused: Vec<(Rule, usize)>,
+    /// Searches that would join on their own.
+    pub admissible: usize,
+}
+
+impl Lobbies {
+    /// Why lobby `id`'s open slots are still open at `now_ms`, against the searches of `queue`.
+    ///
+    /// # Errors
+    /// The lobby is not in play.
+    pub fn explain(
+        &self,
+        id: LobbyId,
+        now_ms: i64,
+        queue: &Queue,
+        cfg: &CodConfig,
+    ) -> Result<SlotExplanation, LobbyError> {
+        let l = self.live.get(&id).ok_or(LobbyError::Unknown(id))?;
+        let t = self.mode.team_size;
+        let players = l.players();
+        let open = (2 * t).saturating_sub(players[0] + players[1]);
+        let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
+        let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
+        let mut group = Group::new();
+        for p in l.parties() {
+            group.push(p, open_age, cfg);
+        }
+        let mut counts: BTreeMap<Rule, usize> = BTreeMap::new();
+        let mut admissible = 0;
+        for s in queue.searches() {
+            let rule = if s.members.len() > open {
+                Some(Rule::LobbyFull)
+            } else {
+                let age = age_s(now_ms, s.start_ms);
+                match group.admits(cfg, l.data_centre, s, &side(s, age, cfg), age) {
+                    Err(r) => Some(r),
+                    Ok(()) => match assign(players, skill, &[s.members.len()], &[raw_sum(s)], t) {
+                        Some((_, d)) if d <= l.differential() => None,
+                        _ => Some(Rule::TeamBalance),
+                    },
+                }
+            };
+            match rule {
+                Some(r) => *counts.entry(r).or_default() += 1,
+                None => admissible += 1,
+            }
+        }
+        let mut refused: Vec<(Rule, usize)> = counts.into_iter().collect();
+        refused.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(SlotExplanation {
+            lobby: id,
+            players,
+            open_slots: open,
+            open_since_ms: l.open_since_ms,
+            refused,
+            admissible,
+        })
+    }
+}
+
 /// A search or a lobby party as the backfill rules see it: mean percentile, range, player
 /// percentiles, acceptable disparity.
 struct Side {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Queue, Search};
+use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Queue, Rule, Search};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -138,6 +138,34 @@ fn skill_similarity_loosens_with_the_open_slot_s_age() {
     let done = lobbies.backfill(T0 + 60_000, &mut q, &cfg);
     assert_eq!(done.len(), 1);
     assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+}
+
+/// Explain says which rules keep a slot open: a far skill by similarity, a pair by the open
+/// slots, a single or a pair beside a balanced lobby by the team sizes.
+#[test]
+fn explain_names_what_keeps_a_slot_open() {
+    let cfg = CodConfig::new(6);
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(6, 0.5)], &[(5, 0.5)]);
+    let q = queue(vec![
+        search(1, &[0.95], T0),
+        party(2, 2, 0.5),
+        party(3, 1, 0.5),
+    ]);
+    let e = lobbies.explain(l, T0, &q, &cfg).unwrap();
+    assert_eq!((e.players, e.open_slots, e.admissible), ([6, 5], 1, 1));
+    let mut refused = e.refused.clone();
+    refused.sort();
+    assert_eq!(
+        refused,
+        vec![(Rule::LobbyFull, 1), (Rule::SkillSimilarity, 1)]
+    );
+    let balanced = lobby(&mut lobbies, &[(5, 0.5)], &[(5, 0.5)]);
+    let e = lobbies.explain(balanced, T0, &q, &cfg).unwrap();
+    // The pair fits no team (7v5), the single alone would make 6v5.
+    assert!(e.refused.contains(&(Rule::TeamBalance, 2)), "{e:?}");
+    assert_eq!(e.admissible, 0);
+    assert!(lobbies.explain(999, T0, &q, &cfg).is_err());
 }
 
 /// The lifecycle: a formed lobby is recorded, a player leaves, the slot is offered and filled

@@ -469,6 +469,31 @@ impl Queues {
         let q = queues
             .get(&req.queue)
             .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue)))?;
+        if let Some(lobby) = req.lobby_id {
+            let e = q
+                .lobbies
+                .explain(lobby, req.now_ms, &q.queue, &q.cod)
+                .map_err(|e| Status::not_found(e.to_string()))?;
+            return Ok(proto::ExplainResponse {
+                wait_ms: e.open_since_ms.map_or(0, |t| (req.now_ms - t).max(0)),
+                players_found: (e.players[0] + e.players[1]) as u64,
+                players_needed: 2 * q.team_size as u64,
+                blockers: e
+                    .refused
+                    .iter()
+                    .map(|&(rule, n)| proto::Blocker {
+                        rule: snake(&format!("{rule:?}")),
+                        candidates: n as u64,
+                        relaxes_at_ms: None,
+                        detail: format!(
+                            "{n} queued searches refused; {} would join alone",
+                            e.admissible
+                        ),
+                    })
+                    .collect(),
+                max_wait_at_ms: 0,
+            });
+        }
         let e = q
             .policy
             .explain(req.now_ms, &q.queue, req.search_id)
@@ -574,6 +599,7 @@ mod tests {
                 queue: "duos".into(),
                 search_id: 0,
                 now_ms: 1_000,
+                lobby_id: None,
             })
             .unwrap();
         assert_eq!(e.players_needed, 4);
@@ -691,6 +717,16 @@ mod tests {
         assert!(bad.message().contains(&id(50)), "{}", bad.message());
         let r = qs.open_backfill(&ask(&[id(leaver)])).unwrap();
         assert_eq!((r.players_a, r.players_b, r.open_slots), (1, 2, 1));
+        let why = qs
+            .explain(&proto::ExplainRequest {
+                queue: "duos".into(),
+                now_ms: 200_000,
+                lobby_id: Some(lobby),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!((why.players_found, why.players_needed), (3, 4));
+        assert!(why.blockers.is_empty(), "nobody is queued: {why:?}");
         // A newcomer fills the slot once the lobby's backoff (from when its slot opened) admits
         // any skill: 120 s on.
         qs.enqueue(&art, &enqueue(10, &[id(20)], open), &none)
