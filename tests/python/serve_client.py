@@ -269,6 +269,7 @@ def main():
                             metadata=AUTH)
         assert [(b.lobby_id, b.search_id, b.team) for b in tick.backfills] == [
             (lobby.lobby_id, 7, 0)], tick
+        assert tick.backfills[0].slot_open_ms == 130_000 and tick.open_slots == 0, tick
         matcher.CloseBackfill(pb.CloseBackfillRequest(queue="duel", lobby_id=lobby.lobby_id,
                                                       end_lobby=True), timeout=10, metadata=AUTH)
 

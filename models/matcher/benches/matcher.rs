@@ -93,23 +93,15 @@ fn split(c: &mut Criterion) {
 }
 
 fn tick(c: &mut Criterion) {
-    use mm_matcher::cod::{CodConfig, CodRules};
-    use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
-    use mm_matcher::queue::{LobbyModels, Policy};
-    use mm_matcher::sim_queue::realistic_queue;
-    use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+    use mm_matcher::queue::LobbyModels;
+    use mm_matcher::sim_queue::{realistic_queue, team_policies};
 
     let now = 1_700_000_000_000;
     let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
     let models = LobbyModels::skill_only(4.0);
     let mut g = c.benchmark_group("tick_10k_6v6");
     g.sample_size(10);
-    let policies: Vec<Box<dyn Policy>> = vec![
-        Box::new(CodRules::new(CodConfig::new(6), models)),
-        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
-        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
-    ];
-    for mut p in policies {
+    for mut p in team_policies(6, models) {
         let name = p.name();
         g.bench_function(name, |b| {
             b.iter_batched(
@@ -127,26 +119,19 @@ fn tick(c: &mut Criterion) {
 /// CoD backfill rules, then the policy forms new lobbies from the rest.
 fn tick_backfill(c: &mut Criterion) {
     use mm_matcher::backfill::tick_with_backfill;
-    use mm_matcher::cod::{CodConfig, CodRules};
-    use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
-    use mm_matcher::queue::{LobbyModels, Policy};
-    use mm_matcher::sim_queue::realistic_queue;
-    use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+    use mm_matcher::cod::CodConfig;
+    use mm_matcher::queue::LobbyModels;
+    use mm_matcher::sim_queue::{open_lobbies, realistic_queue, team_policies};
 
     let now = 1_700_000_000_000;
     let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
     let models = LobbyModels::skill_only(4.0);
     let cod = CodConfig::new(6);
-    let lobbies = mm_matcher::sim_queue::open_lobbies(500, 6, now, 8);
+    let lobbies = open_lobbies(500, 6, now, 8);
     let open = lobbies.len();
     let mut g = c.benchmark_group(format!("tick_10k_6v6_backfill_{open}"));
     g.sample_size(10);
-    let policies: Vec<Box<dyn Policy>> = vec![
-        Box::new(CodRules::new(CodConfig::new(6), models)),
-        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
-        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
-    ];
-    for mut p in policies {
+    for mut p in team_policies(6, models) {
         let name = p.name();
         g.bench_function(name, |b| {
             b.iter_batched(

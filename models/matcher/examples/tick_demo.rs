@@ -4,11 +4,9 @@
 use std::time::Instant;
 
 use mm_matcher::backfill::tick_with_backfill;
-use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
-use mm_matcher::queue::{LobbyModels, Policy};
-use mm_matcher::sim_queue::realistic_queue;
-use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+use mm_matcher::cod::CodConfig;
+use mm_matcher::queue::LobbyModels;
+use mm_matcher::sim_queue::{open_lobbies, realistic_queue, team_policies};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -17,11 +15,7 @@ fn main() {
     let only = args.get(3).cloned();
     let now = 1_700_000_000_000;
     let models = LobbyModels::skill_only(4.0);
-    let mut policies: Vec<Box<dyn Policy>> = vec![
-        Box::new(CodRules::new(CodConfig::new(6), models)),
-        Box::new(ThresholdPolicy::new(ThresholdConfig::new(6), models)),
-        Box::new(EommTeams::new(EommTeamsConfig::new(6), models)),
-    ];
+    let mut policies = team_policies(6, models);
     for p in &mut policies {
         if only.as_ref().is_some_and(|o| o != p.name()) {
             continue;
@@ -56,7 +50,7 @@ fn main() {
         // The same queue with 500 lobbies in play, each short of one player, offered for
         // backfill first (the benchmark `tick_10k_6v6_backfill_500`).
         let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
-        let mut open = mm_matcher::sim_queue::open_lobbies(500, 6, now, 8);
+        let mut open = open_lobbies(500, 6, now, 8);
         let cod = CodConfig::new(6);
         let t = Instant::now();
         let (filled, formed) = tick_with_backfill(p.as_mut(), &mut open, &cod, now, &mut q);

@@ -79,6 +79,8 @@ pub struct Backfill {
     pub search: SearchId,
     /// The team it joins (0 or 1).
     pub team: usize,
+    /// How long the lobby's slots had been offered when it joined, ms.
+    pub slot_open_ms: i64,
 }
 
 /// Why a lobby call was refused.
@@ -176,6 +178,17 @@ impl Lobbies {
     #[must_use]
     pub fn get(&self, id: LobbyId) -> Option<&LiveLobby> {
         self.live.get(&id)
+    }
+
+    /// The slots open in the lobbies offered for backfill.
+    #[must_use]
+    pub fn open_slots(&self) -> usize {
+        let t = self.mode.team_size;
+        self.live
+            .values()
+            .filter(|l| l.open_since_ms.is_some())
+            .map(|l| (2 * t).saturating_sub(l.players()[0] + l.players()[1]))
+            .sum()
     }
 
     /// The lobbies in play, by id.
@@ -293,7 +306,7 @@ impl Lobbies {
             ages: &ages,
             sides: &sides,
         };
-        for (_, id) in open {
+        for (since, id) in open {
             let l = self.live.get_mut(&id).expect("listed above");
             let added = fill_one(l, t, now_ms, cfg, &cands, &taken);
             for (i, team) in added {
@@ -303,6 +316,7 @@ impl Lobbies {
                     lobby: id,
                     search: searches[i].id,
                     team,
+                    slot_open_ms: (now_ms - since).max(0),
                 });
             }
             if l.players() == [t, t] {

@@ -186,3 +186,23 @@ pub fn open_lobbies(
     }
     lobbies
 }
+
+/// The three team-queue policies with their defaults for `team_size` (CoD rules, quality
+/// threshold, team EOMM), in that order: what the benchmarks and the demo run side by side.
+#[must_use]
+pub fn team_policies(
+    team_size: usize,
+    models: crate::queue::LobbyModels,
+) -> Vec<Box<dyn crate::queue::Policy>> {
+    use crate::cod::{CodConfig, CodRules};
+    use crate::eomm_teams::{EommTeams, EommTeamsConfig};
+    use crate::threshold::{ThresholdConfig, ThresholdPolicy};
+    vec![
+        Box::new(CodRules::new(CodConfig::new(team_size), models)),
+        Box::new(ThresholdPolicy::new(
+            ThresholdConfig::new(team_size),
+            models,
+        )),
+        Box::new(EommTeams::new(EommTeamsConfig::new(team_size), models)),
+    ]
+}

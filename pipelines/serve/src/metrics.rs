@@ -74,6 +74,9 @@ pub struct Metrics {
     model: Family<Version, Gauge>,
     reloads: Family<ReloadOutcome, Counter>,
     queued: Family<QueueName, Gauge>,
+    open_slots: Family<QueueName, Gauge>,
+    backfills: Family<QueueName, Counter>,
+    backfill_seconds: Histogram,
     served: Arc<Mutex<String>>,
     results: Results,
 }
@@ -94,6 +97,25 @@ impl Metrics {
             "queued_searches",
             "Searches waiting, by queue",
             queued.clone(),
+        );
+        let open_slots = Family::<QueueName, Gauge>::default();
+        registry.register(
+            "backfill_open_slots",
+            "Slots open in the lobbies offered for backfill, by queue",
+            open_slots.clone(),
+        );
+        let backfills = Family::<QueueName, Counter>::default();
+        registry.register(
+            "backfills",
+            "Searches placed in open lobbies, by queue",
+            backfills.clone(),
+        );
+        // 1 s to about 17 min, doubling.
+        let backfill_seconds = Histogram::new(exponential_buckets(1.0, 2.0, 11));
+        registry.register(
+            "backfill_fill_seconds",
+            "Time a lobby's slots had been offered when a search joined it, seconds",
+            backfill_seconds.clone(),
         );
         registry.register(
             "requests",
@@ -182,6 +204,9 @@ impl Metrics {
             model,
             reloads,
             queued,
+            open_slots,
+            backfills,
+            backfill_seconds,
             served: Arc::new(Mutex::new(String::new())),
             results,
         }
@@ -285,6 +310,23 @@ impl Metrics {
                 queue: queue.to_string(),
             })
             .set(i64::try_from(searches).unwrap_or(i64::MAX));
+    }
+
+    /// One tick's backfills of `queue` (how long each slot had been offered, ms) and the slots
+    /// still open after it.
+    pub fn backfilled(&self, queue: &str, slot_open_ms: &[i64], open_slots: u64) {
+        let name = QueueName {
+            queue: queue.to_string(),
+        };
+        self.backfills
+            .get_or_create(&name)
+            .inc_by(slot_open_ms.len() as u64);
+        for &ms in slot_open_ms {
+            self.backfill_seconds.observe(ms as f64 / 1000.0);
+        }
+        self.open_slots
+            .get_or_create(&name)
+            .set(i64::try_from(open_slots).unwrap_or(i64::MAX));
     }
 
     /// Counts a reload check's outcome: `swapped` or `refused`.

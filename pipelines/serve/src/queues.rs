@@ -373,8 +373,10 @@ impl Queues {
                     lobby_id: b.lobby,
                     search_id: b.search,
                     team: u32::from(b.team == 1),
+                    slot_open_ms: b.slot_open_ms,
                 })
                 .collect(),
+            open_slots: q.lobbies.open_slots() as u64,
         })
     }
 
@@ -741,6 +743,7 @@ mod tests {
             ),
             (lobby, 10, 0)
         );
+        assert_eq!((t.backfills[0].slot_open_ms, t.open_slots), (120_000, 0));
         assert_eq!(t.queued_searches, 0);
         let end = |end_lobby| proto::CloseBackfillRequest {
             queue: "duos".into(),

@@ -444,6 +444,11 @@ impl proto::matcher_server::Matcher for MatcherService {
             .timed("Tick", move || queues.tick(&version, &req))
             .await;
         self.queue_size(&name, &r, |x| x.queued_searches);
+        if let Ok(t) = &r {
+            let t = t.get_ref();
+            let waited: Vec<i64> = t.backfills.iter().map(|b| b.slot_open_ms).collect();
+            self.metrics.backfilled(&name, &waited, t.open_slots);
+        }
         r
     }
 
