@@ -1,7 +1,7 @@
 //! `mm` under a scheduler: JSON log lines that carry the run id and the stage, the retrain lock
 //! (an OS lock: one winner among runs that start together, free again when its owner is
 //! killed), the quick start's defaults agreeing with `mm models list`, and the config file's
-//! precedence (flag over `mm.toml` over environment over default).
+//! precedence (flag over environment over `mm.toml` over default).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -202,17 +202,26 @@ fn a_killed_owner_frees_the_lock_for_the_next_run() {
 }
 
 #[test]
-fn config_file_sits_between_flags_and_the_environment() {
+fn the_environment_overrides_the_config_file_and_flags_override_both() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("mm.toml"),
-        "lake = \"file/lake\"\n[retrain]\nholdout-days = 2\nrounds = 50\n",
+        "lake = \"file/lake\"\nmodels = \"file/models\"\n[retrain]\nholdout-days = 2\nrounds = 50\nwork = \"file/work\"\n",
     )
     .unwrap();
-    let env = [("MM_LAKE", "env/lake"), ("MM_MODELS", "env/models")];
+    let env = [("MM_MODELS", "env/models"), ("MM_WORK", "env/work")];
     let (code, out, err) = run(mm_in(
         dir.path(),
-        &["config", "show", "--json", "retrain", "--rounds", "9"],
+        &[
+            "config",
+            "show",
+            "--json",
+            "retrain",
+            "--rounds",
+            "9",
+            "--work",
+            "flag/work",
+        ],
         &env,
     ));
     assert_eq!(code, 0, "{out}{err}");
@@ -226,20 +235,33 @@ fn config_file_sits_between_flags_and_the_environment() {
             .unwrap()
             .clone()
     };
-    assert_eq!(get("lake")["value"], "file/lake", "the file beats MM_LAKE");
+    assert_eq!(
+        get("lake")["value"],
+        "file/lake",
+        "the file, with no MM_LAKE"
+    );
     assert!(
         get("lake")["source"]
             .as_str()
             .unwrap()
             .starts_with("config ")
     );
-    assert_eq!(get("models")["value"], "env/models");
+    assert_eq!(
+        get("models")["value"],
+        "env/models",
+        "MM_MODELS beats the file"
+    );
     assert_eq!(get("models")["source"], "environment MM_MODELS");
+    assert_eq!(
+        get("work")["value"],
+        "flag/work",
+        "the flag beats MM_WORK and the file"
+    );
+    assert_eq!(get("work")["source"], "command line");
     assert_eq!(get("rounds")["value"], "9");
     assert_eq!(get("rounds")["source"], "command line");
     assert_eq!(get("holdout-days")["value"], "2");
     assert_eq!(get("margin")["source"], "default");
-    assert_eq!(get("work")["value"], "out/retrain");
     assert_eq!(v["config_file"], "mm.toml");
 
     // The text form names each source too; a bad key is refused with the file's name.

@@ -1,8 +1,10 @@
 //! `mm.toml`: the config file, with the same keys as the flags.
 //!
-//! Precedence, highest first: a flag on the command line, the config file, the environment
-//! (`MM_LAKE`, `MM_MODELS`, `MM_WORK`, …), the flag's default. The file is `--config FILE`
-//! (or `MM_CONFIG`), else `mm.toml` in the working directory when one exists.
+//! Precedence, highest first: a flag on the command line, the environment (`MM_LAKE`,
+//! `MM_MODELS`, `MM_WORK`, …), the config file, the flag's default: the order of a
+//! twelve-factor service, where a deployment's environment overrides the file an image or a
+//! ConfigMap ships. The file is `--config FILE` (or `MM_CONFIG`), else `mm.toml` in the working
+//! directory when one exists.
 //!
 //! Keys are flags' long names (`holdout-days` or `holdout_days`). Top-level keys apply to
 //! every command that has the flag; a table named after a command applies to it alone, and
@@ -10,8 +12,8 @@
 //! has, or a table that names no command, is refused with the file's name.
 //!
 //! How: clap parses the command line once, leniently, to learn the command and which flags
-//! were given; every setting of the file that the command has and the command line did not
-//! give is appended as a flag; clap then parses the result for real, so a value from the file
+//! were given; every setting of the file that the command has and neither the command line nor
+//! the environment gave is appended as a flag; clap then parses the result for real, so a value from the file
 //! is checked exactly as the same flag would be. `mm config show` prints each setting with its
 //! source.
 
@@ -247,7 +249,10 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
         for a in &args {
             let long = a.get_long().unwrap_or_default();
             let Some(v) = values.get(long) else { continue };
-            if m1.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine) {
+            if matches!(
+                m1.value_source(a.get_id().as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            ) {
                 continue;
             }
             for t in tokens(long, a.get_action(), v, f).map_err(Failure::Config)? {

@@ -106,7 +106,7 @@ pub struct Output {
     )]
     pub log_format: LogFormat,
     /// A config file with the same keys as the flags (default: `mm.toml` in the working
-    /// directory, when it exists). Flags override it; it overrides the environment.
+    /// directory, when it exists). Flags and the environment override it.
     #[arg(long, global = true, env = "MM_CONFIG")]
     pub config: Option<PathBuf>,
 }
