@@ -76,6 +76,7 @@ pub struct BenchArtifactArgs {
     /// Players in the synthetic snapshot (10 recent matches each, most of them).
     #[arg(long, default_value_t = 1_000_000)]
     pub players: usize,
+    /// Repetitions of the save and the load; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Where to write the artifact (default: a temporary directory).
@@ -158,6 +159,7 @@ pub struct BenchSkillArgs {
     /// Players and days of the simulated lake (250,000 x 28 days is about 10M rows).
     #[arg(long, default_value_t = 250_000)]
     pub players: usize,
+    /// Days of the simulated lake.
     #[arg(long, default_value_t = 28)]
     pub days: u32,
     /// Runs of read + fit; the median is reported.

@@ -15,6 +15,7 @@ mod models;
 mod pair;
 mod place;
 mod progress;
+mod reference;
 mod retrain;
 mod serve;
 
@@ -123,6 +124,10 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
     match cli.cmd {
         Cmd::Config(ConfigCmd::Show(a)) => {
             config::show(&a.command, out.config.as_deref(), out.json)
+        }
+        Cmd::Completions(a) => {
+            reference::completions(a.shell, &mut std::io::stdout().lock());
+            Ok(())
         }
         Cmd::Ingest(a) => {
             let cfg = a.to_config()?;

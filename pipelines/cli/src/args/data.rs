@@ -13,10 +13,13 @@ pub struct SimulateArgs {
     /// The lake to write (created if missing; it must hold no matches yet).
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// Seed of the simulated world: the same seed, players and days give the same lake.
     #[arg(long, default_value_t = 20_240_601)]
     pub seed: u64,
+    /// Players in the simulated population.
     #[arg(long, default_value_t = 20_000)]
     pub players: usize,
+    /// Days of matches to simulate.
     #[arg(long, default_value_t = 14)]
     pub days: u32,
     /// Share of friend groups playing the 1v1 mode (the rest play 6v6 team deathmatch).
@@ -123,6 +126,7 @@ pub enum LakeCmd {
 
 #[derive(Debug, Args)]
 pub struct LakeCheckpointArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Delete log entries older than this many hours, before the checkpoint (Delta's default
@@ -147,6 +151,7 @@ pub struct LakeShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LakeOptimizeArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Compact a day only when it has at least this many files.
@@ -156,6 +161,7 @@ pub struct LakeOptimizeArgs {
 
 #[derive(Debug, Args)]
 pub struct LakeVacuumArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Keep files needed by the versions of the last this many hours (Delta's default: 168).

@@ -8,6 +8,7 @@ use super::{day_ms, parse_as_of};
 
 #[derive(Debug, Args)]
 pub struct EvaluateArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
@@ -39,6 +40,7 @@ pub struct EvaluateArgs {
     /// Rounds per pool size.
     #[arg(long, default_value_t = 1000)]
     pub rounds: usize,
+    /// Seed of the pools drawn from the evaluated days.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Pools come from the players searching within windows of this many minutes; 0: from

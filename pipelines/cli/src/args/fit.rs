@@ -18,6 +18,7 @@ pub enum FitCmd {
 
 #[derive(Debug, Args)]
 pub struct FitChurnArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
@@ -74,6 +75,7 @@ pub struct FitChurnArgs {
         default_value = "0.0001,0.001,0.01,0.1,1,10"
     )]
     pub c_grid: Vec<f64>,
+    /// Cross-validation folds for choosing C (players split by a hash of their id).
     #[arg(long, default_value_t = 5)]
     pub folds: usize,
     /// Cross-validate on at most this many rows (whole players).
@@ -209,6 +211,7 @@ pub enum RolesArg {
 
 #[derive(Debug, Args)]
 pub struct FitSkillArgs {
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
     /// Read the lake as it was: a table version (`17`), a time (`2024-01-07T12:00:00Z`) or a
@@ -226,6 +229,7 @@ pub struct FitSkillArgs {
     /// cutoff, and evaluate on what follows (`mm evaluate`).
     #[arg(long)]
     pub until: Option<chrono::NaiveDate>,
+    /// The in-match performance metric raw skill compares between the lobby's players.
     #[arg(long, value_enum, default_value = "kills-per-enemy-death")]
     pub metric: MetricArg,
     /// Matches for an established player to move halfway to a new level.
@@ -239,6 +243,7 @@ pub struct FitSkillArgs {
     /// Days since last played for the active population of the percentile map.
     #[arg(long, default_value_t = 28)]
     pub active_days: u32,
+    /// Points of the percentile map (raw skill to the population's percentile).
     #[arg(long, default_value_t = 101)]
     pub knots: usize,
     /// Start of the tuning window (YYYY-MM-DD); earlier matches are burn-in. Default: the 20%

@@ -71,6 +71,17 @@ pub enum Cmd {
     /// would run with and where it came from (flag, config file, environment, default).
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Print a shell completion script on stdout (e.g. `mm completions bash >
+    /// ~/.local/share/bash-completion/completions/mm`). The man pages are in the repository's
+    /// `docs/reference/man/`, generated from the same definitions.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,7 +12,7 @@ pub struct ExportArgs {
     /// The churn fit's output folder.
     #[arg(long, default_value = "out/churn")]
     pub churn: PathBuf,
-    /// The models root: artifacts go to <models>/<name>/<version>/.
+    /// The models root: artifacts go to `<models>/<name>/<version>/`.
     #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
     /// The model's name. Default: the fits' mode (e.g. tdm-6v6), else `all-modes`.
@@ -32,6 +32,7 @@ pub struct ModelSel {
     /// The models root: a path, or an s3://, gs://, az:// URL.
     #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
+    /// The model's name under --models (default: the only one there; `list` shows them all).
     #[arg(long)]
     pub name: Option<String>,
 }
@@ -42,13 +43,16 @@ pub enum ModelsCmd {
     List(ModelSel),
     /// One version's manifest (LATEST by default).
     Show {
+        /// The version (default: the one LATEST names).
         version: Option<String>,
         #[command(flatten)]
         sel: ModelSel,
     },
     /// Verify checksums, format and contents of one version (LATEST by default) or all.
     Verify {
+        /// The version (default: the one LATEST names).
         version: Option<String>,
+        /// Verify every version, not one.
         #[arg(long)]
         all: bool,
         #[command(flatten)]
@@ -56,6 +60,7 @@ pub enum ModelsCmd {
     },
     /// Point LATEST at a version, after verifying it.
     Promote {
+        /// The version to promote.
         version: String,
         #[command(flatten)]
         sel: ModelSel,
@@ -65,7 +70,9 @@ pub enum ModelsCmd {
     /// What changed between two versions: metrics and parameters (the churn coefficients that
     /// moved most, the team win model, the party adjustment, the percentile table).
     Diff {
+        /// The older version.
         a: String,
+        /// The newer version.
         b: String,
         /// Churn coefficients to list.
         #[arg(long, default_value_t = 10)]

@@ -45,6 +45,7 @@ pub struct PairArgs {
     /// Elo scale of the win model (with --players).
     #[arg(long, default_value_t = 400.0)]
     pub elo_scale: f64,
+    /// How the pool is paired: `eomm` (least total predicted churn) or a baseline.
     #[arg(long, value_enum, default_value = "eomm")]
     pub policy: PolicyArg,
     /// Seed of the random policy.

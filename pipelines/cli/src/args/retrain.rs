@@ -14,8 +14,10 @@ pub struct RetrainArgs {
     /// write into the lake first, when the lake holds no matches yet.
     #[arg(long)]
     pub simulate: Option<PathBuf>,
+    /// The lake: a path, or an s3://, gs://, az://, file:// URL.
     #[arg(long, env = "MM_LAKE", default_value = "out/lake")]
     pub lake: PathBuf,
+    /// The models root, a path or an s3://, gs://, az:// URL: the candidate is published, verified and promoted there.
     #[arg(long, env = "MM_MODELS", default_value = "out/models")]
     pub models: PathBuf,
     /// Working directory: lock, state, fits, evaluation and the run log (runs.jsonl).
@@ -41,6 +43,7 @@ pub struct RetrainArgs {
     /// Evaluation rounds per pool size (1v1 modes).
     #[arg(long, default_value_t = 200)]
     pub rounds: usize,
+    /// Pool sizes (players per round) of the evaluation.
     #[arg(long, value_delimiter = ',', default_value = "100,200")]
     pub pool_sizes: Vec<usize>,
     /// Team modes: the evaluation's queue replay tick, seconds (as `mm evaluate --tick-s`; a
