@@ -15,6 +15,7 @@ mod locations;
 mod pair;
 mod results;
 mod retrain;
+mod roundtrip;
 mod scheduler;
 mod serve;
 mod simulate;

@@ -116,11 +116,13 @@ pub fn canon_column(name: &str) -> Option<C> {
     })
 }
 
-/// Input columns that the lake regenerates and that are therefore not carried as extras.
+/// Input columns that the lake regenerates and that are therefore not carried as extras: the
+/// provenance of a row, and its partition day (the start's UTC day), which a file exported from
+/// the lake carries.
 fn is_provenance(name: &str) -> bool {
     matches!(
         name.trim().to_ascii_lowercase().as_str(),
-        "source_file" | "source_line"
+        "source_file" | "source_line" | "day"
     )
 }
 

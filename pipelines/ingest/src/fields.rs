@@ -196,8 +196,9 @@ pub fn epoch_ms(v: i64) -> i64 {
 }
 
 /// A point in time, as milliseconds since the Unix epoch (UTC). Accepts epoch seconds or
-/// milliseconds (integers; see [`EPOCH_MS_THRESHOLD`]), RFC 3339 with an offset, and
-/// `YYYY-MM-DD[ T]HH:MM:SS[.fff]` or `YYYY-MM-DD`, which are taken as UTC.
+/// milliseconds (integers; see [`EPOCH_MS_THRESHOLD`]), RFC 3339 with an offset (also written
+/// `+hhmm` or `+hh`, with `T` or a space), and `YYYY-MM-DD[ T]HH:MM:SS[.fff]` or `YYYY-MM-DD`,
+/// which are taken as UTC.
 pub fn time_ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
     if let Some(v) = digits(raw) {
         return Ok(epoch_ms(v as i64));
@@ -205,6 +206,13 @@ pub fn time_ms(field: &str, raw: &[u8]) -> Result<i64, RowError> {
     let s = text(field, raw)?;
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(t.timestamp_millis());
+    }
+    // ISO 8601 offsets without a colon or without minutes, as polars (`+0000`) and DuckDB
+    // (`+00`) write them by default.
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%#z"] {
+        if let Ok(t) = chrono::DateTime::parse_from_str(s, fmt) {
+            return Ok(t.timestamp_millis());
+        }
     }
     for fmt in [
         "%Y-%m-%d %H:%M:%S%.f",
@@ -307,6 +315,12 @@ mod tests {
             "1704067200000",
             "2024-01-01T00:00:00Z",
             "2024-01-01T01:00:00+01:00",
+            // polars' CSV writer, DuckDB's CSV and JSON writers, pandas', pyarrow's.
+            "2024-01-01T00:00:00.000000+0000",
+            "2024-01-01 02:00:00+02",
+            "2023-12-31 19:30:00-0430",
+            "2024-01-01 00:00:00+00:00",
+            "2024-01-01 00:00:00.000000Z",
             "2024-01-01 00:00:00",
             "2024-01-01T00:00:00.000",
             "2024-01-01",
@@ -315,6 +329,7 @@ mod tests {
         }
         assert!(time_ms("start_time", b"yesterday").is_err());
         assert!(time_ms("start_time", b"2024-13-01").is_err());
+        assert!(time_ms("start_time", b"2024-01-01 00:00:00+0").is_err());
     }
 
     #[test]
