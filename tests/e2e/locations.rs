@@ -233,3 +233,147 @@ fn retrain_publishes_into_a_bucket() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+/// `mm ingest` reads its inputs from a bucket: a glob, one object, or a prefix (hidden names and
+/// kinds it does not read skipped), with the same rows as the same files read locally, each row
+/// and file named by its URL; a URL that names nothing, and a bad file in the bucket, are errors
+/// naming the URL (exit code 2), and no local copy is left behind.
+#[test]
+fn ingest_reads_inputs_from_a_bucket() {
+    use std::io::Write;
+    let Some(py) = util::moto_python() else {
+        return;
+    };
+    let server = util::S3Server::start(&py);
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let raw = cwd.join("raw");
+    std::fs::create_dir_all(raw.join("_tmp")).unwrap();
+    let gz = |path: &Path, text: &str| {
+        let mut e = flate2::write::GzEncoder::new(
+            std::fs::File::create(path).unwrap(),
+            flate2::Compression::default(),
+        );
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap();
+    };
+    let header = "match_id,mode,start_time,team,player_id,outcome,kills,deaths\n";
+    for (day, name) in [(1, "day1.csv.gz"), (2, "day2.csv.gz")] {
+        let mut text = header.to_string();
+        for m in 0..3 {
+            for (team, outcome) in [(1, "win"), (2, "loss")] {
+                for p in 0..2 {
+                    text += &format!(
+                        "m{day}-{m},tdm,2024-01-0{day}T1{m}:00:00Z,{team},p{team}{p},{outcome},{},{}\n",
+                        3 + p,
+                        2
+                    );
+                }
+            }
+        }
+        gz(&raw.join(name), &text);
+    }
+    gz(&raw.join("_tmp/partial.csv.gz"), header);
+    std::fs::write(raw.join("notes.txt"), "not data").unwrap();
+    std::fs::create_dir_all(cwd.join("bad")).unwrap();
+    std::fs::write(cwd.join("bad/no_team.csv"), "match_id,player_id\nm,p\n").unwrap();
+    server.upload_dir("bkt", "raw", &raw);
+    server.upload_dir("bkt", "bad", &cwd.join("bad"));
+    let mut env = server.env();
+    env.push(("MM_CACHE", cwd.join("cache").display().to_string()));
+
+    let ingest = |lake: &str, input: &str| {
+        let (code, out, err) = mm_in(cwd, &["ingest", input, "--lake", lake, "--json"], &env);
+        assert_eq!(code, 0, "{input}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let files = |r: &serde_json::Value| -> Vec<String> {
+        r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let glob = ingest("from_glob", "s3://bkt/raw/*.csv.gz");
+    assert_eq!(
+        files(&glob),
+        ["s3://bkt/raw/day1.csv.gz", "s3://bkt/raw/day2.csv.gz"]
+    );
+    assert_eq!(glob["lake_rows_written"], 24, "{glob}");
+    assert_eq!(glob["quarantine_entries_written"], 0, "{glob}");
+    let prefix = ingest("from_prefix", "s3://bkt/raw");
+    assert_eq!(
+        files(&prefix),
+        files(&glob),
+        "hidden and unread kinds skipped"
+    );
+    let one = ingest("from_one", "s3://bkt/raw/day2.csv.gz");
+    assert_eq!(files(&one), ["s3://bkt/raw/day2.csv.gz"]);
+    assert_eq!(one["lake_rows_written"], 12);
+    // The same rows as the local files give; the rows name the objects.
+    let local = ingest("from_disk", "raw");
+    assert_eq!(local["lake_rows_written"], 24);
+    let rows = |lake: &str| -> Vec<String> {
+        let mut v: Vec<String> = util::read_tree(&cwd.join(lake).join("matches"))
+            .iter()
+            .flat_map(|b| {
+                let opts = arrow_cast::display::FormatOptions::default();
+                let cols: Vec<_> = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .zip(b.columns())
+                    .filter(|(f, _)| f.name() != "source_file")
+                    .map(|(_, c)| arrow_cast::display::ArrayFormatter::try_new(c, &opts).unwrap())
+                    .collect();
+                (0..b.num_rows())
+                    .map(|i| {
+                        cols.iter()
+                            .map(|c| c.value(i).to_string())
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(rows("from_glob"), rows("from_disk"));
+    let sources: std::collections::BTreeSet<String> =
+        util::read_tree(&cwd.join("from_glob/matches"))
+            .iter()
+            .flat_map(|b| {
+                let opts = arrow_cast::display::FormatOptions::default();
+                let c = b.column_by_name("source_file").unwrap();
+                let f = arrow_cast::display::ArrayFormatter::try_new(c, &opts).unwrap();
+                (0..b.num_rows())
+                    .map(|i| f.value(i).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    assert_eq!(
+        sources.into_iter().collect::<Vec<_>>(),
+        ["s3://bkt/raw/day1.csv.gz", "s3://bkt/raw/day2.csv.gz"]
+    );
+
+    // Errors name the URL; nothing is left in the cache's spool, and no folder named `s3:`.
+    for (input, want) in [
+        ("s3://bkt/raw/*.parquet", "s3://bkt/raw/*.parquet: "),
+        ("s3://bkt/nothing/here.csv", "s3://bkt/nothing/here.csv: "),
+        ("s3://bkt/bad/no_team.csv", "s3://bkt/bad/no_team.csv: "),
+    ] {
+        let (code, _, err) = mm_in(cwd, &["ingest", input, "--lake", "refused"], &env);
+        assert_eq!(code, 2, "{input}: {err}");
+        assert!(err.contains(want), "{input}: {err}");
+    }
+    let spool = cwd.join("cache/inputs");
+    assert!(
+        std::fs::read_dir(&spool).map_or(0, Iterator::count) == 0,
+        "local copies left in {}",
+        spool.display()
+    );
+    assert!(url_named(cwd).is_empty(), "{:?}", url_named(cwd));
+}

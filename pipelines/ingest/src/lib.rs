@@ -50,7 +50,7 @@ pub mod report;
 pub mod source;
 pub mod starts;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
@@ -108,7 +108,8 @@ impl IngestError {
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
     pub lake: PathBuf,
-    /// Files or directories (searched recursively for readable kinds, in name order).
+    /// Files or directories (searched recursively for readable kinds, in name order), or
+    /// object-store URLs (a glob, an object or a prefix; see [`mm_lake::inputs::fetch`]).
     pub inputs: Vec<PathBuf>,
     /// `None`: recognise real-data sources by their header, canonical otherwise.
     pub format: Option<Format>,
@@ -364,7 +365,73 @@ impl FileRun<'_> {
 pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, IngestError> {
     let t0 = Instant::now();
     cfg.validate()?;
-    let files = source::expand_inputs(&cfg.inputs)?;
+    let spool = Spool::new();
+    let mut inputs = Vec::with_capacity(cfg.inputs.len());
+    let mut names: HashMap<PathBuf, String> = HashMap::new();
+    for (k, p) in cfg.inputs.iter().enumerate() {
+        let text = p.to_string_lossy();
+        if !mm_lake::inputs::is_remote(&text) {
+            inputs.push(p.clone());
+            continue;
+        }
+        progress.stage(&format!("fetching {text}"));
+        let keep = |key: &str| source::container_of(Path::new(key)).is_some();
+        for f in mm_lake::inputs::fetch(&text, &spool.dir.join(k.to_string()), &keep)? {
+            names.insert(f.local.clone(), f.url);
+            inputs.push(f.local);
+        }
+    }
+    ingest_files(cfg, &inputs, &names, progress, t0).map_err(|e| named(e, &names))
+}
+
+/// The local copies of remote inputs (under the cache, beside the lakes' own), removed when the
+/// run ends however it ends.
+struct Spool {
+    dir: PathBuf,
+}
+
+impl Spool {
+    fn new() -> Spool {
+        Spool {
+            dir: mm_lake::location::cache_root()
+                .join("inputs")
+                .join(new_run_id()),
+        }
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An error about a remote input's local copy, naming the input's URL instead.
+fn named(e: IngestError, names: &HashMap<PathBuf, String>) -> IngestError {
+    match e {
+        IngestError::Input { path, reason } if names.contains_key(&path) => IngestError::Input {
+            path: PathBuf::from(&names[&path]),
+            reason,
+        },
+        IngestError::Internal { path, reason } if names.contains_key(&path) => {
+            IngestError::Internal {
+                path: PathBuf::from(&names[&path]),
+                reason,
+            }
+        }
+        e => e,
+    }
+}
+
+/// [`ingest`] over local files; `names` gives the URL of a remote input's local copy.
+fn ingest_files(
+    cfg: &IngestConfig,
+    inputs: &[PathBuf],
+    names: &HashMap<PathBuf, String>,
+    progress: &dyn Progress,
+    t0: Instant,
+) -> Result<RunReport, IngestError> {
+    let files = source::expand_inputs(inputs)?;
     if files.is_empty() {
         return Err(IngestError::Config {
             field: "inputs",
@@ -380,6 +447,17 @@ pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, 
         starts::StartLog::buckets_for(source::estimated_bytes(&files)),
     )?;
     let mut stager = Stager::new(cfg.stage_rows);
+    // Each file with the name its rows and report carry (a remote input's URL).
+    let files: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|p| {
+            let name = names
+                .get(&p)
+                .cloned()
+                .unwrap_or_else(|| p.display().to_string());
+            (p, name)
+        })
+        .collect();
     let (mut reports, mut qentries) = read_inputs(
         cfg,
         &files,
@@ -537,7 +615,7 @@ enum Starts<'a> {
 /// (finalising early past the budget). Returns each file's report and the quarantine entries.
 fn read_inputs(
     cfg: &IngestConfig,
-    files: &[PathBuf],
+    files: &[(PathBuf, String)],
     progress: &dyn Progress,
     lake: &Lake,
     txn: &Txn,
@@ -546,8 +624,8 @@ fn read_inputs(
 ) -> Result<(Vec<FileReport>, Vec<QEntry>), IngestError> {
     let mut reports: Vec<FileReport> = Vec::new();
     let mut qentries: Vec<QEntry> = Vec::new();
-    for (idx, path) in files.iter().enumerate() {
-        let name = path.display().to_string();
+    for (idx, (path, name)) in files.iter().enumerate() {
+        let name = name.clone();
         let (container, gz) = source::container_of(path)
             .ok_or_else(|| IngestError::input(path, "unknown file kind"))?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);

@@ -51,6 +51,7 @@ pub mod delta;
 pub mod derived;
 pub mod error;
 mod ids;
+pub mod inputs;
 pub mod location;
 pub mod mirror;
 pub mod parquet_io;

@@ -60,7 +60,8 @@ pub enum FormatArg {
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// Files or directories to ingest (directories are searched recursively).
+    /// Files or directories to ingest (directories are searched recursively), or object-store
+    /// URLs: a glob (`'s3://bucket/raw/*.csv.gz'`), one object, or a prefix.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The lake directory (created if missing).
