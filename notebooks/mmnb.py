@@ -15,7 +15,8 @@ out/retrain, with one model and one work folder per mode):
 - MM_EVAL      an evaluation.json (default <work>/evaluation/evaluation.json)
 - MM_BIN       the `mm` binary, for `mm lake show` (default: `mm` on the PATH)
 
-Relative paths are taken from the project root (the folder holding Cargo.toml).
+Relative paths are taken from the project root (the folder holding Cargo.toml). MM_LAKE may be
+an object-store URL (s3://, gs://, az://), read with the environment's credentials.
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ def _path(var: str, default: str) -> Path:
     return p if p.is_absolute() else root() / p
 
 
-def lake() -> Path:
-    return _path("MM_LAKE", "out/lake")
+def lake() -> str:
+    """The lake: a local path (relative ones from the project root) or an object-store URL
+    (`s3://bucket/lake`, read with the same `AWS_*`, `GOOGLE_*`, `AZURE_*` environment as `mm`)."""
+    value = os.environ.get("MM_LAKE", "out/lake")
+    if "://" in value and not value.startswith("file://"):
+        return value.rstrip("/")
+    return str(_path("MM_LAKE", "out/lake"))
 
 
 def model_name(models: Path) -> str:
@@ -90,7 +96,7 @@ def read_json(path: Path) -> dict:
 def matches(version: int | None = None) -> pl.LazyFrame:
     """Every player-match row of the lake's `matches` Delta table (the latest version, or
     `version`), read through the Delta log by the `deltalake` package, as any engine would."""
-    return pl.scan_delta(str(lake() / "matches"), version=version)
+    return pl.scan_delta(f"{lake()}/matches", version=version)
 
 
 def lake_show() -> dict | None:
@@ -99,7 +105,7 @@ def lake_show() -> dict | None:
     if not exe:
         print("no mm binary (set MM_BIN): not comparing with `mm lake show`")
         return None
-    out = subprocess.run([exe, "lake", "show", "--lake", str(lake()), "--json"], check=True, capture_output=True)
+    out = subprocess.run([exe, "lake", "show", "--lake", lake(), "--json"], check=True, capture_output=True)
     return json.loads(out.stdout)
 
 

@@ -232,6 +232,27 @@ fn retrain_publishes_into_a_bucket() {
         &env,
     );
     assert_eq!(code, 0, "{out}\n{err}");
+    // The notebooks open the lake in the bucket (MM_LAKE as a URL), through the Delta log, and
+    // count the rows `mm lake show` counts.
+    let notebooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../notebooks");
+    let mut c = Command::new(&py);
+    c.current_dir(cwd).env("PYTHONPATH", &notebooks).args([
+        "-c",
+        "import json, mmnb, polars as pl\n\
+         rows = mmnb.matches().select(pl.len()).collect().item()\n\
+         show = mmnb.lake_show()\n\
+         print(json.dumps({'rows': rows, 'show': show['match_rows']}))",
+    ]);
+    c.env("MM_LAKE", "s3://bkt/lake")
+        .env("MM_BIN", env!("CARGO_BIN_EXE_mm"));
+    for (k, v) in &env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["rows"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["rows"], v["show"], "{v}");
 }
 
 /// `mm ingest` reads its inputs from a bucket: a glob, one object, or a prefix (hidden names and
