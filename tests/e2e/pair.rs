@@ -40,13 +40,7 @@ fn int32_pool_matches_networkx_optimum_and_is_certified() {
 fn players_csv_runs_every_policy() {
     let Some(dir) = pools() else { return };
     let f = dir.join("pool_P100_s20240601.csv");
-    let (code, out, err) = mm_pair(&[
-        "--players",
-        f.to_str().unwrap(),
-        "--policy",
-        "all",
-        "--json",
-    ]);
+    let (code, out, err) = mm_pair(&["--pool", f.to_str().unwrap(), "--policy", "all", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let res = v["results"].as_array().unwrap();
@@ -73,8 +67,9 @@ fn odd_pool_reports_who_waits() {
         "id,skill,c_win,c_lose,c_draw\na,1500,0.2,0.5,0.3\nb,1510,0.2,0.5,0.3\nc,2400,0.9,0.9,0.9\n",
     )
     .unwrap();
-    let (code, out, err) = mm_pair(&["--players", f.to_str().unwrap(), "--json"]);
+    let (code, out, err) = mm_pair(&["--pool", f.to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // Pairing c with anyone costs far more churn than a with b: c waits.
     assert_eq!(v["results"][0]["waiting"], "c");
@@ -90,7 +85,9 @@ fn bad_input_names_file_line_and_field_and_exits_2() {
         "id,skill,c_win,c_lose,c_draw\na,1500,0.2,0.5,0.3\nb,1510,NaN,0.5,0.3\n",
     )
     .unwrap();
+    // The flag's old name (before `--pool`) still works, with a warning naming the new one.
     let (code, _, err) = mm_pair(&["--players", f.to_str().unwrap()]);
+    assert!(err.contains("`mm pair --players` is now `--pool`"), "{err}");
     assert_eq!(code, 2);
     assert!(
         err.contains("p.csv") && err.contains("line 3") && err.contains("c_win"),

@@ -274,3 +274,87 @@ fn the_environment_overrides_the_config_file_and_flags_override_both() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("mm.toml: unknown setting `holdout`"), "{err}");
 }
+
+/// A renamed flag's old name in `mm.toml` still applies to its command, with a warning naming
+/// the new one; at the top level it no longer reaches the command that renamed it.
+#[test]
+fn a_renamed_flag_old_name_in_the_config_file_still_applies_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mm.toml"),
+        "margin = 0.5\n[fit.skill]\nmargin = 2.5\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(mm_in(
+        dir.path(),
+        &["config", "show", "--json", "fit", "skill"],
+        &[],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("`margin` is now `metric-margin`"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let margin = v["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "metric-margin")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        margin["value"], "2.5",
+        "the [fit.skill] table's, not the top level's"
+    );
+    // `mm retrain --margin` (the promotion gate) takes the top-level key.
+    let (code, out, err) = run(mm_in(
+        dir.path(),
+        &["config", "show", "--json", "retrain"],
+        &[],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let gate = v["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "margin")
+        .unwrap()
+        .clone();
+    assert_eq!(gate["value"], "0.5");
+    // With only the top-level key, `mm fit skill` keeps its default.
+    std::fs::write(dir.path().join("mm.toml"), "margin = 0.5\n").unwrap();
+    let (code, out, err) = run(mm_in(
+        dir.path(),
+        &["config", "show", "--json", "fit", "skill"],
+        &[],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let margin = v["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "metric-margin")
+        .unwrap()
+        .clone();
+    assert_eq!(margin["source"], "default");
+}
+
+/// `mm fit churn` reads the skill fit where `mm fit skill` writes it by default; without one
+/// there it says so (the skill feature is off), and `--no-skill` turns the feature off quietly.
+#[test]
+fn fit_churn_says_when_it_runs_without_the_skill_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, err) = run(mm_in(
+        dir.path(),
+        &["fit", "churn", "--lake", "no-lake"],
+        &[],
+    ));
+    assert!(err.contains("no skill fit in out/skill"), "{err}");
+    let (_, _, err) = run(mm_in(
+        dir.path(),
+        &["fit", "churn", "--lake", "no-lake", "--no-skill"],
+        &[],
+    ));
+    assert!(!err.contains("no skill fit"), "{err}");
+}

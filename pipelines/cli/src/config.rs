@@ -65,11 +65,14 @@ fn long_of(key: &str) -> String {
     key.replace('_', "-")
 }
 
-/// Every long flag of `cmd` and its subcommands.
+/// Every long flag of `cmd` and its subcommands, with the old spellings of renamed ones.
 fn all_longs(cmd: &Command, out: &mut HashSet<String>) {
     for a in cmd.get_arguments() {
         if let Some(l) = a.get_long() {
             out.insert(l.to_string());
+        }
+        for old in a.get_all_aliases().unwrap_or_default() {
+            out.insert(old.to_string());
         }
     }
     for s in cmd.get_subcommands() {
@@ -111,15 +114,16 @@ fn check_table(
 }
 
 /// The values that apply to the command at `path`: top-level keys, then each table along
-/// the path (deeper wins). Keys are long flag names.
-fn applicable(table: &toml::Table, path: &[String]) -> BTreeMap<String, toml::Value> {
+/// the path (deeper wins), with the depth each came from (0: the top level). Keys are long
+/// flag names.
+fn applicable(table: &toml::Table, path: &[String]) -> BTreeMap<String, (toml::Value, usize)> {
     let mut out = BTreeMap::new();
     let mut level = Some(table);
     let mut depth = 0;
     while let Some(t) = level {
         for (k, v) in t {
             if !v.is_table() {
-                out.insert(long_of(k), v.clone());
+                out.insert(long_of(k), (v.clone(), depth));
             }
         }
         level = path
@@ -248,7 +252,23 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
         let mut extra: Vec<OsString> = Vec::new();
         for a in &args {
             let long = a.get_long().unwrap_or_default();
-            let Some(v) = values.get(long) else { continue };
+            // A renamed flag's old spelling still applies, with a warning, in the command's
+            // own table: at the top level it names the other command's flag.
+            let old = || {
+                let aliases = a.get_all_aliases().unwrap_or_default();
+                aliases.into_iter().find_map(|al| {
+                    values.get(al).filter(|(_, depth)| *depth > 0).inspect(|_| {
+                        eprintln!(
+                            "mm: warning: {}: `{al}` is now `{long}` (the old name is still read, \
+                             and will not be in a later release)",
+                            f.display()
+                        );
+                    })
+                })
+            };
+            let Some((v, _)) = values.get(long).or_else(old) else {
+                continue;
+            };
             if matches!(
                 m1.value_source(a.get_id().as_str()),
                 Some(ValueSource::CommandLine | ValueSource::EnvVariable)
@@ -334,6 +354,37 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
         command: path,
         settings,
     })
+}
+
+/// The flags renamed because one name meant two things (issue 57), by command: `(command,
+/// old, new)`. The old spelling is a clap alias; this table only words the warning.
+pub(crate) const RENAMED: [(&str, &str, &str); 6] = [
+    ("fit skill", "margin", "metric-margin"),
+    ("lake show", "history", "commits"),
+    ("lake convert", "history", "commits"),
+    ("lake vacuum", "full", "uncommitted"),
+    ("ingest", "mode", "default-mode"),
+    ("pair", "players", "pool"),
+];
+
+/// Warns, on stderr, about each renamed flag the command line spells the old way.
+pub fn warn_renamed(argv: &[OsString], command: &[String]) {
+    let command = command.join(" ");
+    for (cmd, old, new) in RENAMED {
+        if cmd != command {
+            continue;
+        }
+        let spelled = argv.iter().any(|t| {
+            let t = t.to_string_lossy();
+            t == format!("--{old}") || t.starts_with(&format!("--{old}="))
+        });
+        if spelled {
+            eprintln!(
+                "mm: warning: `mm {cmd} --{old}` is now `--{new}` (the old name still works, and \
+                 will not in a later release)"
+            );
+        }
+    }
 }
 
 /// `mm config show [COMMAND…]`: the settings the command would run with, and their sources.

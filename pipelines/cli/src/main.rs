@@ -48,6 +48,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    config::warn_renamed(&argv, &resolved.command);
     logging::init(&cli.out);
     let run_id = mm_lake::new_run_id();
     let stage = resolved.command.join("-");
@@ -230,7 +231,7 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
             Ok(())
         }
         Cmd::Simulate(a) => {
-            let report = mm_sim::simulate(&a.to_config())?;
+            let report = mm_sim::simulate(&a.to_config()?)?;
             if out.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

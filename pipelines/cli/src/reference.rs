@@ -162,6 +162,32 @@ mod tests {
         assert!(missing.is_empty(), "no help text: {missing:#?}");
     }
 
+    /// Every old spelling clap accepts (an alias) is a renamed flag the warning table words,
+    /// and the table names no alias that does not exist.
+    #[test]
+    fn every_alias_is_a_warned_rename() {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String, String)>) {
+            for a in cmd.get_arguments() {
+                for old in a.get_all_aliases().unwrap_or_default() {
+                    let new = a.get_long().unwrap_or_default().to_string();
+                    out.push((path.trim().to_string(), old.to_string(), new));
+                }
+            }
+            for s in cmd.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), out);
+            }
+        }
+        let mut found = Vec::new();
+        walk(&Cli::command(), "", &mut found);
+        found.sort();
+        let mut table: Vec<(String, String, String)> = crate::config::RENAMED
+            .iter()
+            .map(|(c, o, n)| ((*c).to_string(), (*o).to_string(), (*n).to_string()))
+            .collect();
+        table.sort();
+        assert_eq!(found, table);
+    }
+
     /// The bash script parses (`bash -n`) and completes the commands and a command's flags.
     #[test]
     fn bash_completions_parse_and_name_the_commands() {

@@ -15,7 +15,7 @@
 //! the quarantine table's entries, then the matches table's files together with the run record
 //! (in the commit's `commitInfo`, key `mm_run`). Readers see only committed files, so a crash at
 //! any point leaves every table at a committed version; published files of a run that never
-//! committed are invisible, and `mm lake vacuum --full` removes them.
+//! committed are invisible, and `mm lake vacuum --uncommitted` removes them.
 //!
 //! Writers never lock. A commit is put-if-absent on the next log entry (delta-rs; on S3 a
 //! conditional write). When another run committed first, the loser re-reads what the winner

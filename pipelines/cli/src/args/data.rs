@@ -28,22 +28,31 @@ pub struct SimulateArgs {
     /// First simulated day (UTC), YYYY-MM-DD.
     #[arg(long, default_value = "2024-01-01")]
     pub start: chrono::NaiveDate,
-    /// Matchmaker tick in seconds.
-    #[arg(long, default_value_t = 15)]
-    pub tick_s: i64,
+    /// Matchmaker tick in seconds (whole seconds: the simulator's clock).
+    #[arg(long, default_value_t = 15.0)]
+    pub tick_s: f64,
 }
 
 impl SimulateArgs {
-    pub fn to_config(&self) -> mm_sim::SimConfig {
-        mm_sim::SimConfig {
+    /// # Errors
+    /// `--tick-s` is not a whole number of seconds (the simulator's clock).
+    pub fn to_config(&self) -> Result<mm_sim::SimConfig, mm_sim::SimError> {
+        if self.tick_s.fract() != 0.0 || !self.tick_s.is_finite() {
+            return Err(mm_sim::SimError::Config {
+                field: "tick-s",
+                reason: format!("{} is not a whole number of seconds", self.tick_s),
+            });
+        }
+        Ok(mm_sim::SimConfig {
             lake: self.lake.clone(),
             seed: self.seed,
             players: self.players,
             days: self.days,
             duel_share: self.duel_share,
             start: self.start,
-            tick_s: self.tick_s,
-        }
+            // Whole and finite (checked above); the range is the simulator's check.
+            tick_s: self.tick_s as i64,
+        })
     }
 }
 
@@ -70,8 +79,9 @@ pub struct IngestArgs {
     /// Input format.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: FormatArg,
-    /// Mode (playlist) of canonical rows without a `mode` column.
-    #[arg(long, default_value = "default")]
+    /// Mode (playlist) of canonical rows without a `mode` column. (Was `--mode`, which the other
+    /// commands use to choose one mode; still accepted, with a warning.)
+    #[arg(long = "default-mode", alias = "mode", default_value = "default")]
     pub mode: String,
     /// Rows staged in memory; past it, every day but the newest is finalised early (about 200 bytes a row).
     #[arg(long, default_value_t = 500_000)]
@@ -145,8 +155,9 @@ pub struct LakeShowArgs {
     /// Show the lake as of a version, time or day (default: the latest).
     #[arg(long, value_parser = parse_as_of)]
     pub as_of: Option<mm_lake::AsOf>,
-    /// How many of the newest commits to list.
-    #[arg(long, default_value_t = 10)]
+    /// How many of the newest commits to list. (Was `--history`, which `mm fit churn` uses for
+    /// matches; still accepted, with a warning.)
+    #[arg(long = "commits", alias = "history", default_value_t = 10)]
     pub history: usize,
 }
 
@@ -169,8 +180,9 @@ pub struct LakeVacuumArgs {
     #[arg(long, default_value_t = 168)]
     pub retention_hours: u64,
     /// Also delete files in the table directories that no version committed (runs that died
-    /// or were refused), once older than the retention.
-    #[arg(long)]
+    /// or were refused), once older than the retention. (Was `--full`, which `mm retrain` uses
+    /// for a full fit; still accepted, with a warning.)
+    #[arg(long = "uncommitted", alias = "full")]
     pub full: bool,
     /// List what would be deleted, delete nothing.
     #[arg(long)]

@@ -86,9 +86,13 @@ pub struct FitChurnArgs {
     #[arg(long, default_value_t = 2_000_000)]
     pub max_train_rows: usize,
     /// The skill fit's output directory: its match_skill.parquet gives each row's pre-match
-    /// skill percentile (a feature, and the report's skill deciles).
+    /// skill percentile (a feature, and the report's skill deciles). Default: `out/skill`, as
+    /// `mm export` reads it, when it holds a skill fit (else the feature is off, with a warning).
     #[arg(long)]
     pub skill: Option<PathBuf>,
+    /// Fit without the skill feature, even where `out/skill` holds a skill fit.
+    #[arg(long, conflicts_with = "skill")]
+    pub no_skill: bool,
     /// Do not write churn_report.html.
     #[arg(long)]
     pub no_html: bool,
@@ -141,6 +145,28 @@ impl FitChurnArgs {
         }
     }
 
+    /// The skill fit to read: `--skill`, else `out/skill` when it holds one (the folder `mm fit
+    /// skill` and `mm export` default to), else none, said in a warning.
+    fn skill_dir(&self) -> anyhow::Result<Option<PathBuf>> {
+        const DEFAULT: &str = "out/skill";
+        if self.no_skill {
+            return Ok(None);
+        }
+        if let Some(s) = &self.skill {
+            return Ok(Some(crate::place::local("skill", s)?));
+        }
+        let d = PathBuf::from(DEFAULT);
+        if d.join("match_skill.parquet").is_file() {
+            return Ok(Some(d));
+        }
+        tracing::warn!(
+            "no skill fit in {DEFAULT} (its match_skill.parquet): the churn model is fitted \
+             without the skill feature; run `mm fit skill` first, pass --skill DIR, or \
+             --no-skill to fit without it on purpose"
+        );
+        Ok(None)
+    }
+
     pub fn to_config(&self) -> anyhow::Result<mm_fit::churn::ChurnConfig> {
         let horizon_ms = mm_fit::churn::parse_horizon(&self.horizon)?;
         let out = crate::place::local("out", &self.out)?;
@@ -168,11 +194,7 @@ impl FitChurnArgs {
                 ..base.fit.clone()
             },
             max_train_rows: self.max_train_rows,
-            skill: self
-                .skill
-                .as_deref()
-                .map(|s| crate::place::local("skill", s))
-                .transpose()?,
+            skill: self.skill_dir()?,
             html: !self.no_html,
             table: !self.no_table,
             tables: self.tables.clone(),
@@ -259,12 +281,13 @@ pub struct FitSkillArgs {
     /// Last day of the scoring window (inclusive). Default: the end of the data.
     #[arg(long)]
     pub score_to: Option<chrono::NaiveDate>,
-    /// Do not tune: our model as given (--half-life, --margin), the baselines' defaults.
+    /// Do not tune: our model as given (--half-life, --metric-margin), the baselines' defaults.
     #[arg(long)]
     pub no_tune: bool,
     /// Metric margin for scoring comparisons, in the metric's units (0: only the ordering
-    /// counts). Tuned unless --no-tune.
-    #[arg(long, default_value_t = 0.0)]
+    /// counts). Tuned unless --no-tune. (Was `--margin`, which `mm retrain` uses for its
+    /// promotion gate; the old spelling is still accepted, with a warning.)
+    #[arg(long = "metric-margin", alias = "margin", default_value_t = 0.0)]
     pub margin: f64,
     /// How players with a role (the lake's `role` column, LoL positions) are compared. Default:
     /// tuned among the three when the lake's rows carry roles (unless --no-tune), else `all`.

@@ -10,7 +10,7 @@ pub enum PolicyArg {
     Eomm,
     /// Exact maximum expected churn (the worst case).
     Worst,
-    /// Sort by skill, pair neighbours (needs skills: a --players pool).
+    /// Sort by skill, pair neighbours (needs skills: a --pool CSV).
     Skill,
     /// Neighbours of a seeded random permutation.
     Random,
@@ -28,8 +28,9 @@ pub struct PairArgs {
     pub costs: Option<PathBuf>,
     /// Players with states, CSV `id,skill,c_win,c_lose,c_draw` (the peers' pool CSV): churn per
     /// outcome and an Elo skill, scored with the Elo-with-draws win model. With --artifact,
-    /// only the `id` (or `player_id`) column is read and the artifact scores the pool.
-    #[arg(long)]
+    /// only the `id` (or `player_id`) column is read and the artifact scores the pool. (Was
+    /// `--players`, which other commands use for a count; still accepted, with a warning.)
+    #[arg(long = "pool", alias = "players")]
     pub players: Option<PathBuf>,
     /// Score --players with an exported artifact: a version directory, or a model directory
     /// (its LATEST). Win model: the team win model on raw skills; churn: the churn model on
