@@ -184,7 +184,7 @@ enum Written {
     /// files 1.5 times as large.
     Spill,
     /// zstd at level 1: polars' default level 3 spent 18% of the feature build's second pass
-    /// compressing (`perf`, 2026-11-26); at level 1 the 11.2M-row table is 8% larger.
+    /// compressing (`perf`); at level 1 the 11.2M-row table is 8% larger.
     Part,
 }
 
@@ -335,7 +335,7 @@ fn spill(
 /// A bucket's rows in the spill files, as one query: a slice of each file (polars' reader skips
 /// the row groups outside a slice), which the sort after it reads as it goes. Reading the
 /// slices eagerly and sorting the frame took 15% less time in this pass but peaked 60 to
-/// 110 MiB higher (699 to 744 MiB against 637 MiB on the 111.8M-row lake, 2026-11-27).
+/// 110 MiB higher (699 to 744 MiB against 637 MiB on the 111.8M-row lake).
 fn spilled(files: &[PathBuf], slices: &[SpillSlice]) -> PolarsResult<LazyFrame> {
     let parts =
         slices
