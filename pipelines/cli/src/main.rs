@@ -10,14 +10,19 @@
 mod args;
 mod config;
 mod evaluate;
+mod fit;
+mod ingest;
+mod lake;
 mod logging;
 mod models;
+mod output;
 mod pair;
 mod place;
 mod progress;
 mod reference;
 mod retrain;
 mod serve;
+mod simulate;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -26,7 +31,7 @@ use std::time::Instant;
 use anyhow::Result;
 use mm_ingest::IngestError;
 
-use args::{Cli, Cmd, ConfigCmd, FitCmd, LakeCmd, LogFormat, Output};
+use args::{Cli, Cmd, ConfigCmd, LogFormat, Output};
 
 /// mimalloc, not the system allocator: under `mm serve`'s steady load of small allocations on
 /// many threads, glibc's per-thread arenas kept freed memory resident (the process grew to
@@ -130,168 +135,10 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
             reference::completions(a.shell, &mut std::io::stdout().lock());
             Ok(())
         }
-        Cmd::Ingest(a) => {
-            let cfg = a.to_config()?;
-            let quiet = out.quiet || out.json;
-            let bar = progress::Bar::new(quiet);
-            let report = mm_ingest::ingest(&cfg, &bar)?;
-            bar.finish();
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.summary());
-            }
-            Ok(())
-        }
-        Cmd::Lake(LakeCmd::Show(a)) => {
-            let lake = mm_lake::Lake::open_as_of(&a.lake, a.as_of.unwrap_or_default())?;
-            if lake.version().is_none() {
-                return Err(mm_lake::LakeError::Location {
-                    location: lake.root().to_string(),
-                    reason: "no lake here (no matches table)".into(),
-                }
-                .into());
-            }
-            let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
-            } else {
-                print!("{summary}");
-            }
-            Ok(())
-        }
-        Cmd::Lake(LakeCmd::Convert(a)) => {
-            let lake = mm_lake::Lake::convert_legacy(&a.lake)?;
-            let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
-            } else {
-                print!("converted to Delta Lake\n{summary}");
-            }
-            Ok(())
-        }
-        Cmd::Lake(LakeCmd::Optimize(a)) => {
-            let lake = mm_lake::Lake::open(&a.lake)?;
-            let r = lake.optimize(a.min_files)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                println!(
-                    "optimize {}: {} days compacted, {} files replaced by {} ({} rows); version {}",
-                    lake.root(),
-                    r.days_compacted,
-                    r.files_removed,
-                    r.files_added,
-                    r.rows,
-                    r.version.map_or("-".into(), |v| v.to_string())
-                );
-            }
-            Ok(())
-        }
-        Cmd::Lake(LakeCmd::Checkpoint(a)) => {
-            let lake = mm_lake::Lake::open(&a.lake)?;
-            let r = lake.checkpoint(a.expire_hours)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                let part = |t: Option<(i64, usize)>| {
-                    t.map_or_else(
-                        || "no table".to_string(),
-                        |(v, n)| format!("checkpoint at version {v}, {n} log entries deleted"),
-                    )
-                };
-                println!(
-                    "checkpoint {}: matches {}; quarantine {}",
-                    lake.root(),
-                    part(r.matches),
-                    part(r.quarantine)
-                );
-            }
-            Ok(())
-        }
-        Cmd::Lake(LakeCmd::Vacuum(a)) => {
-            let lake = mm_lake::Lake::open(&a.lake)?;
-            let r = lake.vacuum(a.retention_hours, a.full, a.dry_run, a.force)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                println!(
-                    "vacuum {}{}: {} matches files, {} quarantine files {}",
-                    lake.root(),
-                    if a.dry_run { " (dry run)" } else { "" },
-                    r.matches.len(),
-                    r.quarantine.len(),
-                    if a.dry_run {
-                        "would be deleted"
-                    } else {
-                        "deleted"
-                    }
-                );
-            }
-            Ok(())
-        }
-        Cmd::Simulate(a) => {
-            let report = mm_sim::simulate(&a.to_config()?)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!(
-                    "simulated {} players over {} days into {}: {} 6v6 and {} 1v1 matches, {} rows in {:.1} s ({:.0} rows/s{})",
-                    report.config.players,
-                    report.config.days,
-                    report.config.lake.display(),
-                    report.matches_tdm,
-                    report.matches_duel,
-                    report.rows,
-                    report.seconds,
-                    report.rows_per_s,
-                    report
-                        .peak_rss_bytes
-                        .map(|b| format!(", peak RSS {:.0} MiB", b as f64 / 1048576.0))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
-        }
-        Cmd::Fit(FitCmd::Skill(a)) => {
-            let r = mm_fit::fit_skill(&a.to_config()?)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                print_skill(&r);
-            }
-            Ok(())
-        }
-        Cmd::Fit(FitCmd::Churn(a)) => {
-            if let Some(shard) = a.shard()? {
-                let r = mm_fit::churn::build_churn_shard(&a.to_config()?, shard)?;
-                if out.json {
-                    println!("{}", serde_json::to_string_pretty(&r)?);
-                } else {
-                    println!(
-                        "shard {} of build {}: {} rows of its players ({} read), {} buckets, \
-                         committed as features v{} and state v{} in {} ({:.1}s)",
-                        r.shard,
-                        r.build,
-                        r.stats.rows,
-                        r.stats.rows_read,
-                        r.stats.buckets,
-                        r.features_version,
-                        r.state_version,
-                        r.tables,
-                        r.seconds
-                    );
-                }
-                return Ok(());
-            }
-            let r = mm_fit::churn::fit_churn(&a.to_config()?)?;
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                print_churn(&r);
-            }
-            Ok(())
-        }
+        Cmd::Ingest(a) => ingest::run(&a, out),
+        Cmd::Lake(c) => lake::run(&c, out),
+        Cmd::Simulate(a) => simulate::run(&a, out),
+        Cmd::Fit(c) => fit::run(&c, out),
         Cmd::Export(a) => models::export(&a, out),
         Cmd::Models(c) => models::run(&c, out),
         Cmd::Serve(a) => serve::run(&a),
@@ -300,117 +147,4 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
         Cmd::Evaluate(a) => evaluate::run(&a, out),
         Cmd::Retrain(a) => retrain::run(&a, out, run_id),
     }
-}
-
-fn print_churn(r: &mm_fit::churn::ChurnReport) {
-    println!(
-        "churn within {}: {} rows, {} censored; trained on {} rows (churn {:.4}), scored on {} later rows (churn {:.4}); C = {}",
-        r.horizon,
-        r.rows,
-        r.censored,
-        r.train_rows,
-        r.churn_rate_train,
-        r.score_rows,
-        r.churn_rate_score,
-        r.c
-    );
-    println!(
-        "scoring window: AUC {:.4}, log-loss {:.4}, Brier {:.4}, calibration error {:.4}",
-        r.auc, r.scored.log_loss, r.scored.brier, r.scored.ece
-    );
-    if let Some(t) = &r.truth {
-        println!(
-            "against the true {}: calibration error {:.4}, mean |model - truth| {:.4} (the training churn rate's {:.4}); AUC model {:.4}, truth {:.4}",
-            t.column,
-            t.ece_vs_truth,
-            t.mean_abs_diff,
-            t.constant_mean_abs_diff,
-            t.model_auc,
-            t.truth_auc
-        );
-    }
-    if let Some(f) = &r.refit {
-        println!(
-            "exported: refitted at C = {} on {} labelled rows of both windows (churn {:.4}); the figures above are the training window's model",
-            r.c, f.rows, f.churn_rate
-        );
-    }
-    let b = &r.build;
-    println!(
-        "feature table: build {} in {} ({} shard{}, {}), features v{}",
-        b.key,
-        b.tables,
-        b.shards,
-        if b.shards == 1 { "" } else { "s" },
-        if b.reused {
-            "found complete"
-        } else {
-            "built by this run"
-        },
-        b.features_version.unwrap_or(-1)
-    );
-    println!(
-        "features {:.1} s, fit {:.1} s, total {:.1} s",
-        r.features_seconds, r.fit_seconds, r.total_seconds
-    );
-    for o in &r.outputs {
-        println!("wrote {}", o.display());
-    }
-}
-
-fn print_skill(r: &mm_fit::SkillReport) {
-    println!(
-        "raw skill ({}): {} matches ({} two-team), {} players ({} active); skill mean {:.3}, sd {:.3}, range [{:.3}, {:.3}]",
-        r.metric.name(),
-        r.matches,
-        r.two_team_matches,
-        r.players,
-        r.active_players,
-        r.skill_mean,
-        r.skill_sd,
-        r.skill_min,
-        r.skill_max
-    );
-    println!(
-        "tuned on {} .. {} ({} matches), scored on {} .. {} ({} matches); half-life {} matches, margin {:.4}",
-        r.windows.tune_from,
-        r.windows.tune_to,
-        r.windows.tune_matches,
-        r.windows.score_from,
-        r.windows.score_to,
-        r.windows.scored_matches,
-        r.params.half_life_matches,
-        r.params.margin
-    );
-    println!(
-        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>8} {:>12}",
-        "model", "log-loss", "accuracy", "Brier", "ECE", "n", "updates/s"
-    );
-    for m in &r.models {
-        println!(
-            "{:<34} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>8} {:>12.0}",
-            m.model,
-            m.scored.log_loss,
-            m.scored.accuracy,
-            m.scored.brier,
-            m.scored.ece,
-            m.scored.n,
-            m.updates_per_s
-        );
-    }
-    if let Some(a) = &r.party_adjustment {
-        println!(
-            "party adjustment: {:+.4} raw skill per member {:+.4} per unit of party skill sd",
-            a.per_member, a.per_member_per_sd
-        );
-    }
-    println!(
-        "pairwise (metric) predictions: log-loss {:.4}, accuracy {:.4}, {} pairs",
-        r.pairwise.log_loss, r.pairwise.accuracy, r.pairwise.n
-    );
-    println!(
-        "wrote {}/players.parquet, percentiles.json, team_model.json, skill_metrics.json, skill_report.html in {:.1} s",
-        r.out.display(),
-        r.seconds
-    );
 }
