@@ -471,6 +471,8 @@ struct ReportsReport {
     lake_keys: u64,
     /// From the last acknowledgement to the lake holding every acknowledged match, s.
     drain_seconds: f64,
+    /// Syncs of the server's log over the reports (each acknowledges a group of them).
+    log_syncs: f64,
     /// The log's largest size seen by the metrics during the load, MiB.
     log_mib_max: f64,
     rss_mib_start: Option<f64>,
@@ -562,6 +564,9 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             async move { open_loop(&client, rate, seconds, call).await }
         });
         let mut log_max = 0.0f64;
+        let syncs_before = http_get(&server.metrics)
+            .map(|t| metric(&t, "mm_serve_log_syncs_total"))
+            .unwrap_or(0.0);
         // Resident memory over the load's second half: (seconds, MiB).
         let mut rss: Vec<(f64, f64)> = Vec::new();
         while t0.elapsed().as_secs_f64() < a.seconds {
@@ -601,6 +606,10 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let drain = done.elapsed().as_secs_f64();
+        let syncs = http_get(&server.metrics)
+            .map(|t| metric(&t, "mm_serve_log_syncs_total"))
+            .unwrap_or(f64::NAN)
+            - syncs_before;
         let l = lake.clone();
         let keys = tokio::task::spawn_blocking(move || -> Result<u64> {
             let l = mm_lake::Lake::open(&l)?;
@@ -633,6 +642,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             lake_rows,
             lake_keys: keys,
             drain_seconds: drain,
+            log_syncs: syncs,
             log_mib_max: log_max / f64::from(1u32 << 20),
             rss_mib_start: rss_start,
             rss_mib_half: rss_half,
@@ -660,6 +670,11 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     println!(
         "reports: {:.0} player-results/s acknowledged (p99 {:.2} ms); Score p99 beside them {:.2}x alone",
         report.player_results_per_second, report.reports.p99_ms, report.score_p99_ratio
+    );
+    println!(
+        "log: {:.0} syncs ({:.2} reports a sync)",
+        report.log_syncs,
+        report.acknowledged as f64 / report.log_syncs
     );
     println!(
         "lake: {} matches acknowledged, {} rows and {} distinct (match, player) keys {:.1} s after the last (want {}); log at most {:.1} MiB",

@@ -754,6 +754,7 @@ impl Live {
         let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
         self.metrics.backlog(
             self.wal.bytes(),
+            self.wal.syncs(),
             st.pending.len(),
             oldest.map_or(0, |d| d.as_millis() as u64),
         );

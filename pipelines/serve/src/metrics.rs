@@ -63,6 +63,7 @@ struct Results {
     lake_version: Gauge,
     dedupe_ids: Gauge,
     lake_lookups: Counter,
+    log_syncs: Counter,
 }
 
 /// The service's metrics; cheap to clone (shared).
@@ -145,6 +146,7 @@ impl Metrics {
             lake_version: Gauge::default(),
             dedupe_ids: Gauge::default(),
             lake_lookups: Counter::default(),
+            log_syncs: Counter::default(),
         };
         let r = &results;
         registry.register(
@@ -193,6 +195,11 @@ impl Metrics {
             r.dedupe_ids.clone(),
         );
         registry.register(
+            "log_syncs",
+            "Syncs of the write-ahead log (each acknowledges a group of reports)",
+            r.log_syncs.clone(),
+        );
+        registry.register(
             "lake_lookups",
             "Reports of matches older than the kept ids' horizon, looked up in the lake",
             r.lake_lookups.clone(),
@@ -224,9 +231,14 @@ impl Metrics {
             .inc();
     }
 
-    /// The log's size and the matches waiting for a flush, and the age of the oldest.
-    pub fn backlog(&self, log_bytes: u64, pending: usize, oldest_ms: u64) {
+    /// The log's size and syncs so far, the matches waiting for a flush, and the age of the
+    /// oldest.
+    pub fn backlog(&self, log_bytes: u64, syncs: u64, pending: usize, oldest_ms: u64) {
         let g = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+        let seen = self.results.log_syncs.get();
+        if syncs > seen {
+            self.results.log_syncs.inc_by(syncs - seen);
+        }
         self.results.log_bytes.set(g(log_bytes));
         self.results.pending.set(g(pending as u64));
         self.results.flush_lag_ms.set(g(oldest_ms));
