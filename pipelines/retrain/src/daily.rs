@@ -131,6 +131,43 @@ fn read_mode(
     Ok(out)
 }
 
+/// The mode's matches and player-match rows in `files`, with start before `until`: three
+/// columns read, not the matches (the plan only counts; the continuation reads them).
+fn count_mode(
+    files: &[std::path::PathBuf],
+    mode: &str,
+    until: i64,
+) -> Result<(u64, u64), RetrainError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampMillisecondType;
+    use mm_lake::schema::col;
+    let mut ids = std::collections::HashSet::new();
+    let mut rows = 0u64;
+    for f in files {
+        let cols = [col::MATCH_ID, col::MODE, col::START_TIME];
+        for b in mm_lake::parquet_io::read_parquet_columns(f, Some(&cols))? {
+            let (Some(mid), Some(modes), Some(start)) = (
+                b.column_by_name(col::MATCH_ID),
+                b.column_by_name(col::MODE),
+                b.column_by_name(col::START_TIME),
+            ) else {
+                continue;
+            };
+            let (mid, modes) = (mid.as_string::<i32>(), modes.as_string::<i32>());
+            let start = start.as_primitive::<TimestampMillisecondType>();
+            for i in 0..b.num_rows() {
+                if modes.value(i) == mode && start.value(i) < until {
+                    rows += 1;
+                    if !ids.contains(mid.value(i)) {
+                        ids.insert(mid.value(i).to_string());
+                    }
+                }
+            }
+        }
+    }
+    Ok((ids.len() as u64, rows))
+}
+
 /// The files of the days `[from_ms, until_ms)` of the pinned lake.
 fn window_files(
     lake: &Lake,
@@ -250,18 +287,12 @@ pub fn plan(
         }
         Err(e) => return Err(e.into()),
     };
-    let count = |ms: &[FinishedMatch]| {
-        (
-            ms.len() as u64,
-            ms.iter().map(|m| m.rows.len() as u64).sum::<u64>(),
-        )
-    };
-    let (late_matches, late_rows) = count(&read_mode(&late, mode, cutoff_ms)?);
-    let (new_matches, new_rows) = count(&read_mode(
+    let (late_matches, late_rows) = count_mode(&late, mode, cutoff_ms)?;
+    let (new_matches, new_rows) = count_mode(
         &window_files(lake, from_ms, cutoff_ms)?,
         mode,
         cutoff_ms,
-    )?);
+    )?;
     if new_rows + late_rows == 0 {
         return Ok(Plan::Nothing(format!(
             "no match of this mode since LATEST {v} (lake version {from_version}, data until {})",
