@@ -151,6 +151,40 @@ fn distinct_players(rows: &[usize], player: &StringArray, hashes: &mut Vec<u64>)
     hashes.windows(2).all(|w| w[0] != w[1])
 }
 
+/// The staged columns the rules read, typed.
+struct Cols<'a> {
+    match_id: &'a StringArray,
+    player: &'a StringArray,
+    outcome: &'a StringArray,
+    team: &'a arrow_array::Int32Array,
+    start: &'a arrow_array::TimestampMillisecondArray,
+    team_score: &'a arrow_array::Float64Array,
+    line: &'a arrow_array::Int64Array,
+    file_idx: &'a UInt32Array,
+    record_rows: &'a arrow_array::UInt8Array,
+}
+
+impl<'a> Cols<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<Cols<'a>, IngestError> {
+        let c = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| internal(format!("missing column {name}")))
+        };
+        Ok(Cols {
+            match_id: c(col::MATCH_ID)?.as_string::<i32>(),
+            player: c(col::PLAYER_ID)?.as_string::<i32>(),
+            outcome: c(col::OUTCOME)?.as_string::<i32>(),
+            team: c(col::TEAM)?.as_primitive::<Int32Type>(),
+            start: c(col::START_TIME)?.as_primitive::<TimestampMillisecondType>(),
+            team_score: c(col::TEAM_SCORE)?.as_primitive::<Float64Type>(),
+            line: c(col::SOURCE_LINE)?.as_primitive::<Int64Type>(),
+            file_idx: c(mm_lake::rows::internal::FILE_IDX)?.as_primitive::<UInt32Type>(),
+            record_rows: c(mm_lake::rows::internal::RECORD_ROWS)?.as_primitive::<UInt8Type>(),
+        })
+    }
+}
+
 /// Finalises one day's staged rows: decides every row's fate and stages a Parquet file of the
 /// accepted ones. `earlier` are files this run already staged for the day (when the memory
 /// budget made it finalise the day before the input ended): they count as part of the lake.
@@ -179,31 +213,7 @@ pub fn finalize_day(
         concat_batches(&staging_schema(), &batches).map_err(internal)?
     };
     let n = batch.num_rows();
-    let c = |name: &str| {
-        batch
-            .column_by_name(name)
-            .cloned()
-            .ok_or_else(|| internal(format!("missing column {name}")))
-    };
-    let (match_col, player_col, outcome_col) =
-        (c(col::MATCH_ID)?, c(col::PLAYER_ID)?, c(col::OUTCOME)?);
-    let (team_col, start_col, score_col) =
-        (c(col::TEAM)?, c(col::START_TIME)?, c(col::TEAM_SCORE)?);
-    let (line_col, file_col, rr_col) = (
-        c(col::SOURCE_LINE)?,
-        c(mm_lake::rows::internal::FILE_IDX)?,
-        c(mm_lake::rows::internal::RECORD_ROWS)?,
-    );
-    let match_id = match_col.as_string::<i32>();
-    let player = player_col.as_string::<i32>();
-    let outcome = outcome_col.as_string::<i32>();
-    let team = team_col.as_primitive::<Int32Type>();
-    let start = start_col.as_primitive::<TimestampMillisecondType>();
-    let team_score = score_col.as_primitive::<Float64Type>();
-    let line = line_col.as_primitive::<Int64Type>();
-    let file_idx = file_col.as_primitive::<UInt32Type>();
-    let record_rows = rr_col.as_primitive::<UInt8Type>();
-
+    let cols = Cols::of(&batch)?;
     let mut existing_files = lake.partition_files(day)?;
     for rel in earlier {
         existing_files.push(txn.staged_path(rel)?);
@@ -215,96 +225,141 @@ pub fn finalize_day(
     };
 
     // Rows in lake order: (start, match, team), input order within a team. The start check
-    // gives every match a single start time, so each match is one contiguous run of this order, and the
-    // rules below walk runs instead of hashing every row.
+    // gives every match a single start time, so each match is one contiguous run of this
+    // order, and the rules below walk runs instead of hashing every row.
     let key = |a: &usize, b: &usize| {
-        start
+        cols.start
             .value(*a)
-            .cmp(&start.value(*b))
-            .then_with(|| match_id.value(*a).cmp(match_id.value(*b)))
-            .then_with(|| team.value(*a).cmp(&team.value(*b)))
+            .cmp(&cols.start.value(*b))
+            .then_with(|| cols.match_id.value(*a).cmp(cols.match_id.value(*b)))
+            .then_with(|| cols.team.value(*a).cmp(&cols.team.value(*b)))
     };
     let mut order: Vec<usize> = (0..n).collect();
-    let groups = input_order_groups(n, start, match_id, team).unwrap_or_else(|| {
+    let groups = input_order_groups(n, cols.start, cols.match_id, cols.team).unwrap_or_else(|| {
         order.sort_by(key); // stable: input order within a team
-        group_bounds(&order, match_id)
+        group_bounds(&order, cols.match_id)
     });
+    // Steps 1 and 2, a match at a time.
+    let mut derived: HashMap<usize, Outcome> = HashMap::new();
+    let mut scratch = (Vec::new(), Vec::new());
+    for group in groups.windows(2).map(|w| &order[w[0]..w[1]]) {
+        judge_match(
+            &batch,
+            &cols,
+            group,
+            &existing,
+            &mut f,
+            &mut derived,
+            &mut scratch,
+        );
+    }
+    let records = whole_records(&cols, n, &mut f);
+    account(&cols, n, &f, records, &mut result);
+    write_accepted(
+        &batch,
+        &cols,
+        order,
+        &f,
+        &derived,
+        (day, earlier.len()),
+        txn,
+        &mut result,
+    )?;
+    Ok(result)
+}
+
+/// Steps 1 and 2 for one match (its rows `group`, in lake order): duplicates of the lake by key
+/// and within the run by key and content (the first wins), then the match-level rules over the
+/// rows still accepted; outcomes derived from team scores go to `derived`.
+fn judge_match(
+    batch: &RecordBatch,
+    cols: &Cols,
+    group: &[usize],
+    existing: &HashMap<String, Vec<(String, i32)>>,
+    f: &mut Fates,
+    derived: &mut HashMap<usize, Outcome>,
+    (by_player, hashes): &mut (Vec<usize>, Vec<u64>),
+) {
+    let (player, line) = (cols.player, cols.line);
+    let m = cols.match_id.value(group[0]);
+    let stored = existing.get(m);
     let lake_cols = mm_lake::schema::matches_schema().fields().len() - 2; // all but source_file/line
     let same_content = |i: usize, j: usize| {
         (0..lake_cols)
             .all(|k| batch.column(k).slice(i, 1).to_data() == batch.column(k).slice(j, 1).to_data())
     };
-    let mut derived: HashMap<usize, Outcome> = HashMap::new();
-    let mut by_player: Vec<usize> = Vec::new();
-    let mut hashes: Vec<u64> = Vec::new();
-    for group in groups.windows(2).map(|w| &order[w[0]..w[1]]) {
-        let m = match_id.value(group[0]);
-        let stored = existing.get(m);
 
-        // 1. Duplicates: of the lake by key; within the run by key and content (first wins).
-        by_player.clear();
-        for &i in group {
-            if stored.is_some_and(|v| v.iter().any(|(q, _)| q == player.value(i))) {
-                f.fate[i] = Fate::Duplicate;
+    // 1. Duplicates: of the lake by key; within the run by key and content (first wins).
+    by_player.clear();
+    for &i in group {
+        if stored.is_some_and(|v| v.iter().any(|(q, _)| q == player.value(i))) {
+            f.fate[i] = Fate::Duplicate;
+        } else {
+            by_player.push(i);
+        }
+    }
+    if distinct_players(by_player, player, hashes) {
+        by_player.clear(); // the common case: nobody twice, nothing to compare
+    }
+    by_player.sort_by(|a, b| player.value(*a).cmp(player.value(*b)).then(a.cmp(b)));
+    for same in by_player.chunk_by(|a, b| player.value(*a) == player.value(*b)) {
+        let first = same[0];
+        for &j in &same[1..] {
+            if same_content(j, first) {
+                f.fate[j] = Fate::Duplicate;
             } else {
-                by_player.push(i);
-            }
-        }
-        if distinct_players(&by_player, player, &mut hashes) {
-            by_player.clear(); // the common case: nobody twice, nothing to compare
-        }
-        by_player.sort_by(|a, b| player.value(*a).cmp(player.value(*b)).then(a.cmp(b)));
-        for same in by_player.chunk_by(|a, b| player.value(*a) == player.value(*b)) {
-            let first = same[0];
-            for &j in &same[1..] {
-                if same_content(j, first) {
-                    f.fate[j] = Fate::Duplicate;
-                } else {
-                    let reason = format!(
-                        "player {} appears twice in match {m} with different values (lines {} and {})",
-                        player.value(j),
-                        line.value(first),
-                        line.value(j)
-                    );
-                    f.quarantine(first, rules::PLAYER_TWICE, reason.clone());
-                    f.quarantine(j, rules::PLAYER_TWICE, reason);
-                }
-            }
-        }
-
-        // 2. Match-level rules over the rows still accepted.
-        let rows: Vec<usize> = group
-            .iter()
-            .copied()
-            .filter(|&i| f.fate[i] == Fate::Accepted)
-            .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let mut teams: Vec<i32> = rows.iter().map(|&i| team.value(i)).collect();
-        if let Some(v) = stored {
-            teams.extend(v.iter().map(|(_, t)| *t));
-        }
-        teams.sort_unstable();
-        teams.dedup();
-        if let Err(e) = rules::two_teams(m, &teams) {
-            for &i in &rows {
-                f.quarantine(i, e.category, e.reason.clone());
-            }
-            continue;
-        }
-        match resolve_outcomes(m, &rows, team, outcome, team_score) {
-            Ok(d) => derived.extend(d),
-            Err(e) => {
-                for &i in &rows {
-                    f.quarantine(i, e.category, e.reason.clone());
-                }
+                let reason = format!(
+                    "player {} appears twice in match {m} with different values (lines {} and {})",
+                    player.value(j),
+                    line.value(first),
+                    line.value(j)
+                );
+                f.quarantine(first, rules::PLAYER_TWICE, reason.clone());
+                f.quarantine(j, rules::PLAYER_TWICE, reason);
             }
         }
     }
 
-    // 3. A record that became several rows (one per player) lands whole or not at all.
-    let mut records: HashMap<(u32, i64), (Fate, Option<usize>)> = HashMap::new();
+    // 2. Match-level rules over the rows still accepted.
+    let rows: Vec<usize> = group
+        .iter()
+        .copied()
+        .filter(|&i| f.fate[i] == Fate::Accepted)
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let mut teams: Vec<i32> = rows.iter().map(|&i| cols.team.value(i)).collect();
+    if let Some(v) = stored {
+        teams.extend(v.iter().map(|(_, t)| *t));
+    }
+    teams.sort_unstable();
+    teams.dedup();
+    if let Err(e) = rules::two_teams(m, &teams) {
+        for &i in &rows {
+            f.quarantine(i, e.category, e.reason.clone());
+        }
+        return;
+    }
+    match resolve_outcomes(m, &rows, cols.team, cols.outcome, cols.team_score) {
+        Ok(d) => derived.extend(d),
+        Err(e) => {
+            for &i in &rows {
+                f.quarantine(i, e.category, e.reason.clone());
+            }
+        }
+    }
+}
+
+/// The fate of each record that became several rows (one per player), keyed by (file,
+/// line), and the row that decided a quarantine.
+type Records = HashMap<(u32, i64), (Fate, Option<usize>)>;
+
+/// Step 3: a record that became several rows lands whole or not at all (a quarantined row
+/// quarantines its record's other rows, with its reason).
+fn whole_records(cols: &Cols, n: usize, f: &mut Fates) -> Records {
+    let (file_idx, line, record_rows) = (cols.file_idx, cols.line, cols.record_rows);
+    let mut records: Records = HashMap::new();
     for i in (0..n).filter(|&i| record_rows.value(i) > 1) {
         let e = records
             .entry((file_idx.value(i), line.value(i)))
@@ -326,17 +381,19 @@ pub fn finalize_day(
             f.quarantine(i, &cat, reason);
         }
     }
+    records
+}
 
-    // 4. Accounting (records, not rows) and quarantine entries.
+/// Step 4: accounting (records, not rows) and quarantine entries.
+fn account(cols: &Cols, n: usize, f: &Fates, mut records: Records, result: &mut DayResult) {
+    let (file_idx, line) = (cols.file_idx, cols.line);
     for i in 0..n {
         let counts = result.per_file.entry(file_idx.value(i)).or_default();
         if f.fate[i] == Fate::Accepted {
             counts.lake_rows += 1;
         }
-        let multi = record_rows.value(i) > 1;
-        if multi {
-            let key = (file_idx.value(i), line.value(i));
-            match records.remove(&key) {
+        if cols.record_rows.value(i) > 1 {
+            match records.remove(&(file_idx.value(i), line.value(i))) {
                 Some((rf, _)) => bump(counts, rf),
                 None => continue, // this record was counted at its first row
             }
@@ -351,23 +408,38 @@ pub fn finalize_day(
                 stage: "match",
                 field: Some(cat),
                 reason,
-                match_id: Some(match_id.value(i).to_string()),
-                player_id: Some(player.value(i).to_string()),
+                match_id: Some(cols.match_id.value(i).to_string()),
+                player_id: Some(cols.player.value(i).to_string()),
                 raw: None,
             });
         }
     }
+}
 
-    // 5. The accepted rows, in lake order, with derived outcomes.
+/// Step 5: the accepted rows, in lake order (`order`), with derived outcomes, staged as the
+/// day's file number `part` of this run.
+#[allow(clippy::too_many_arguments)]
+fn write_accepted(
+    batch: &RecordBatch,
+    cols: &Cols,
+    order: Vec<usize>,
+    f: &Fates,
+    derived: &HashMap<usize, Outcome>,
+    (day, part): (i32, usize),
+    txn: &Txn,
+    result: &mut DayResult,
+) -> Result<(), IngestError> {
+    let n = batch.num_rows();
     let keep: Vec<usize> = order
         .into_iter()
         .filter(|&i| f.fate[i] == Fate::Accepted)
         .collect();
     if keep.is_empty() {
-        return Ok(result);
+        return Ok(());
     }
     let mut out = batch.clone();
     if !derived.is_empty() {
+        let outcome = cols.outcome;
         let filled: StringArray = (0..n)
             .map(|i| {
                 if outcome.is_null(i) {
@@ -377,10 +449,10 @@ pub fn finalize_day(
                 }
             })
             .collect();
-        let mut cols: Vec<ArrayRef> = out.columns().to_vec();
+        let mut columns: Vec<ArrayRef> = out.columns().to_vec();
         let k = staging_schema().index_of(col::OUTCOME).map_err(internal)?;
-        cols[k] = Arc::new(filled);
-        out = RecordBatch::try_new(staging_schema(), cols).map_err(internal)?;
+        columns[k] = Arc::new(filled);
+        out = RecordBatch::try_new(staging_schema(), columns).map_err(internal)?;
     }
     let identity = keep.len() == n && keep.iter().enumerate().all(|(k, &i)| k == i);
     if !identity {
@@ -388,11 +460,10 @@ pub fn finalize_day(
         out = take_record_batch(&out, &idx).map_err(internal)?;
     }
     let out = to_lake_batch(&out).map_err(internal)?;
-    let rel =
-        Lake::partition_rel(day).join(format!("part-{}-{}.parquet", txn.run_id(), earlier.len()));
+    let rel = Lake::partition_rel(day).join(format!("part-{}-{part}.parquet", txn.run_id()));
     txn.write_staged(&rel, &[out])?;
     result.written = Some((rel, keep.len() as u64));
-    Ok(result)
+    Ok(())
 }
 
 /// Each row's fate, with the (category, reason) of every quarantined row.

@@ -288,11 +288,8 @@ pub fn plan(
         Err(e) => return Err(e.into()),
     };
     let (late_matches, late_rows) = count_mode(&late, mode, cutoff_ms)?;
-    let (new_matches, new_rows) = count_mode(
-        &window_files(lake, from_ms, cutoff_ms)?,
-        mode,
-        cutoff_ms,
-    )?;
+    let (new_matches, new_rows) =
+        count_mode(&window_files(lake, from_ms, cutoff_ms)?, mode, cutoff_ms)?;
     if new_rows + late_rows == 0 {
         return Ok(Plan::Nothing(format!(
             "no match of this mode since LATEST {v} (lake version {from_version}, data until {})",
