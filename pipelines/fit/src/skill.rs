@@ -443,6 +443,96 @@ fn read_sample(
     Ok((h, complete))
 }
 
+/// The replay whose states are exported: the tuning sample's when it was the whole lake
+/// (`complete`), else every day of the lake again with the chosen model.
+#[allow(clippy::too_many_arguments)]
+fn final_run(
+    lake: &Lake,
+    cfg: &SkillConfig,
+    h: &History,
+    complete: bool,
+    run: OursRun,
+    team_final: Option<(TeamWinModel, FinalWindow)>,
+    (params, offsets): (RawSkillParams, Option<PartyAdjustment>),
+    win: &Windows,
+    team_cfg: &TeamFitConfig,
+) -> Result<FinalRun, FitError> {
+    let mut collector = WinCollector::new(cfg.max_win_matches, cfg.until_ms.unwrap_or(i64::MAX));
+    if !complete {
+        drop(run);
+        tracing::info!("skill: replaying every day of the lake with the chosen model");
+        return replay_days(lake, cfg, check(params)?, offsets, win, team_cfg, collector);
+    }
+    let mut out = MatchSkillWriter::new(&cfg.out)?;
+    out.push(&h.ids, h, &run.pre_skill)?;
+    if cfg.win_skill {
+        collector.feed(h, &run.pre_skill);
+    }
+    Ok(FinalRun {
+        ids: h.ids.clone(),
+        team_final,
+        matches: h.matches.len() as u64,
+        two_team_matches: h.matches.iter().filter(|m| m.two_teams()).count() as u64,
+        rows: h.rows() as u64,
+        end_ms: h.matches.last().map_or(0, |m| m.start_ms),
+        match_skill: out,
+        win: collector,
+        run,
+    })
+}
+
+/// Says whether the win skill is exported, and why.
+fn log_win_skill(report: &crate::win_skill::WinSkillReport) {
+    tracing::info!(
+        exported = report.exported,
+        "skill: win skill {} ({})",
+        if report.exported {
+            "exported"
+        } else {
+            "not exported"
+        },
+        if report.exported {
+            format!(
+                "log-loss {:.4} against raw skill's {:.4} over the last {} days",
+                report.win_log_loss.unwrap_or(f64::NAN),
+                report.raw_log_loss.unwrap_or(f64::NAN),
+                crate::win_skill::CALIBRATION_DAYS
+            )
+        } else {
+            report.reason.clone()
+        }
+    );
+}
+
+/// `percentiles.json`, and `team_model.json` when a final team model was fitted: the exported
+/// model reads the win skill when it was chosen; the party adjustment, in raw-skill units, is
+/// always raw skill's model's.
+fn write_models(
+    cfg: &SkillConfig,
+    report: &SkillReport,
+    map: &PercentileMap,
+    win_fit: Option<&crate::win_skill::WinFit>,
+    offsets: Option<PartyAdjustment>,
+    params: RawSkillParams,
+) -> Result<(), FitError> {
+    write_json(&cfg.out.join("percentiles.json"), map)?;
+    if let Some(t) = &report.team_model_final {
+        let exported = win_fit.map_or(*t, |w| w.model);
+        write_json(
+            &cfg.out.join("team_model.json"),
+            &serde_json::json!({
+                "model": exported,
+                "party_adjustment": t.party_adjustment(),
+                "update_offsets": offsets,
+                "raw_skill_model": t,
+                "raw_skill": params,
+                "metric": cfg.metric,
+            }),
+        )?;
+    }
+    Ok(())
+}
+
 /// What the replay of every match with the chosen model gave, for the outputs.
 struct FinalRun {
     run: OursRun,
@@ -572,58 +662,20 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     models.extend(score_baselines(cfg, &h, &win));
     std::fs::create_dir_all(&cfg.out).map_err(|e| output_err(&cfg.out, e))?;
 
-    let mut collector = WinCollector::new(cfg.max_win_matches, cfg.until_ms.unwrap_or(i64::MAX));
-    let fin = if complete {
-        let mut out = MatchSkillWriter::new(&cfg.out)?;
-        out.push(&h.ids, &h, &run.pre_skill)?;
-        if cfg.win_skill {
-            collector.feed(&h, &run.pre_skill);
-        }
-        FinalRun {
-            ids: h.ids.clone(),
-            team_final,
-            matches: h.matches.len() as u64,
-            two_team_matches: h.matches.iter().filter(|m| m.two_teams()).count() as u64,
-            rows: h.rows() as u64,
-            end_ms: h.matches.last().map_or(0, |m| m.start_ms),
-            match_skill: out,
-            win: collector,
-            run,
-        }
-    } else {
-        drop(run);
-        tracing::info!("skill: replaying every day of the lake with the chosen model");
-        replay_days(
-            &lake,
-            cfg,
-            check(params)?,
-            offsets,
-            &win,
-            &team_cfg,
-            collector,
-        )?
-    };
+    let fin = final_run(
+        &lake,
+        cfg,
+        &h,
+        complete,
+        run,
+        team_final,
+        (params, offsets),
+        &win,
+        &team_cfg,
+    )?;
     let (win_fit, win_report) = if cfg.win_skill {
         let (fit, report) = fin.win.fit(fin.ids.len(), &team_cfg)?;
-        tracing::info!(
-            exported = report.exported,
-            "skill: win skill {} ({})",
-            if report.exported {
-                "exported"
-            } else {
-                "not exported"
-            },
-            if report.exported {
-                format!(
-                    "log-loss {:.4} against raw skill's {:.4} over the last {} days",
-                    report.win_log_loss.unwrap_or(f64::NAN),
-                    report.raw_log_loss.unwrap_or(f64::NAN),
-                    crate::win_skill::CALIBRATION_DAYS
-                )
-            } else {
-                report.reason.clone()
-            }
-        );
+        log_win_skill(&report);
         (fit, Some(report))
     } else {
         (None, None)
@@ -706,23 +758,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         out: cfg.out.clone(),
     };
     fin.match_skill.finish(&map)?;
-    write_json(&cfg.out.join("percentiles.json"), &map)?;
-    if let Some(t) = &report.team_model_final {
-        // The exported model reads the win skill when it was chosen; the party adjustment, in
-        // raw-skill units, is always raw skill's model's.
-        let exported = win_fit.as_ref().map_or(*t, |w| w.model);
-        write_json(
-            &cfg.out.join("team_model.json"),
-            &serde_json::json!({
-                "model": exported,
-                "party_adjustment": t.party_adjustment(),
-                "update_offsets": offsets,
-                "raw_skill_model": t,
-                "raw_skill": params,
-                "metric": cfg.metric,
-            }),
-        )?;
-    }
+    write_models(cfg, &report, &map, win_fit.as_ref(), offsets, params)?;
     if cfg.html {
         let html = crate::report::skill::skill_html(&report, &run.dist, &map, &run.score);
         mm_lake::parquet_io::write_atomic(&cfg.out.join("skill_report.html"), html.as_bytes())?;
