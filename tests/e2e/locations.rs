@@ -299,6 +299,7 @@ fn ingest_reads_inputs_from_a_bucket() {
     std::fs::write(raw.join("notes.txt"), "not data").unwrap();
     std::fs::create_dir_all(cwd.join("bad")).unwrap();
     std::fs::write(cwd.join("bad/no_team.csv"), "match_id,player_id\nm,p\n").unwrap();
+    server.create_bucket("empty");
     server.upload_dir("bkt", "raw", &raw);
     server.upload_dir("bkt", "bad", &cwd.join("bad"));
     let mut env = server.env();
@@ -336,33 +337,10 @@ fn ingest_reads_inputs_from_a_bucket() {
     // The same rows as the local files give; the rows name the objects.
     let local = ingest("from_disk", "raw");
     assert_eq!(local["lake_rows_written"], 24);
-    let rows = |lake: &str| -> Vec<String> {
-        let mut v: Vec<String> = util::read_tree(&cwd.join(lake).join("matches"))
-            .iter()
-            .flat_map(|b| {
-                let opts = arrow_cast::display::FormatOptions::default();
-                let cols: Vec<_> = b
-                    .schema()
-                    .fields()
-                    .iter()
-                    .zip(b.columns())
-                    .filter(|(f, _)| f.name() != "source_file")
-                    .map(|(_, c)| arrow_cast::display::ArrayFormatter::try_new(c, &opts).unwrap())
-                    .collect();
-                (0..b.num_rows())
-                    .map(|i| {
-                        cols.iter()
-                            .map(|c| c.value(i).to_string())
-                            .collect::<Vec<_>>()
-                            .join("|")
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(rows("from_glob"), rows("from_disk"));
+    assert_eq!(
+        util::lake_rows_text(&cwd.join("from_glob"), &["source_file"]),
+        util::lake_rows_text(&cwd.join("from_disk"), &["source_file"])
+    );
     let sources: std::collections::BTreeSet<String> =
         util::read_tree(&cwd.join("from_glob/matches"))
             .iter()
@@ -385,6 +363,7 @@ fn ingest_reads_inputs_from_a_bucket() {
         ("s3://bkt/raw/*.parquet", "s3://bkt/raw/*.parquet: "),
         ("s3://bkt/nothing/here.csv", "s3://bkt/nothing/here.csv: "),
         ("s3://bkt/bad/no_team.csv", "s3://bkt/bad/no_team.csv: "),
+        ("s3://empty", "s3://empty: "),
     ] {
         let (code, _, err) = mm_in(cwd, &["ingest", input, "--lake", "refused"], &env);
         assert_eq!(code, 2, "{input}: {err}");

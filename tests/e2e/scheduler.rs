@@ -275,69 +275,43 @@ fn the_environment_overrides_the_config_file_and_flags_override_both() {
     assert!(err.contains("mm.toml: unknown setting `holdout`"), "{err}");
 }
 
+/// `mm config show --json ARGS` in `dir`: the settings by key, and stderr.
+fn settings_in(dir: &Path, args: &[&str]) -> (serde_json::Value, String) {
+    let mut argv = vec!["config", "show", "--json"];
+    argv.extend_from_slice(args);
+    let (code, out, err) = run(mm_in(dir, &argv, &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let by_key = v["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["key"].as_str().unwrap().to_string(), s.clone()))
+        .collect::<serde_json::Map<_, _>>();
+    (serde_json::Value::Object(by_key), err)
+}
+
 /// A renamed flag's old name in `mm.toml` still applies to its command, with a warning naming
 /// the new one; at the top level it no longer reaches the command that renamed it.
 #[test]
 fn a_renamed_flag_old_name_in_the_config_file_still_applies_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("mm.toml"),
-        "margin = 0.5\n[fit.skill]\nmargin = 2.5\n",
-    )
-    .unwrap();
-    let (code, out, err) = run(mm_in(
-        dir.path(),
-        &["config", "show", "--json", "fit", "skill"],
-        &[],
-    ));
-    assert_eq!(code, 0, "{out}{err}");
+    let toml = dir.path().join("mm.toml");
+    std::fs::write(&toml, "margin = 0.5\n[fit.skill]\nmargin = 2.5\n").unwrap();
+    let (skill, err) = settings_in(dir.path(), &["fit", "skill"]);
     assert!(err.contains("`margin` is now `metric-margin`"), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let margin = v["settings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["key"] == "metric-margin")
-        .unwrap()
-        .clone();
     assert_eq!(
-        margin["value"], "2.5",
+        skill["metric-margin"]["value"], "2.5",
         "the [fit.skill] table's, not the top level's"
     );
     // `mm retrain --margin` (the promotion gate) takes the top-level key.
-    let (code, out, err) = run(mm_in(
-        dir.path(),
-        &["config", "show", "--json", "retrain"],
-        &[],
-    ));
-    assert_eq!(code, 0, "{out}{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let gate = v["settings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["key"] == "margin")
-        .unwrap()
-        .clone();
-    assert_eq!(gate["value"], "0.5");
+    let (retrain, _) = settings_in(dir.path(), &["retrain"]);
+    assert_eq!(retrain["margin"]["value"], "0.5");
     // With only the top-level key, `mm fit skill` keeps its default.
-    std::fs::write(dir.path().join("mm.toml"), "margin = 0.5\n").unwrap();
-    let (code, out, err) = run(mm_in(
-        dir.path(),
-        &["config", "show", "--json", "fit", "skill"],
-        &[],
-    ));
-    assert_eq!(code, 0, "{out}{err}");
+    std::fs::write(&toml, "margin = 0.5\n").unwrap();
+    let (skill, err) = settings_in(dir.path(), &["fit", "skill"]);
     assert!(!err.contains("warning"), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let margin = v["settings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["key"] == "metric-margin")
-        .unwrap()
-        .clone();
-    assert_eq!(margin["source"], "default");
+    assert_eq!(skill["metric-margin"]["source"], "default");
 }
 
 /// `mm fit churn` reads the skill fit where `mm fit skill` writes it by default; without one

@@ -118,6 +118,33 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The rows of `lake`'s matches table as text (`column=value` for every column but `skip`),
+/// sorted: equal lists mean the same rows.
+pub fn lake_rows_text(lake: &Path, skip: &[&str]) -> Vec<Vec<String>> {
+    use arrow_cast::display::{ArrayFormatter, FormatOptions};
+    let opts = FormatOptions::default().with_null("<null>");
+    let mut out = Vec::new();
+    for b in read_tree(&lake.join("matches")) {
+        let schema = b.schema();
+        let cols: Vec<(String, ArrayFormatter)> = schema
+            .fields()
+            .iter()
+            .zip(b.columns())
+            .filter(|(f, _)| !skip.contains(&f.name().as_str()))
+            .map(|(f, c)| (f.name().clone(), ArrayFormatter::try_new(c, &opts).unwrap()))
+            .collect();
+        for i in 0..b.num_rows() {
+            out.push(
+                cols.iter()
+                    .map(|(name, f)| format!("{name}={}", f.value(i)))
+                    .collect(),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
 pub fn rows(dir: &Path) -> usize {
     read_tree(dir).iter().map(RecordBatch::num_rows).sum()
 }
@@ -180,17 +207,23 @@ pub fn mm(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// A Python with `moto` (the S3-compatible test server): `MM_TEST_PYTHON`, else the notebooks'
-/// venv that `.ci/run` builds. `None` (with a message) when there is none, unless
-/// `MM_REQUIRE_S3` is set, as CI sets it: then a missing server fails the test.
+/// A Python with `moto` (the S3-compatible test server): see [`python_with`].
 pub fn moto_python() -> Option<PathBuf> {
+    python_with("moto.server, boto3")
+}
+
+/// A Python that imports `modules` (`"polars, pandas"`): `MM_TEST_PYTHON`, else the notebooks'
+/// venv that `.ci/run` builds (notebooks/requirements.txt pins them all). `None` (with a
+/// message) when there is none, unless `MM_REQUIRE_S3` is set, as CI sets it: then the test
+/// fails instead of skipping.
+pub fn python_with(modules: &str) -> Option<PathBuf> {
     let candidates = [
         std::env::var_os("MM_TEST_PYTHON").map(PathBuf::from),
         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/mm-nb-venv/bin/python")),
     ];
     for py in candidates.into_iter().flatten() {
         let ok = std::process::Command::new(&py)
-            .args(["-c", "import moto.server, boto3"])
+            .args(["-c", &format!("import {modules}")])
             .output()
             .is_ok_and(|o| o.status.success());
         if ok {
@@ -199,9 +232,9 @@ pub fn moto_python() -> Option<PathBuf> {
     }
     assert!(
         std::env::var_os("MM_REQUIRE_S3").is_none(),
-        "MM_REQUIRE_S3 is set but no Python with moto was found (set MM_TEST_PYTHON)"
+        "MM_REQUIRE_S3 is set but no Python importing {modules} was found (set MM_TEST_PYTHON)"
     );
-    eprintln!("skipping: no Python with moto (set MM_TEST_PYTHON)");
+    eprintln!("skipping: no Python importing {modules} (set MM_TEST_PYTHON)");
     None
 }
 

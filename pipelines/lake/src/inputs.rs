@@ -111,7 +111,8 @@ fn single(loc: &Location, url: &str, into: &Path) -> Result<Vec<Fetched>> {
         reason: "no object matches".into(),
     };
     let (parent, file) = text.rsplit_once('/').ok_or_else(missing)?;
-    let ploc = Location::parse(parent)?;
+    // A bucket's root (`s3://bucket`) has no parent: nothing there to read.
+    let ploc = Location::parse(parent).map_err(|_| missing())?;
     let store = delta::object_store(&ploc)?;
     let key = object_store::path::Path::from(file);
     match delta::block_on(store.head(&key)) {
