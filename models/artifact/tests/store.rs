@@ -386,6 +386,52 @@ fn committed_artifacts_of_every_format_load() {
     assert!(seen >= mm_artifact::FORMAT_VERSION as usize);
 }
 
+/// Each older format loads with the defaults models/README.md promises for what it lacks:
+/// format 1 has no `first_seen_ms` (null) and a churn model without `data_start_ms`; formats 1
+/// and 2 have no `churned_gaps` (0) and no churn history features; formats 1 to 3 no outcome
+/// pattern; formats 1 to 4 no win skill (the team model reads raw skill). Each newer format is
+/// checked to carry what it added, so that a default applied to every format fails here.
+#[test]
+fn older_formats_load_with_the_promised_defaults() {
+    use mm_artifact::team::SkillBasis;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/artifacts");
+    for k in 1..=mm_artifact::FORMAT_VERSION {
+        let a = Artifact::open(&root.join(format!("format-{k}"))).unwrap();
+        assert_eq!(a.manifest.format_version, k);
+        let players: Vec<_> = (0..a.snapshot.len())
+            .map(|i| a.snapshot.player(i))
+            .collect();
+        let spec = &a.churn.model.spec;
+        let known = players.iter().filter(|p| p.first_seen_ms.is_some()).count();
+        if k == 1 {
+            assert_eq!(known, 0, "format 1: first_seen_ms null");
+            assert_eq!(spec.data_start_ms, None, "format 1: no data start");
+        } else {
+            assert_eq!(known, players.len(), "format {k} records first_seen_ms");
+            assert!(spec.data_start_ms.is_some(), "format {k}");
+        }
+        let gaps: u64 = players.iter().map(|p| p.churned_gaps).sum();
+        if k <= 2 {
+            assert_eq!(gaps, 0, "format {k}: churned_gaps 0");
+            assert_eq!(spec.past_churn_horizon_ms, None, "format {k}");
+        } else {
+            assert!(gaps > 0, "format {k} records churned gaps");
+        }
+        if k <= 3 {
+            assert_eq!(spec.outcome_pattern, 0, "format {k}: no outcome pattern");
+        }
+        if k <= 4 {
+            assert!(!a.snapshot.has_win_skill(), "format {k}: no win skill");
+            assert!(
+                a.team_win
+                    .as_ref()
+                    .is_none_or(|t| t.basis == SkillBasis::RawSkill),
+                "format {k}: the team model reads raw skill"
+            );
+        }
+    }
+}
+
 /// Format 5: a team win model that reads the win skill needs the snapshot's `win_skill`
 /// column. Without it the artifact is refused, naming the snapshot; with it, each player's
 /// outcome skill is their win skill, round-tripped through the file, and new players get 0.
