@@ -815,15 +815,43 @@ mod tests {
                     teams,
                     now_ms,
                 };
-                if let Ok(r) = score(a, &s, &no_state) {
-                    for p in &r.players {
-                        prop_assert!(p.churn_after_win.is_finite() && p.percentile.is_finite());
+                // What the rules say of this request, worked out here on their own: Score needs
+                // players, one team (0 or 1) per player or none, and each player once.
+                let distinct = first_twice(&ids).is_none();
+                let score_ok = !ids.is_empty()
+                    && (s.teams.is_empty() || s.teams.len() == ids.len())
+                    && s.teams.iter().all(|&t| t < 2)
+                    && distinct;
+                match score(a, &s, &no_state) {
+                    Ok(r) => {
+                        prop_assert!(score_ok, "answered {:?}", s);
+                        prop_assert_eq!(r.players.len(), ids.len());
+                        for (p, id) in r.players.iter().zip(&ids) {
+                            prop_assert_eq!(&p.id, id);
+                            prop_assert!(p.churn_after_win.is_finite() && p.percentile.is_finite());
+                        }
+                        prop_assert_eq!(r.lobby.is_some(), !s.teams.is_empty());
+                    }
+                    Err(e) => {
+                        prop_assert!(!score_ok, "refused {:?}: {}", s, e.message());
+                        prop_assert_eq!(e.code(), tonic::Code::InvalidArgument);
+                        prop_assert!(!e.message().is_empty());
                     }
                 }
+                // Pair needs two players or more, each once, and a known policy code.
                 let q = proto::PairRequest { ids, policy, now_ms, seed };
-                if let Ok(r) = pair(a, &q, &no_state) {
-                    prop_assert!(r.objective.is_finite());
-                    prop_assert_eq!(r.pairs.len(), q.ids.len() / 2);
+                let pair_ok = q.ids.len() >= 2 && distinct && (0..=4).contains(&policy);
+                match pair(a, &q, &no_state) {
+                    Ok(r) => {
+                        prop_assert!(pair_ok, "answered {:?}", q);
+                        prop_assert!(r.objective.is_finite());
+                        prop_assert_eq!(r.pairs.len(), q.ids.len() / 2);
+                        prop_assert_eq!(r.waiting.is_empty(), q.ids.len().is_multiple_of(2));
+                    }
+                    Err(e) => {
+                        prop_assert!(!pair_ok, "refused {:?}: {}", q, e.message());
+                        prop_assert_eq!(e.code(), tonic::Code::InvalidArgument);
+                    }
                 }
                 let qs = Queues::default();
                 let e = proto::EnqueueRequest {
