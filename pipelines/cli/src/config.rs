@@ -356,33 +356,32 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
     })
 }
 
-/// The flags renamed because one name meant two things (issue 57), by command: `(command,
-/// old, new)`. The old spelling is a clap alias; this table only words the warning.
-pub(crate) const RENAMED: [(&str, &str, &str); 6] = [
-    ("fit skill", "margin", "metric-margin"),
-    ("lake show", "history", "commits"),
-    ("lake convert", "history", "commits"),
-    ("lake vacuum", "full", "uncommitted"),
-    ("ingest", "mode", "default-mode"),
-    ("pair", "players", "pool"),
-];
-
-/// Warns, on stderr, about each renamed flag the command line spells the old way.
+/// Warns, on stderr, about each renamed flag the command line spells the old way. A renamed
+/// flag (issue 57: one name meant two things) keeps its old name as a clap alias; that alias is
+/// the whole record of the rename.
 pub fn warn_renamed(argv: &[OsString], command: &[String]) {
-    let command = command.join(" ");
-    for (cmd, old, new) in RENAMED {
-        if cmd != command {
-            continue;
+    let root = Cli::command();
+    let mut cmd = &root;
+    for name in command {
+        match cmd.find_subcommand(name) {
+            Some(c) => cmd = c,
+            None => return,
         }
-        let spelled = argv.iter().any(|t| {
-            let t = t.to_string_lossy();
-            t == format!("--{old}") || t.starts_with(&format!("--{old}="))
-        });
-        if spelled {
-            eprintln!(
-                "mm: warning: `mm {cmd} --{old}` is now `--{new}` (the old name still works, and \
-                 will not in a later release)"
-            );
+    }
+    let path = command.join(" ");
+    for a in cmd.get_arguments() {
+        let Some(new) = a.get_long() else { continue };
+        for old in a.get_all_aliases().unwrap_or_default() {
+            let spelled = argv.iter().any(|t| {
+                let t = t.to_string_lossy();
+                t == format!("--{old}") || t.starts_with(&format!("--{old}="))
+            });
+            if spelled {
+                eprintln!(
+                    "mm: warning: `mm {path} --{old}` is now `--{new}` (the old name still works, \
+                     and will not in a later release)"
+                );
+            }
         }
     }
 }
