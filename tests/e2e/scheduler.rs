@@ -332,3 +332,64 @@ fn fit_churn_says_when_it_runs_without_the_skill_feature() {
     ));
     assert!(!err.contains("no skill fit"), "{err}");
 }
+
+#[test]
+fn retrain_runs_its_stages_with_their_tables_of_the_config_file() {
+    // `[fit.skill]` and `[fit.churn]` mean the same inside `mm retrain` as for the commands on
+    // their own; what the run sets itself (a fit's output folder) is named in a warning.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mm.toml"),
+        "[fit.skill]\nno-tune = true\nhalf-life = 7\nbaselines = \"none\"\n\n\
+         [fit.churn]\nhorizon = \"4h\"\nhistory = 5\nc-grid = [0.5]\nout = \"elsewhere\"\n",
+    )
+    .unwrap();
+    let s = sample();
+    let (code, out, err) = run(mm_in(dir.path(), &["retrain", &s], &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("mm.toml: fit skill: half-life, no-tune, baselines"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mm.toml: fit churn: horizon, history, c-grid"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mm.toml: fit churn: out: mm retrain sets these itself"),
+        "{err}"
+    );
+    assert!(!dir.path().join("elsewhere").exists());
+    let json = |p: &str| -> serde_json::Value {
+        let f = dir.path().join("out/retrain/default").join(p);
+        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+    };
+    let skill = json("skill/skill_metrics.json");
+    assert_eq!(skill["params"]["half_life_matches"], 7.0);
+    assert_eq!(skill["tuning"], serde_json::json!([]), "not tuned");
+    let churn = json("churn/churn_metrics.json");
+    assert_eq!(churn["horizon"], "4h");
+    assert_eq!(churn["c"], 0.5);
+    assert_eq!(churn["grid"].as_array().unwrap().len(), 1);
+    // The artifact carries the churn model's feature spec: five earlier matches a row.
+    let model = json("churn/churn_model.json");
+    assert_eq!(model["horizon"], "4h");
+    assert_eq!(model["model"]["spec"]["history"], 5);
+    assert!(out.contains("(C = 0.5)"), "{out}");
+
+    // A bad value in a stage's table stops the run before anything is written, naming the
+    // file and the stage (exit code 2, as for the flag).
+    let dir2 = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir2.path().join("mm.toml"),
+        "[fit.churn]\nhistory = \"many\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(mm_in(dir2.path(), &["retrain", &s], &[]));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("mm.toml: the settings of `mm fit churn` in it") && err.contains("many"),
+        "{err}"
+    );
+    assert!(!dir2.path().join("out").exists(), "nothing written");
+}

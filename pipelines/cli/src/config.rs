@@ -386,6 +386,116 @@ pub fn warn_renamed(argv: &[OsString], command: &[String]) {
     }
 }
 
+/// The commands `mm retrain` runs as stages, with the settings it sets itself in each (its
+/// own flags or the run's folders, cutoff and snapshot): a config file's value for one of
+/// those is not read, and a warning says so.
+const STAGES: [(&[&str], &[&str]); 3] = [
+    (&["ingest", "retrain-inputs"], &["inputs"]),
+    (&["fit", "skill"], &["out", "until", "as-of"]),
+    (
+        &["fit", "churn"],
+        &["out", "until", "as-of", "skill", "no-skill", "score-from"],
+    ),
+];
+
+/// What `mm retrain` runs its stages with: each stage's command resolved against the config
+/// file as if it were run on its own (the top-level keys, `[ingest]`, `[fit]`, `[fit.skill]`,
+/// `[fit.churn]`; flags given to `mm retrain` are its own), so a setting in the file means the
+/// same whether the command runs alone or inside the chain.
+#[derive(Debug, Default)]
+pub struct StageArgs {
+    pub ingest: Option<crate::args::IngestArgs>,
+    pub skill: Option<crate::args::FitSkillArgs>,
+    pub churn: Option<crate::args::FitChurnArgs>,
+    /// `[fit.skill]`'s metric, when the file sets it.
+    pub metric_from_file: bool,
+    /// The settings read from the file, per stage (`fit churn: horizon, c-grid`).
+    pub read: Vec<String>,
+    /// The settings the file gives a stage that the run sets itself.
+    pub ignored: Vec<String>,
+}
+
+/// Resolves `mm retrain`'s stages against the config file `file` (see [`StageArgs`]).
+///
+/// # Errors
+/// A stage's settings in the file fail its own flags' checks (named as the stage's flags).
+pub fn stage_args(file: &Path) -> Result<StageArgs> {
+    use crate::args::{Cmd, FitCmd};
+    let mut out = StageArgs::default();
+    let root = Cli::command();
+    let mut own: HashSet<String> = HashSet::new();
+    if let Some(c) = root.find_subcommand("retrain") {
+        all_longs(c, &mut own);
+    }
+    for a in root.get_arguments() {
+        own.extend(a.get_long().map(str::to_string));
+    }
+    for (path, set_by_run) in STAGES {
+        let mut argv: Vec<OsString> = vec!["mm".into(), "--config".into(), file.into()];
+        argv.extend(path.iter().map(OsString::from));
+        let r = match resolve(&argv, false) {
+            Ok(r) => r,
+            Err(Failure::Config(e)) => return Err(e),
+            Err(Failure::Clap(e)) => {
+                return Err(mm_retrain::RetrainError::Input(format!(
+                    "{}: the settings of `mm {}` in it (mm retrain runs it): {}",
+                    file.display(),
+                    r_path(path),
+                    e.to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .trim_start_matches("error: ")
+                ))
+                .into());
+            }
+        };
+        let from_file: Vec<&str> = r
+            .settings
+            .iter()
+            .filter(|s| s.source.starts_with("config"))
+            .map(|s| s.key.as_str())
+            .collect();
+        // Keys mm retrain has itself (`lake`, `mode`, the global flags) are its own; the skill
+        // fit's metric applies when mm retrain is not given one.
+        let (read, ignored): (Vec<&str>, Vec<&str>) = from_file
+            .iter()
+            .filter(|k| !own.contains(**k) || **k == "metric")
+            .partition(|k| !set_by_run.contains(k));
+        let name = r_path(path);
+        if !read.is_empty() {
+            out.read.push(format!("{name}: {}", read.join(", ")));
+        }
+        if !ignored.is_empty() {
+            out.ignored.push(format!("{name}: {}", ignored.join(", ")));
+        }
+        match r.cli.map(|c| c.cmd) {
+            Some(Cmd::Ingest(a)) => out.ingest = Some(a),
+            Some(Cmd::Fit(FitCmd::Skill(a))) => {
+                out.metric_from_file = from_file.contains(&"metric");
+                out.skill = Some(a);
+            }
+            Some(Cmd::Fit(FitCmd::Churn(mut a))) => {
+                // The run gives the churn fit its own skill fit.
+                a.skill = None;
+                a.no_skill = true;
+                out.churn = Some(a);
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A stage's command as the user types it (`fit churn`), without the placeholder input.
+fn r_path(path: &[&str]) -> String {
+    path.iter()
+        .copied()
+        .filter(|p| *p != "retrain-inputs")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `mm config show [COMMAND…]`: the settings the command would run with, and their sources.
 pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Result<()> {
     let mut argv: Vec<OsString> = vec!["mm".into()];

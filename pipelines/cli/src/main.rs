@@ -77,7 +77,7 @@ fn main() -> ExitCode {
     );
     let t0 = Instant::now();
     let json_logs = cli.out.log_format == LogFormat::Json;
-    let result = run(cli, &run_id);
+    let result = run(cli, &run_id, resolved.file.as_deref());
     // For `mm bench scale`, which runs each stage as a child: the child's own peak memory and
     // CPU time.
     if let Some(path) = std::env::var_os(mm_bench::scale::PEAK_RSS_ENV)
@@ -125,7 +125,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if input { 2 } else { 1 }
 }
 
-fn run(cli: Cli, run_id: &str) -> Result<()> {
+fn run(cli: Cli, run_id: &str, file: Option<&std::path::Path>) -> Result<()> {
     let out: &Output = &cli.out;
     match cli.cmd {
         Cmd::Config(ConfigCmd::Show(a)) => {
@@ -145,6 +145,6 @@ fn run(cli: Cli, run_id: &str) -> Result<()> {
         Cmd::Pair(a) => pair::run(&a, out),
         Cmd::Bench(cmd) => mm_bench::run(&cmd, out.json),
         Cmd::Evaluate(a) => evaluate::run(&a, out),
-        Cmd::Retrain(a) => retrain::run(&a, out, run_id),
+        Cmd::Retrain(a) => retrain::run(&a, out, run_id, file),
     }
 }

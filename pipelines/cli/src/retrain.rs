@@ -1,11 +1,44 @@
 //! `mm retrain`: the chain for a scheduler, then what it decided.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-/// `mm retrain`: the chain, then what it decided.
-pub fn run(a: &crate::args::RetrainArgs, out: &crate::args::Output, run_id: &str) -> Result<()> {
+/// `mm retrain`: the chain, then what it decided. `file`: the config file the command line
+/// was resolved with, whose stage tables (`[ingest]`, `[fit.skill]`, `[fit.churn]`) the stages
+/// read as their own commands would.
+pub fn run(
+    a: &crate::args::RetrainArgs,
+    out: &crate::args::Output,
+    run_id: &str,
+    file: Option<&std::path::Path>,
+) -> Result<()> {
     let mut cfg = a.to_config()?;
     cfg.run_id = Some(run_id.to_string());
+    if let Some(f) = file {
+        let stages = crate::config::stage_args(f)?;
+        for r in &stages.read {
+            tracing::info!("{}: {r}", f.display());
+        }
+        for i in &stages.ignored {
+            tracing::warn!(
+                "{}: {i}: mm retrain sets these itself for each mode (its folders, cutoff and \
+                 snapshot) and does not read them",
+                f.display()
+            );
+        }
+        let what = |stage: &str| format!("{}: the settings of `mm {stage}` in it", f.display());
+        if let Some(s) = &stages.skill {
+            if cfg.metric.is_none() && stages.metric_from_file {
+                cfg.metric = Some(crate::args::metric_of(s.metric));
+            }
+            cfg.skill = Some(s.to_config().with_context(|| what("fit skill"))?);
+        }
+        if let Some(c) = &stages.churn {
+            cfg.churn = Some(c.to_config().with_context(|| what("fit churn"))?);
+        }
+        if let Some(i) = &stages.ingest {
+            cfg.ingest = Some(i.to_config().with_context(|| what("ingest"))?);
+        }
+    }
     // A remote models root: the chain publishes into its mirror, which is uploaded (the
     // versions' files first, the pointers last) once the chain has run; the promotion gate
     // compares with the remote's current LATEST, pulled first.

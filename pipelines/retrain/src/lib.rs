@@ -86,6 +86,17 @@ pub struct RetrainConfig {
     /// A continued run refits the churn model on the labelled rows of the same days once they
     /// are at least this many.
     pub churn_min_rows: usize,
+    /// The settings the ingest stage starts from (`mm ingest`'s: `mm.toml`'s `[ingest]`
+    /// table); the run sets the lake and the inputs. `None`: `mm ingest`'s defaults.
+    pub ingest: Option<mm_ingest::IngestConfig>,
+    /// The settings each mode's full skill fit starts from (`mm fit skill`'s: `mm.toml`'s
+    /// `[fit.skill]` table); the run sets the lake, the output folder, the mode, the metric,
+    /// the cutoff and the snapshot. `None`: the fit's defaults.
+    pub skill: Option<mm_fit::SkillConfig>,
+    /// The settings each mode's full churn fit starts from (`[fit.churn]`); the run sets the
+    /// lake, the output folder, the mode, the cutoff, the snapshot, the skill fit it reads and
+    /// the scoring window. `None`: the fit's defaults.
+    pub churn: Option<mm_fit::churn::ChurnConfig>,
     /// Test hook: exit the process right after this stage, as a crash would.
     pub crash_after: Option<String>,
     /// The run id of a new run (the process's, so that log lines and the run log agree);

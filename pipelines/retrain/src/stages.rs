@@ -81,10 +81,13 @@ pub(crate) fn ingest_stage(cfg: &RetrainConfig, st: &mut RunState) -> Result<(),
         simulate_stage(cfg, st, world)?;
     }
     if !cfg.inputs.is_empty() {
-        let r = mm_ingest::ingest(
-            &mm_ingest::IngestConfig::new(&cfg.lake, cfg.inputs.clone()),
-            &mm_ingest::NoProgress,
-        )?;
+        let mut c = cfg
+            .ingest
+            .clone()
+            .unwrap_or_else(|| mm_ingest::IngestConfig::new(&cfg.lake, Vec::new()));
+        c.lake.clone_from(&cfg.lake);
+        c.inputs.clone_from(&cfg.inputs);
+        let r = mm_ingest::ingest(&c, &mm_ingest::NoProgress)?;
         st.ingested_rows = Some(r.lake_rows_written);
         let t = &r.totals;
         let reasons: Vec<String> = r
@@ -405,7 +408,12 @@ pub(crate) fn mode_stage(
     }
     match stage {
         ModeStage::FitSkill => {
-            let mut c = mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir);
+            let mut c = cfg
+                .skill
+                .clone()
+                .unwrap_or_else(|| mm_fit::SkillConfig::new(cfg.lake.clone(), skill_dir.clone()));
+            c.lake.clone_from(&cfg.lake);
+            c.out = skill_dir;
             c.mode = mode;
             c.metric = run.metric.unwrap_or(mm_fit::Metric::KillsPerEnemyDeath);
             c.until_ms = st.cutoff_ms;
@@ -413,13 +421,19 @@ pub(crate) fn mode_stage(
             mm_fit::fit_skill(&c)?;
         }
         ModeStage::FitChurn => {
-            let mut c = mm_fit::churn::ChurnConfig::new(&cfg.lake, &churn_dir);
+            let mut c = cfg
+                .churn
+                .clone()
+                .unwrap_or_else(|| mm_fit::churn::ChurnConfig::new(&cfg.lake, &churn_dir));
+            c.lake.clone_from(&cfg.lake);
+            c.out.clone_from(&churn_dir);
             c.mode = mode;
             c.until_ms = st.cutoff_ms;
             c.skill = Some(skill_dir);
             c.as_of = pinned(st);
             // The churn fit's own scoring window: the last quarter of the labelled part of
             // the training span (rows within the horizon of the cutoff have no label).
+            c.score_from_ms = None;
             if let (Some(a), Some(b)) = (st.data_start_ms, st.cutoff_ms) {
                 let labelled_end = b - c.horizon_ms;
                 if labelled_end > a {

@@ -14,7 +14,7 @@ mod serve;
 
 pub use data::{IngestArgs, LakeCmd, SimulateArgs};
 pub use eval::EvaluateArgs;
-pub use fit::{FitCmd, MetricArg};
+pub use fit::{FitChurnArgs, FitCmd, FitSkillArgs, MetricArg};
 pub use models::{ExportArgs, ModelSel, ModelsCmd};
 pub use pair::{PairArgs, PolicyArg};
 pub use retrain::RetrainArgs;
@@ -65,7 +65,9 @@ pub enum Cmd {
     Evaluate(EvaluateArgs),
     /// The whole chain for a scheduler: ingest new data, fit skill and churn on all but the
     /// held-out days, export, evaluate against LATEST on the held-out days, and promote only
-    /// if not worse by the margin. Locked against overlap, resumable after a crash.
+    /// if not worse by the margin. Locked against overlap, resumable after a crash. The
+    /// stages read the config file's `[ingest]`, `[fit.skill]` and `[fit.churn]` tables as
+    /// those commands do on their own.
     Retrain(RetrainArgs),
     /// The config file (`mm.toml`): `mm config show [COMMAND…]` prints every setting a command
     /// would run with and where it came from (flag, config file, environment, default).

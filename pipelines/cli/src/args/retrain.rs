@@ -105,6 +105,10 @@ impl RetrainArgs {
             late_max: self.late_max,
             window_days: self.window_days,
             churn_min_rows: self.churn_min_rows,
+            // The stages' own settings come from the config file's tables (`retrain::run`).
+            ingest: None,
+            skill: None,
+            churn: None,
             crash_after: self.crash_after.clone(),
             run_id: None,
         };
