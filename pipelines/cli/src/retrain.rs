@@ -87,9 +87,12 @@ pub fn run(
     for n in &st.notes {
         println!("{n}");
     }
-    for l in mm_retrain::summary(&cfg.work, st) {
+    // Paths under the working directory are shown as the user typed them (`out/retrain/…`).
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let work = cfg.work.strip_prefix(&cwd).unwrap_or(&cfg.work);
+    for l in mm_retrain::summary(work, st) {
         println!("{l}");
     }
-    println!("run log: {}", cfg.work.join("runs.jsonl").display());
+    println!("run log: {}", work.join("runs.jsonl").display());
     Ok(())
 }
