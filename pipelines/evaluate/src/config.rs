@@ -10,6 +10,13 @@ use crate::error::EvalError;
 /// The 1v1 policies, in the order of the report (EOMM Table 2's order, then greedy).
 pub const POLICIES: [&str; 5] = ["worst", "skill", "random", "eomm", "greedy"];
 
+/// Pool sizes of the 1v1 evaluation by default, in `mm evaluate` and in `mm retrain`'s evaluate
+/// stage alike: a nightly run's figures in seconds. The EOMM paper's Table 2 protocol is
+/// `--pool-sizes 100,200,300,400,500 --rounds 1000` (about 50 times the work).
+pub const DEFAULT_POOL_SIZES: [usize; 2] = [100, 200];
+/// Rounds per pool size by default (see [`DEFAULT_POOL_SIZES`]).
+pub const DEFAULT_ROUNDS: usize = 200;
+
 /// What to evaluate.
 #[derive(Debug, Clone)]
 pub struct EvalConfig {
@@ -60,8 +67,8 @@ impl EvalConfig {
             mode: None,
             from_ms: None,
             to_ms: None,
-            pool_sizes: vec![100, 200, 300, 400, 500],
-            rounds: 1000,
+            pool_sizes: DEFAULT_POOL_SIZES.to_vec(),
+            rounds: DEFAULT_ROUNDS,
             seed: 1,
             pool_window_ms: Some(3_600_000),
             blowout_p: 0.75,

@@ -44,7 +44,7 @@ mod truth;
 
 use std::time::Instant;
 
-pub use config::{EvalConfig, POLICIES, open_artifact};
+pub use config::{DEFAULT_POOL_SIZES, DEFAULT_ROUNDS, EvalConfig, POLICIES, open_artifact};
 pub use error::EvalError;
 use error::fmt_ms;
 use history::WindowSpec;

@@ -34,11 +34,12 @@ pub struct EvaluateArgs {
     /// Day after the window's last (UTC, YYYY-MM-DD). Default: the end of the lake.
     #[arg(long)]
     pub to: Option<chrono::NaiveDate>,
-    /// Pool sizes (players per round).
-    #[arg(long, value_delimiter = ',', default_value = "100,200,300,400,500")]
+    /// Pool sizes (players per round), as `mm retrain`'s. The EOMM paper's Table 2 protocol:
+    /// 100,200,300,400,500 with --rounds 1000.
+    #[arg(long, value_delimiter = ',', default_value = "100,200")]
     pub pool_sizes: Vec<usize>,
-    /// Rounds per pool size.
-    #[arg(long, default_value_t = 1000)]
+    /// Rounds per pool size, as `mm retrain`'s.
+    #[arg(long, default_value_t = mm_eval::DEFAULT_ROUNDS)]
     pub rounds: usize,
     /// Seed of the pools drawn from the evaluated days.
     #[arg(long, default_value_t = 1)]

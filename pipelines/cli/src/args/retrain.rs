@@ -40,8 +40,8 @@ pub struct RetrainArgs {
     /// outcome for one whose rows do not).
     #[arg(long, value_enum)]
     pub metric: Option<MetricArg>,
-    /// Evaluation rounds per pool size (1v1 modes).
-    #[arg(long, default_value_t = 200)]
+    /// Evaluation rounds per pool size (1v1 modes), as `mm evaluate`'s.
+    #[arg(long, default_value_t = mm_eval::DEFAULT_ROUNDS)]
     pub rounds: usize,
     /// Pool sizes (players per round) of the evaluation.
     #[arg(long, value_delimiter = ',', default_value = "100,200")]
