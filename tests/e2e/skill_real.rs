@@ -71,6 +71,60 @@ fn atp_raw_skill_beats_the_baselines() {
     assert!(ours < 0.61, "{ours}");
 }
 
+/// ATP at the baselines' defaults (`--no-tune`), scored on 2015-2019: our Elo (K = 32) and
+/// Glicko-2 (tau 0.5, one rating period a match) reproduce the peers' log-losses read from
+/// `../shared/peers/results/ratings.json` (`bench_ratings.py`, the same matches less the handful
+/// our lake quarantines). TrueSkill is not compared here: the peer sets its draw probability to
+/// 0, ours keeps the library default 0.1 untuned; nor Weng-Lin, whose openskill peer predicts
+/// with its own `predict_win`.
+#[test]
+fn atp_elo_and_glicko2_at_their_defaults_reproduce_the_peers() {
+    let (Some(real), Some(peers)) = (util::real_dir(), util::shared("peers/results")) else {
+        return;
+    };
+    let peer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(peers.join("ratings.json")).unwrap())
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    ingest_ok(&lake, &[&real.join("atp-tour")]);
+    let r = fit(
+        &lake,
+        &dir.path().join("skill"),
+        &[
+            "--metric",
+            "perf",
+            "--no-tune",
+            "--tune-from",
+            "2005-01-01",
+            "--tune-to",
+            "2015-01-01",
+            "--score-to",
+            "2019-12-31",
+        ],
+    );
+    let n = r["models"][0]["scored"]["n"].as_u64().unwrap();
+    assert_eq!(peer["models"]["elo_k32"]["n"], 14_419);
+    assert!((14_400..=14_419).contains(&n), "{n}");
+    for (ours, theirs, params) in [
+        ("elo", "elo_k32", ("k", 32.0)),
+        ("glicko2", "glicko2", ("tau", 0.5)),
+    ] {
+        let m = r["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == ours)
+            .unwrap();
+        assert_eq!(m["params"][params.0], params.1, "{m}");
+        let (a, b) = (
+            log_loss(&r, ours),
+            peer["models"][theirs]["log_loss"].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 0.001, "{ours}: {a} against the peer's {b}");
+    }
+}
+
 /// LoL pro games, kills per death: raw skill at least as good as the best baseline in
 /// log-loss on the later window. The lake keeps each player's position as `role`, and the
 /// tuning chooses how roles are compared among the three ways, on the tuning window only.
