@@ -71,14 +71,14 @@ fn atp_raw_skill_beats_the_baselines() {
     assert!(ours < 0.61, "{ours}");
 }
 
-/// ATP at the baselines' defaults (`--no-tune`), scored on 2015-2019: our Elo (K = 32) and
-/// Glicko-2 (tau 0.5, one rating period a match) reproduce the peers' log-losses read from
+/// ATP at the baselines' defaults (`--no-tune`), scored on 2015-2019: our Elo (K = 32),
+/// Glicko-2 (tau 0.5, one rating period a match) and TrueSkill (the library's defaults at the
+/// data's draw rate, here 0 as the peer sets it) reproduce the peers' log-losses read from
 /// `../shared/peers/results/ratings.json` (`bench_ratings.py`, the same matches less the handful
-/// our lake quarantines). TrueSkill is not compared here: the peer sets its draw probability to
-/// 0, ours keeps the library default 0.1 untuned; nor Weng-Lin, whose openskill peer predicts
-/// with its own `predict_win`.
+/// our lake quarantines). Weng-Lin is not compared: its openskill peer predicts with its own
+/// `predict_win`.
 #[test]
-fn atp_elo_and_glicko2_at_their_defaults_reproduce_the_peers() {
+fn atp_baselines_at_their_defaults_reproduce_the_peers() {
     let (Some(real), Some(peers)) = (util::real_dir(), util::shared("peers/results")) else {
         return;
     };
@@ -109,6 +109,7 @@ fn atp_elo_and_glicko2_at_their_defaults_reproduce_the_peers() {
     for (ours, theirs, params) in [
         ("elo", "elo_k32", ("k", 32.0)),
         ("glicko2", "glicko2", ("tau", 0.5)),
+        ("trueskill", "trueskill", ("draw_probability", 0.0)),
     ] {
         let m = r["models"]
             .as_array()

@@ -388,7 +388,8 @@ fn score_baselines(cfg: &SkillConfig, h: &History, win: &Windows) -> Vec<ModelSc
                 ..kind.default_params()
             }]
         };
-        let mut best: Option<(BaselineParams, f64)> = None;
+        // Untuned, the one point (the defaults at the data's draw rate) is the model.
+        let mut best: Option<(BaselineParams, f64)> = (grid.len() == 1).then(|| (grid[0], 0.0));
         if grid.len() > 1 {
             // One replay per core, compared in grid order.
             let scored: Vec<f64> = grid
