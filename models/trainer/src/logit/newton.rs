@@ -20,7 +20,7 @@ use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, Slice};
 use rayon::prelude::*;
 
 /// Rows per range: the ranges are fixed (not per thread), so sums are reproducible.
-const RANGE_ROWS: usize = 1 << 15;
+const RANGE_ROWS: usize = 1 << 12;
 /// Rows per block inside a range (a block's scaled copy stays in cache).
 const BLOCK_ROWS: usize = 512;
 
