@@ -34,6 +34,26 @@ fn log_loss(r: &serde_json::Value, model: &str) -> f64 {
         .unwrap()
 }
 
+/// `mm fit skill` on the ATP lake with the peers' windows (tuned on 2005-2014, scored on
+/// 2015-2019), the share of points won as the metric, and `extra` flags.
+fn atp_fit(real: &Path, extra: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    ingest_ok(&lake, &[&real.join("atp-tour")]);
+    let mut args = vec![
+        "--metric",
+        "perf",
+        "--tune-from",
+        "2005-01-01",
+        "--tune-to",
+        "2015-01-01",
+        "--score-to",
+        "2019-12-31",
+    ];
+    args.extend_from_slice(extra);
+    fit(&lake, &dir.path().join("skill"), &args)
+}
+
 /// ATP, tuned on 2005-2014 and scored on 2015-2019, as the peers did: our Elo reproduces the
 /// peers' tuned Elo (log-loss 0.6114, `../shared/peers/results/ratings.json`), and raw skill on
 /// the share of points won beats every baseline.
@@ -42,23 +62,7 @@ fn atp_raw_skill_beats_the_baselines() {
     let Some(real) = util::real_dir() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let lake = dir.path().join("lake");
-    ingest_ok(&lake, &[&real.join("atp-tour")]);
-    let r = fit(
-        &lake,
-        &dir.path().join("skill"),
-        &[
-            "--metric",
-            "perf",
-            "--tune-from",
-            "2005-01-01",
-            "--tune-to",
-            "2015-01-01",
-            "--score-to",
-            "2019-12-31",
-        ],
-    );
+    let r = atp_fit(&real, &[]);
     let n = r["models"][0]["scored"]["n"].as_u64().unwrap();
     // The peers score 14,419 matches; our lake quarantines a handful of their rows.
     assert!((14_300..=14_419).contains(&n), "{n}");
@@ -85,24 +89,7 @@ fn atp_baselines_at_their_defaults_reproduce_the_peers() {
     let peer: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(peers.join("ratings.json")).unwrap())
             .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let lake = dir.path().join("lake");
-    ingest_ok(&lake, &[&real.join("atp-tour")]);
-    let r = fit(
-        &lake,
-        &dir.path().join("skill"),
-        &[
-            "--metric",
-            "perf",
-            "--no-tune",
-            "--tune-from",
-            "2005-01-01",
-            "--tune-to",
-            "2015-01-01",
-            "--score-to",
-            "2019-12-31",
-        ],
-    );
+    let r = atp_fit(&real, &["--no-tune"]);
     let n = r["models"][0]["scored"]["n"].as_u64().unwrap();
     assert_eq!(peer["models"]["elo_k32"]["n"], 14_419);
     assert!((14_400..=14_419).contains(&n), "{n}");

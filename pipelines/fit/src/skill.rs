@@ -380,29 +380,28 @@ fn score_baselines(cfg: &SkillConfig, h: &History, win: &Windows) -> Vec<ModelSc
         d as f64 / two.len().max(1) as f64
     };
     for &kind in &cfg.baselines {
-        let grid = if cfg.tune {
-            kind.grid(draw_rate)
-        } else {
-            vec![BaselineParams {
-                draw_probability: draw_rate,
-                ..kind.default_params()
-            }]
+        // Untuned: the defaults at the data's draw rate.
+        let untuned = BaselineParams {
+            draw_probability: draw_rate,
+            ..kind.default_params()
         };
-        // Untuned, the one point (the defaults at the data's draw rate) is the model.
-        let mut best: Option<(BaselineParams, f64)> = (grid.len() == 1).then(|| (grid[0], 0.0));
-        if grid.len() > 1 {
+        let p = if cfg.tune {
             // One replay per core, compared in grid order.
+            let grid = kind.grid(draw_rate);
             let scored: Vec<f64> = grid
                 .par_iter()
                 .map(|&p| run_baseline(h, p, win.tune_to, win).tune.metrics().log_loss)
                 .collect();
+            let mut best: Option<(BaselineParams, f64)> = None;
             for (p, ll) in grid.into_iter().zip(scored) {
                 if ll.is_finite() && best.is_none_or(|b| ll < b.1) {
                     best = Some((p, ll));
                 }
             }
-        }
-        let p = best.map_or(kind.default_params(), |b| b.0);
+            best.map_or(untuned, |b| b.0)
+        } else {
+            untuned
+        };
         let r = run_baseline(h, p, i64::MAX, win);
         if r.score.n == 0 {
             continue;
