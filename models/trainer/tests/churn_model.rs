@@ -110,6 +110,38 @@ fn calibrated_against_the_truth_and_ranks_as_the_truth_allows() {
     assert!(w < d && d < l, "{w} {d} {l}");
 }
 
+/// The cross-validation's looser stop (`cv_tolerance_per_row`) ranks the penalties as a
+/// tight one does: over several worlds, the same chosen C, the same model (the final fit runs
+/// to the tight tolerance either way) and cross-validated log-losses within 1e-5.
+#[test]
+fn the_cross_validations_looser_stop_chooses_as_a_tight_one() {
+    let spec = FeatureSpec::default();
+    let k = spec.names().len();
+    for seed in 0..4 {
+        let (x, y, _, g) = data(600, 40 + seed);
+        let x = Array2::from_shape_vec((y.len(), k), x).unwrap();
+        let loose = ChurnFitConfig {
+            c_grid: vec![1e-4, 1e-3, 1e-2, 1e-1, 1.0],
+            ..ChurnFitConfig::default()
+        };
+        assert!(loose.cv_tolerance_per_row > loose.tolerance_per_row);
+        let tight = ChurnFitConfig {
+            cv_tolerance_per_row: loose.tolerance_per_row,
+            ..loose.clone()
+        };
+        let a = ChurnModel::fit(spec, x.view(), &y, &g, &loose).unwrap();
+        let b = ChurnModel::fit(spec, x.view(), &y, &g, &tight).unwrap();
+        assert_eq!(a.c, b.c, "seed {seed}: {:?} against {:?}", a.grid, b.grid);
+        assert_eq!(a.coef, b.coef);
+        for (p, q) in a.grid.iter().zip(&b.grid) {
+            assert!(
+                (p.cv_log_loss - q.cv_log_loss).abs() < 1e-5,
+                "seed {seed}: {p:?} against {q:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn refuses_bad_shapes_and_single_class() {
     let spec = FeatureSpec {
