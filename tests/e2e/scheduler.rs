@@ -341,7 +341,8 @@ fn retrain_runs_its_stages_with_their_tables_of_the_config_file() {
     std::fs::write(
         dir.path().join("mm.toml"),
         "[fit.skill]\nno-tune = true\nhalf-life = 7\nbaselines = \"none\"\n\n\
-         [fit.churn]\nhorizon = \"4h\"\nhistory = 5\nc-grid = [0.5]\nout = \"elsewhere\"\n",
+         [fit.churn]\nhorizon = \"4h\"\nhistory = 5\nc-grid = [0.5]\nout = \"elsewhere\"\n\
+         lake = \"other/lake\"\n",
     )
     .unwrap();
     let s = sample();
@@ -356,10 +357,11 @@ fn retrain_runs_its_stages_with_their_tables_of_the_config_file() {
         "{err}"
     );
     assert!(
-        err.contains("mm.toml: fit churn: out: mm retrain sets these itself"),
+        err.contains("mm.toml: fit churn: lake, out: mm retrain sets these itself"),
         "{err}"
     );
     assert!(!dir.path().join("elsewhere").exists());
+    assert!(!dir.path().join("other").exists());
     let json = |p: &str| -> serde_json::Value {
         let f = dir.path().join("out/retrain/default").join(p);
         serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()

@@ -386,9 +386,9 @@ pub fn warn_renamed(argv: &[OsString], command: &[String]) {
     }
 }
 
-/// The commands `mm retrain` runs as stages, with the settings it sets itself in each (its
-/// own flags or the run's folders, cutoff and snapshot): a config file's value for one of
-/// those is not read, and a warning says so.
+/// The commands `mm retrain` runs as stages, with the settings it sets itself in each (the
+/// run's folders, cutoff and snapshot; also every flag of `mm retrain` itself): a config
+/// file's value for one of those in a stage's table is not read, and a warning says so.
 const STAGES: [(&[&str], &[&str]); 3] = [
     (&["ingest", "retrain-inputs"], &["inputs"]),
     (&["fit", "skill"], &["out", "until", "as-of"]),
@@ -430,6 +430,7 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
     for a in root.get_arguments() {
         own.extend(a.get_long().map(str::to_string));
     }
+    let table = read_table(file)?;
     for (path, set_by_run) in STAGES {
         let mut argv: Vec<OsString> = vec!["mm".into(), "--config".into(), file.into()];
         argv.extend(path.iter().map(OsString::from));
@@ -456,12 +457,17 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
             .filter(|s| s.source.starts_with("config"))
             .map(|s| s.key.as_str())
             .collect();
-        // Keys mm retrain has itself (`lake`, `mode`, the global flags) are its own; the skill
-        // fit's metric applies when mm retrain is not given one.
+        // Keys mm retrain has itself (`lake`, `mode`, the global flags) are its own: at the top
+        // level they are the same value for both, in a stage's table they are not read (and
+        // said so). The skill fit's metric applies when mm retrain is not given one.
+        let words: Vec<String> = path.iter().map(|p| (*p).to_string()).collect();
+        let depth = applicable(&table, &words);
         let (read, ignored): (Vec<&str>, Vec<&str>) = from_file
             .iter()
-            .filter(|k| !own.contains(**k) || **k == "metric")
-            .partition(|k| !set_by_run.contains(k));
+            .filter(|k| {
+                !own.contains(**k) || **k == "metric" || depth.get(**k).is_some_and(|d| d.1 > 0)
+            })
+            .partition(|k| !set_by_run.contains(k) && (!own.contains(**k) || **k == "metric"));
         let name = r_path(path);
         if !read.is_empty() {
             out.read.push(format!("{name}: {}", read.join(", ")));

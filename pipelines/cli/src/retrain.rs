@@ -20,8 +20,8 @@ pub fn run(
         }
         for i in &stages.ignored {
             tracing::warn!(
-                "{}: {i}: mm retrain sets these itself for each mode (its folders, cutoff and \
-                 snapshot) and does not read them",
+                "{}: {i}: mm retrain sets these itself (its own flags, and for each mode its \
+                 folders, cutoff and snapshot) and does not read them",
                 f.display()
             );
         }
