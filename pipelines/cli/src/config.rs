@@ -202,6 +202,91 @@ fn read_table(path: &Path) -> Result<toml::Table> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// The flags that carry the config file's `values` for the command's `args` (those neither the
+/// command line nor the environment gave), and the ids they set into `injected`.
+fn file_flags(
+    args: &[&clap::Arg],
+    m1: &ArgMatches,
+    values: &BTreeMap<String, (toml::Value, usize)>,
+    f: &Path,
+    injected: &mut HashSet<String>,
+) -> Result<Vec<OsString>> {
+    let mut extra: Vec<OsString> = Vec::new();
+    for a in args {
+        let long = a.get_long().unwrap_or_default();
+        // A renamed flag's old spelling still applies, with a warning, in the command's own
+        // table: at the top level it names the other command's flag.
+        let old = || {
+            let aliases = a.get_all_aliases().unwrap_or_default();
+            aliases.into_iter().find_map(|al| {
+                values.get(al).filter(|(_, depth)| *depth > 0).inspect(|_| {
+                    eprintln!(
+                        "mm: warning: {}: `{al}` is now `{long}` (the old name is still read, \
+                         and will not be in a later release)",
+                        f.display()
+                    );
+                })
+            })
+        };
+        let Some((v, _)) = values.get(long).or_else(old) else {
+            continue;
+        };
+        if matches!(
+            m1.value_source(a.get_id().as_str()),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        for t in tokens(long, a.get_action(), v, f)? {
+            extra.push(t.into());
+        }
+        injected.insert(a.get_id().to_string());
+    }
+    Ok(extra)
+}
+
+/// One setting as the command will run with it, and where its value came from: `m1` is the
+/// command line alone, `m2` with the config file's flags (`injected`) added.
+fn setting(
+    a: &clap::Arg,
+    m1: &ArgMatches,
+    m2: &ArgMatches,
+    injected: &HashSet<String>,
+    file: Option<&Path>,
+) -> Setting {
+    let id = a.get_id().as_str();
+    let value = m2.get_raw(id).map(|vs| {
+        vs.map(|v| v.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let source = if m1.value_source(id) == Some(ValueSource::CommandLine) {
+        "command line".to_string()
+    } else if injected.contains(id) {
+        format!(
+            "config {}",
+            file.map_or_else(String::new, |f| f.display().to_string())
+        )
+    } else {
+        match m2.value_source(id) {
+            Some(ValueSource::EnvVariable) => format!(
+                "environment {}",
+                a.get_env()
+                    .map_or_else(String::new, |e| e.to_string_lossy().into_owned())
+            ),
+            Some(ValueSource::DefaultValue) => "default".to_string(),
+            Some(_) => "command line".to_string(),
+            None => "unset".to_string(),
+        }
+    };
+    Setting {
+        key: a.get_long().unwrap_or_default().to_string(),
+        value,
+        source,
+        list: a.get_value_delimiter().is_some(),
+    }
+}
+
 /// Parses `argv` with the config file applied. `lenient` (for `mm config show`) lets required
 /// flags stay missing.
 ///
@@ -249,37 +334,7 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
         let table = read_table(f).map_err(Failure::Config)?;
         check_table(&table, &root, &global_longs, f).map_err(Failure::Config)?;
         let values = applicable(&table, &path);
-        let mut extra: Vec<OsString> = Vec::new();
-        for a in &args {
-            let long = a.get_long().unwrap_or_default();
-            // A renamed flag's old spelling still applies, with a warning, in the command's
-            // own table: at the top level it names the other command's flag.
-            let old = || {
-                let aliases = a.get_all_aliases().unwrap_or_default();
-                aliases.into_iter().find_map(|al| {
-                    values.get(al).filter(|(_, depth)| *depth > 0).inspect(|_| {
-                        eprintln!(
-                            "mm: warning: {}: `{al}` is now `{long}` (the old name is still read, \
-                             and will not be in a later release)",
-                            f.display()
-                        );
-                    })
-                })
-            };
-            let Some((v, _)) = values.get(long).or_else(old) else {
-                continue;
-            };
-            if matches!(
-                m1.value_source(a.get_id().as_str()),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            ) {
-                continue;
-            }
-            for t in tokens(long, a.get_action(), v, f).map_err(Failure::Config)? {
-                extra.push(t.into());
-            }
-            injected.insert(a.get_id().to_string());
-        }
+        let extra = file_flags(&args, m1, &values, f, &mut injected).map_err(Failure::Config)?;
         let at = argv2.iter().position(|a| a == "--").unwrap_or(argv2.len());
         argv2.splice(at..at, extra);
     }
@@ -313,40 +368,7 @@ pub fn resolve(argv: &[OsString], lenient: bool) -> std::result::Result<Resolved
     let (m2leaf, _, _) = leaf(&m2, &root);
     let settings = args
         .iter()
-        .map(|a| {
-            let id = a.get_id().as_str();
-            let value = m2leaf.get_raw(id).map(|vs| {
-                vs.map(|v| v.to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            });
-            let source = if m1.value_source(id) == Some(ValueSource::CommandLine) {
-                "command line".to_string()
-            } else if injected.contains(id) {
-                format!(
-                    "config {}",
-                    file.as_deref()
-                        .map_or_else(String::new, |f| f.display().to_string())
-                )
-            } else {
-                match m2leaf.value_source(id) {
-                    Some(ValueSource::EnvVariable) => format!(
-                        "environment {}",
-                        a.get_env()
-                            .map_or_else(String::new, |e| e.to_string_lossy().into_owned())
-                    ),
-                    Some(ValueSource::DefaultValue) => "default".to_string(),
-                    Some(_) => "command line".to_string(),
-                    None => "unset".to_string(),
-                }
-            };
-            Setting {
-                key: a.get_long().unwrap_or_default().to_string(),
-                value,
-                source,
-                list: a.get_value_delimiter().is_some(),
-            }
-        })
+        .map(|a| setting(a, m1, m2leaf, &injected, file.as_deref()))
         .collect();
     Ok(Resolved {
         cli,
