@@ -175,72 +175,7 @@ pub fn run(cmd: &ModelsCmd, out: &Output) -> Result<()> {
 
 fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
     match cmd {
-        ModelsCmd::List(sel) => {
-            // Without --name, every model under --models, one table each.
-            let mut rows = Vec::new();
-            let mut roots = Vec::new();
-            for (name, store) in stores(sel)? {
-                roots.push((name.clone(), store.root().display().to_string()));
-                let latest = store.latest()?;
-                for v in store.versions()? {
-                    let m = mm_artifact::load::read_manifest(&store.dir(&v));
-                    let (m, error) = match m {
-                        Ok(m) => (Some(m), None),
-                        Err(e) => (None, Some(e.to_string())),
-                    };
-                    rows.push(ListRow {
-                        name: name.clone(),
-                        latest: latest.as_ref() == Some(&v),
-                        version: v,
-                        created_at: m.as_ref().map(|m| m.created_at.clone()),
-                        players: m.as_ref().map(|m| m.data.players),
-                        churn_auc: m.as_ref().and_then(|m| metric(m, &["churn", "auc"])),
-                        churn_ece: m
-                            .as_ref()
-                            .and_then(|m| metric(m, &["churn", "scored", "ece"])),
-                        skill_log_loss: m.as_ref().and_then(|m| {
-                            m.metrics
-                                .get("skill")?
-                                .get("models")?
-                                .get(0)?
-                                .get("scored")?
-                                .get("log_loss")?
-                                .as_f64()
-                        }),
-                        error,
-                    });
-                }
-            }
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
-            }
-            let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
-            for (name, root) in roots {
-                println!("{root}");
-                println!(
-                    "  {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}",
-                    "version", "created", "players", "churn AUC", "churn ECE", "skill LL"
-                );
-                for r in rows.iter().filter(|r| r.name == name) {
-                    println!(
-                        "{} {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}{}",
-                        if r.latest { "*" } else { " " },
-                        r.version,
-                        r.created_at.clone().unwrap_or_default(),
-                        r.players.map_or("-".into(), |p| p.to_string()),
-                        f(r.churn_auc),
-                        f(r.churn_ece),
-                        f(r.skill_log_loss),
-                        r.error
-                            .as_ref()
-                            .map(|e| format!("  UNREADABLE: {e}"))
-                            .unwrap_or_default()
-                    );
-                }
-            }
-            Ok(())
-        }
+        ModelsCmd::List(sel) => list(sel, out),
         ModelsCmd::Show { version, sel } => {
             let store = store(sel)?;
             let v = version_or_latest(&store, version.as_ref())?;
@@ -248,45 +183,7 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&m)?);
             Ok(())
         }
-        ModelsCmd::Verify { version, all, sel } => {
-            let store = store(sel)?;
-            let versions = if *all {
-                store.versions()?
-            } else {
-                vec![version_or_latest(&store, version.as_ref())?]
-            };
-            let mut failed = Vec::new();
-            let mut results = BTreeMap::new();
-            for v in &versions {
-                match store.open(v) {
-                    Ok(a) => {
-                        results.insert(v.clone(), "ok".to_string());
-                        if !out.json {
-                            println!(
-                                "{v}: ok ({} files, {} players, format {})",
-                                a.manifest.files.len() + 1,
-                                a.snapshot.len(),
-                                a.manifest.format_version
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        results.insert(v.clone(), e.to_string());
-                        if !out.json {
-                            println!("{v}: REFUSED: {e}");
-                        }
-                        failed.push(e);
-                    }
-                }
-            }
-            if out.json {
-                println!("{}", serde_json::to_string_pretty(&results)?);
-            }
-            match failed.into_iter().next() {
-                Some(e) => Err(e.into()),
-                None => Ok(()),
-            }
-        }
+        ModelsCmd::Verify { version, all, sel } => verify(version.as_ref(), *all, sel, out),
         ModelsCmd::Promote { version, sel } => {
             let store = store(sel)?;
             store.promote(version)?;
@@ -310,6 +207,116 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// `mm models list`: every version of each model, LATEST starred; unreadable ones named.
+fn list(sel: &ModelSel, out: &Output) -> Result<()> {
+    // Without --name, every model under --models, one table each.
+    let mut rows = Vec::new();
+    let mut roots = Vec::new();
+    for (name, store) in stores(sel)? {
+        roots.push((name.clone(), store.root().display().to_string()));
+        let latest = store.latest()?;
+        for v in store.versions()? {
+            let m = mm_artifact::load::read_manifest(&store.dir(&v));
+            let (m, error) = match m {
+                Ok(m) => (Some(m), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            rows.push(ListRow {
+                name: name.clone(),
+                latest: latest.as_ref() == Some(&v),
+                version: v,
+                created_at: m.as_ref().map(|m| m.created_at.clone()),
+                players: m.as_ref().map(|m| m.data.players),
+                churn_auc: m.as_ref().and_then(|m| metric(m, &["churn", "auc"])),
+                churn_ece: m
+                    .as_ref()
+                    .and_then(|m| metric(m, &["churn", "scored", "ece"])),
+                skill_log_loss: m.as_ref().and_then(|m| {
+                    m.metrics
+                        .get("skill")?
+                        .get("models")?
+                        .get(0)?
+                        .get("scored")?
+                        .get("log_loss")?
+                        .as_f64()
+                }),
+                error,
+            });
+        }
+    }
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
+    for (name, root) in roots {
+        println!("{root}");
+        println!(
+            "  {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}",
+            "version", "created", "players", "churn AUC", "churn ECE", "skill LL"
+        );
+        for r in rows.iter().filter(|r| r.name == name) {
+            println!(
+                "{} {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}{}",
+                if r.latest { "*" } else { " " },
+                r.version,
+                r.created_at.clone().unwrap_or_default(),
+                r.players.map_or("-".into(), |p| p.to_string()),
+                f(r.churn_auc),
+                f(r.churn_ece),
+                f(r.skill_log_loss),
+                r.error
+                    .as_ref()
+                    .map(|e| format!("  UNREADABLE: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `mm models verify`: each version opened as a service would open it; the first refusal is
+/// the command's error.
+fn verify(version: Option<&String>, all: bool, sel: &ModelSel, out: &Output) -> Result<()> {
+    let store = store(sel)?;
+    let versions = if all {
+        store.versions()?
+    } else {
+        vec![version_or_latest(&store, version)?]
+    };
+    let mut failed = Vec::new();
+    let mut results = BTreeMap::new();
+    for v in &versions {
+        match store.open(v) {
+            Ok(a) => {
+                results.insert(v.clone(), "ok".to_string());
+                if !out.json {
+                    println!(
+                        "{v}: ok ({} files, {} players, format {})",
+                        a.manifest.files.len() + 1,
+                        a.snapshot.len(),
+                        a.manifest.format_version
+                    );
+                }
+            }
+            Err(e) => {
+                results.insert(v.clone(), e.to_string());
+                if !out.json {
+                    println!("{v}: REFUSED: {e}");
+                }
+                failed.push(e);
+            }
+        }
+    }
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    }
+    match failed.into_iter().next() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 
