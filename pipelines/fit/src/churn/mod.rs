@@ -399,6 +399,85 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     );
     let counts = count_rows(files, score_from)?;
     let keep = (cfg.max_train_rows as f64 / counts.candidates.max(1) as f64).min(1.0);
+    let fitted = fit_on_sample(cfg, files, spec, score_from, keep, &counts)?;
+    let model = &fitted.model;
+
+    std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
+    let sc = score::score(cfg, files, &names, model, score_from, keep, build.rows)?;
+    let (exported, refit) = if cfg.refit {
+        refit_on_every_row(cfg, files, &names, model, &counts)?
+    } else {
+        (model.clone(), None)
+    };
+    let outputs = write::write_model_and_state(cfg, &exported, &build, sc.table)?;
+    let mut report = ChurnReport {
+        lake: cfg.lake.clone(),
+        lake_version: lake.version(),
+        mode: cfg.mode.clone(),
+        horizon: cfg.horizon.clone(),
+        rows: counts.rows,
+        censored: counts.censored,
+        train_rows: fitted.train_rows,
+        train_rows_unused: fitted.unused,
+        score_rows: counts.score,
+        train_from_ms: tmin,
+        score_from_ms: score_from,
+        data_end_ms: tmax,
+        churn_rate_train: fitted.churn_rate_train,
+        churn_rate_score: counts.score_pos as f64 / counts.score as f64,
+        c: model.c,
+        grid: model.grid.clone(),
+        scored: sc.all.score.metrics(),
+        auc: sc.all.auc.auc(),
+        reliability: sc.all.score.reliability(),
+        truth: sc.truth,
+        by_party: sc
+            .by_party
+            .iter()
+            .map(|(k, g)| g.result((*k).to_string()))
+            .collect(),
+        by_skill_decile: sc
+            .by_skill
+            .iter()
+            .map(|(d, g)| g.result(format!("{}-{}", d * 10, d * 10 + 10)))
+            .collect(),
+        by_last_three: sc
+            .by_three
+            .iter()
+            .map(|(k, g)| g.result(k.clone()))
+            .collect(),
+        refit,
+        build: build_info,
+        features_seconds,
+        fit_seconds: fitted.seconds,
+        total_seconds: 0.0,
+        peak_rss_bytes: None,
+        outputs: Vec::new(),
+    };
+    write::write_report(cfg, &mut report, &exported, outputs, t0)?;
+    Ok(report)
+}
+
+/// The churn model fitted on the training window's sample, and what the report says of it.
+struct Fitted {
+    model: ChurnModel,
+    train_rows: u64,
+    churn_rate_train: f64,
+    unused: u64,
+    seconds: f64,
+}
+
+/// Reads the bounded player-hash sample of the labelled rows before `score_from` (`keep` of
+/// the players) and fits the model on it, its C by cross-validation.
+fn fit_on_sample(
+    cfg: &ChurnConfig,
+    files: &[PathBuf],
+    spec: FeatureSpec,
+    score_from: i64,
+    keep: f64,
+    counts: &sample::Counts,
+) -> Result<Fitted, FitError> {
+    let names = spec.names();
     let t_fit = Instant::now();
     let sample = training_sample(files, &names, score_from, keep)?;
     tracing::info!(
@@ -431,61 +510,13 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
         "churn model fitted (C = {})",
         model.c
     );
-
-    std::fs::create_dir_all(&cfg.out).map_err(out_err(&cfg.out))?;
-    let sc = score::score(cfg, files, &names, &model, score_from, keep, build.rows)?;
-    let (exported, refit) = if cfg.refit {
-        refit_on_every_row(cfg, files, &names, &model, &counts)?
-    } else {
-        (model.clone(), None)
-    };
-    let outputs = write::write_model_and_state(cfg, &exported, &build, sc.table)?;
-    let mut report = ChurnReport {
-        lake: cfg.lake.clone(),
-        lake_version: lake.version(),
-        mode: cfg.mode.clone(),
-        horizon: cfg.horizon.clone(),
-        rows: counts.rows,
-        censored: counts.censored,
+    Ok(Fitted {
+        model,
         train_rows,
-        train_rows_unused: unused,
-        score_rows: counts.score,
-        train_from_ms: tmin,
-        score_from_ms: score_from,
-        data_end_ms: tmax,
         churn_rate_train,
-        churn_rate_score: counts.score_pos as f64 / counts.score as f64,
-        c: model.c,
-        grid: model.grid.clone(),
-        scored: sc.all.score.metrics(),
-        auc: sc.all.auc.auc(),
-        reliability: sc.all.score.reliability(),
-        truth: sc.truth,
-        by_party: sc
-            .by_party
-            .iter()
-            .map(|(k, g)| g.result((*k).to_string()))
-            .collect(),
-        by_skill_decile: sc
-            .by_skill
-            .iter()
-            .map(|(d, g)| g.result(format!("{}-{}", d * 10, d * 10 + 10)))
-            .collect(),
-        by_last_three: sc
-            .by_three
-            .iter()
-            .map(|(k, g)| g.result(k.clone()))
-            .collect(),
-        refit,
-        build: build_info,
-        features_seconds,
-        fit_seconds,
-        total_seconds: 0.0,
-        peak_rss_bytes: None,
-        outputs: Vec::new(),
-    };
-    write::write_report(cfg, &mut report, &exported, outputs, t0)?;
-    Ok(report)
+        unused,
+        seconds: fit_seconds,
+    })
 }
 
 /// The exported model: `model` refitted at its C on every labelled row, the scoring window's
