@@ -325,6 +325,75 @@ fn snapshot(
     Ok(players)
 }
 
+/// Refuses a skill fit and a churn fit that are not of the same mode and lake snapshot.
+fn same_fit(
+    cfg: &ExportConfig,
+    skill_metrics: &serde_json::Value,
+    churn_metrics: &serde_json::Value,
+    churn_mode: Option<&str>,
+) -> Result<(), FitError> {
+    let skill_mode = skill_metrics
+        .get("mode")
+        .and_then(serde_json::Value::as_str);
+    if skill_mode != churn_mode {
+        return Err(input_err(
+            &cfg.churn.join("churn_model.json"),
+            format!(
+                "mode {:?}, but the skill fit's is {:?}: export fits of the same mode",
+                churn_mode, skill_mode
+            ),
+        ));
+    }
+    let version_of =
+        |m: &serde_json::Value| m.get("lake_version").and_then(serde_json::Value::as_i64);
+    if let (Some(s), Some(c)) = (version_of(skill_metrics), version_of(churn_metrics))
+        && s != c
+    {
+        return Err(input_err(
+            &cfg.churn.join("churn_metrics.json"),
+            format!(
+                "the churn fit read lake version {c}, the skill fit version {s}: fit both on one \
+                 snapshot (--as-of {s})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What the artifact was fitted on, from the two fits' metrics.
+fn data_window(
+    skill_metrics: &serde_json::Value,
+    churn_metrics: &serde_json::Value,
+    as_of: i64,
+    players: usize,
+) -> DataWindow {
+    DataWindow {
+        lake: churn_metrics
+            .get("lake")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        lake_version: churn_metrics
+            .get("lake_version")
+            .and_then(serde_json::Value::as_i64),
+        first_match_ms: churn_metrics
+            .get("train_from_ms")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or_default(),
+        last_match_ms: as_of,
+        rows: u64_at(skill_metrics, "player_matches"),
+        matches: u64_at(skill_metrics, "matches"),
+        players: players as u64,
+        // The rows the exported model was fitted on: the refit's when there was one.
+        churn_train_rows: churn_metrics
+            .get("refit")
+            .and_then(|r| r.get("rows"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| u64_at(churn_metrics, "train_rows")),
+        churn_censored_rows: u64_at(churn_metrics, "censored"),
+    }
+}
+
 /// Exports and publishes one version.
 ///
 /// # Errors
@@ -337,32 +406,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     let churn_path = cfg.churn.join("churn_model.json");
     let churn: ChurnModelFile = read_json(&churn_path)?;
     let churn_metrics: serde_json::Value = read_json(&cfg.churn.join("churn_metrics.json"))?;
-    let skill_mode = skill_metrics
-        .get("mode")
-        .and_then(serde_json::Value::as_str)
-        .map(String::from);
-    if skill_mode != churn.mode {
-        return Err(input_err(
-            &churn_path,
-            format!(
-                "mode {:?}, but the skill fit's is {:?}: export fits of the same mode",
-                churn.mode, skill_mode
-            ),
-        ));
-    }
-    let version_of =
-        |m: &serde_json::Value| m.get("lake_version").and_then(serde_json::Value::as_i64);
-    if let (Some(s), Some(c)) = (version_of(&skill_metrics), version_of(&churn_metrics))
-        && s != c
-    {
-        return Err(input_err(
-            &cfg.churn.join("churn_metrics.json"),
-            format!(
-                "the churn fit read lake version {c}, the skill fit version {s}: fit both on one \
-                 snapshot (--as-of {s})"
-            ),
-        ));
-    }
+    same_fit(cfg, &skill_metrics, &churn_metrics, churn.mode.as_deref())?;
     let history = churn.model.spec.history;
     let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
     let win_skill = team.model.is_some_and(|t| t.basis == SkillBasis::WinSkill);
@@ -427,31 +471,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         code_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: churn.mode.clone(),
-        data: DataWindow {
-            lake: churn_metrics
-                .get("lake")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            lake_version: churn_metrics
-                .get("lake_version")
-                .and_then(serde_json::Value::as_i64),
-            first_match_ms: churn_metrics
-                .get("train_from_ms")
-                .and_then(serde_json::Value::as_i64)
-                .unwrap_or_default(),
-            last_match_ms: as_of,
-            rows: u64_at(&skill_metrics, "player_matches"),
-            matches: u64_at(&skill_metrics, "matches"),
-            players: players.len() as u64,
-            // The rows the exported model was fitted on: the refit's when there was one.
-            churn_train_rows: churn_metrics
-                .get("refit")
-                .and_then(|r| r.get("rows"))
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or_else(|| u64_at(&churn_metrics, "train_rows")),
-            churn_censored_rows: u64_at(&churn_metrics, "censored"),
-        },
+        data: data_window(&skill_metrics, &churn_metrics, as_of, players.len()),
         snapshot_as_of_ms: as_of,
         feature_names: churn.model.feature_names.clone(),
         metrics,
