@@ -410,12 +410,15 @@ pub fn warn_renamed(argv: &[OsString], command: &[String]) {
 
 /// The commands `mm retrain` runs as stages, with the settings it sets itself in each (the
 /// run's folders, cutoff and snapshot; also every flag of `mm retrain` itself): a config
-/// file's value for one of those in a stage's table is not read, and a warning says so.
-const STAGES: [(&[&str], &[&str]); 3] = [
-    (&["ingest", "retrain-inputs"], &["inputs"]),
-    (&["fit", "skill"], &["out", "until", "as-of"]),
+/// file's value for one of those in a stage's table is not read, and a warning says so. Each
+/// stage: its command, a placeholder for what the command requires and the run supplies
+/// (`mm ingest`'s inputs), and the settings the run sets itself.
+const STAGES: [(&str, &[&str], &[&str]); 3] = [
+    ("ingest", &["retrain-inputs"], &[]),
+    ("fit skill", &[], &["out", "until", "as-of"]),
     (
-        &["fit", "churn"],
+        "fit churn",
+        &[],
         &["out", "until", "as-of", "skill", "no-skill", "score-from"],
     ),
 ];
@@ -453,9 +456,13 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
         own.extend(a.get_long().map(str::to_string));
     }
     let table = read_table(file)?;
-    for (path, set_by_run) in STAGES {
+    for (name, required, set_by_run) in STAGES {
         let mut argv: Vec<OsString> = vec!["mm".into(), "--config".into(), file.into()];
-        argv.extend(path.iter().map(OsString::from));
+        argv.extend(
+            name.split(' ')
+                .chain(required.iter().copied())
+                .map(OsString::from),
+        );
         let r = match resolve(&argv, false) {
             Ok(r) => r,
             Err(Failure::Config(e)) => return Err(e),
@@ -463,7 +470,7 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
                 return Err(mm_retrain::RetrainError::Input(format!(
                     "{}: the settings of `mm {}` in it (mm retrain runs it): {}",
                     file.display(),
-                    r_path(path),
+                    name,
                     e.to_string()
                         .lines()
                         .next()
@@ -482,7 +489,7 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
         // Keys mm retrain has itself (`lake`, `mode`, the global flags) are its own: at the top
         // level they are the same value for both, in a stage's table they are not read (and
         // said so). The skill fit's metric applies when mm retrain is not given one.
-        let words: Vec<String> = path.iter().map(|p| (*p).to_string()).collect();
+        let words: Vec<String> = name.split(' ').map(str::to_string).collect();
         let depth = applicable(&table, &words);
         let (read, ignored): (Vec<&str>, Vec<&str>) = from_file
             .iter()
@@ -490,7 +497,6 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
                 !own.contains(**k) || **k == "metric" || depth.get(**k).is_some_and(|d| d.1 > 0)
             })
             .partition(|k| !set_by_run.contains(k) && (!own.contains(**k) || **k == "metric"));
-        let name = r_path(path);
         if !read.is_empty() {
             out.read.push(format!("{name}: {}", read.join(", ")));
         }
@@ -513,15 +519,6 @@ pub fn stage_args(file: &Path) -> Result<StageArgs> {
         }
     }
     Ok(out)
-}
-
-/// A stage's command as the user types it (`fit churn`), without the placeholder input.
-fn r_path(path: &[&str]) -> String {
-    path.iter()
-        .copied()
-        .filter(|p| *p != "retrain-inputs")
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// `mm config show [COMMAND…]`: the settings the command would run with, and their sources.

@@ -323,6 +323,11 @@ impl FitChurnModel for ChurnModel {
         let mut scores = vec![BinaryScore::default(); k];
         let mut preds: Vec<Vec<f64>> = vec![Vec::new(); k];
         let mut labels = Vec::new();
+        // The cross-validation's fits stop at their own, looser tolerance.
+        let cv = ChurnFitConfig {
+            tolerance_per_row: cfg.cv_tolerance_per_row,
+            ..cfg.clone()
+        };
         for f in 0..cfg.folds {
             let (tr, va): (Vec<usize>, Vec<usize>) = cv_rows
                 .iter()
@@ -336,10 +341,6 @@ impl FitChurnModel for ChurnModel {
             }
             // One copy of the fold's training rows serves every C.
             let xt = x.select(ndarray::Axis(0), &tr);
-            let cv = ChurnFitConfig {
-                tolerance_per_row: cfg.cv_tolerance_per_row,
-                ..cfg.clone()
-            };
             labels.extend(va.iter().map(|&i| y[i]));
             // The grid's penalties in increasing C, each fit started from the previous one's
             // optimum (the same convex problem with a neighbouring penalty): the optimum is the
