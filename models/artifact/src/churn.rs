@@ -30,6 +30,24 @@ pub struct ChurnModel {
     pub positives: u64,
     /// Rows the cross-validation used.
     pub cv_rows: u64,
+    /// Churn after a close and after a blowout loss (absent before format 6): then both are
+    /// the loss's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blowout: Option<BlowoutShift>,
+}
+
+/// How a loss's churn differs by whether it was a blowout: on a loss row the model's log-odds
+/// `z` become `z + close` after a close loss and `z + close + blowout` after a blowout loss.
+/// Fitted after the model, on its training rows that are losses, with `z` held fixed (an
+/// offset), so the model itself is unchanged: `close` takes back the blowouts' share of the
+/// loss coefficient, `blowout` is what a blowout adds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BlowoutShift {
+    pub close: f64,
+    pub blowout: f64,
+    /// Loss rows it was fitted on, and how many were blowouts.
+    pub losses: u64,
+    pub blowouts: u64,
 }
 
 impl ChurnModel {
@@ -55,6 +73,26 @@ impl ChurnModel {
             self.spec.set_outcome(&mut r, o);
             self.predict(&r)
         })
+    }
+
+    /// [`Self::counterfactual`], and with a [`BlowoutShift`] the churn after a close and after a
+    /// blowout loss.
+    #[must_use]
+    pub fn counterfactual_blowout(&self, row: &[f64]) -> ([f64; 3], Option<[f64; 2]>) {
+        let plain = self.counterfactual(row);
+        let split = self.blowout.map(|b| {
+            let mut r = row.to_vec();
+            self.spec.set_outcome(&mut r, Outcome3::Loss);
+            let z = self.intercept
+                + r.iter()
+                    .zip(&self.mean)
+                    .zip(&self.scale)
+                    .zip(&self.coef)
+                    .map(|(((x, m), s), w)| (x - m) / s * w)
+                    .sum::<f64>();
+            [sigmoid(z + b.close), sigmoid(z + b.close + b.blowout)]
+        });
+        (plain, split)
     }
 }
 

@@ -245,7 +245,13 @@ fn check_churn(
                 ("intercept".to_string(), &m.intercept),
                 ("c".to_string(), &m.c),
                 ("blowout_margin".to_string(), &c.blowout_margin),
-            ]),
+            ])
+            .chain(m.blowout.iter().flat_map(|b| {
+                [
+                    ("blowout.close".to_string(), &b.close),
+                    ("blowout.blowout".to_string(), &b.blowout),
+                ]
+            })),
     )?;
     if let Some((n, _)) = m
         .feature_names
@@ -356,6 +362,9 @@ impl Artifact {
             let d = t
                 .draw
                 .map_or([0.0, 0.0], |d| [d.intercept, d.abs_diff_coef]);
+            let b = t
+                .blowout
+                .map_or([0.0, 0.0, 0.0], |b| [b.margin, b.intercept, b.coef]);
             check_finite(
                 &tp,
                 [
@@ -364,6 +373,9 @@ impl Artifact {
                     ("party_spread_coef".to_string(), &t.party_spread_coef),
                     ("draw.intercept".to_string(), &d[0]),
                     ("draw.abs_diff_coef".to_string(), &d[1]),
+                    ("blowout.margin".to_string(), &b[0]),
+                    ("blowout.intercept".to_string(), &b[1]),
+                    ("blowout.coef".to_string(), &b[2]),
                 ],
             )?;
         }

@@ -15,7 +15,10 @@ use sha2::{Digest, Sha256};
 /// 5 added the win skill: a team win model that reads it (`basis: win-skill`) and the
 /// snapshot's `win_skill` column; a format-4 reader refuses that snapshot's columns, so such an
 /// artifact needs a format-5 reader, and one whose model reads raw skill is written as before.
-pub const FORMAT_VERSION: u32 = 5;
+/// 6 added the blowout terms (the team win model's `blowout`, the churn model's `blowout`):
+/// a format-5 reader does not know them and reads the rest as before (team EOMM then weighs
+/// every loss alike), so they raise no reader format.
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest reader format that reads every artifact this crate writes.
 pub const MIN_READER_FORMAT: u32 = 5;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::churn::{ChurnModel, GridPoint};
+use crate::churn::{BlowoutShift, ChurnModel, GridPoint};
 use crate::features::{FeatureSpec, Outcome3, Played};
 use crate::load::{
     CHURN_FILE, ChurnFile, PARTY_FILE, PERCENTILES_FILE, PLAYERS_FILE, SKILL_FILE, SkillFile,
@@ -13,7 +13,7 @@ use crate::manifest::{DataWindow, FORMAT_VERSION, MIN_READER_FORMAT, Manifest};
 use crate::percentile::PercentileMap;
 use crate::skill::RawSkillParams;
 use crate::snapshot::{PlayerState, Snapshot, write_snapshot};
-use crate::team::{DrawModel, SkillBasis, TeamWinModel};
+use crate::team::{BlowoutModel, DrawModel, SkillBasis, TeamWinModel};
 
 /// splitmix64: enough for synthetic data (and the tests' and benches' random matches).
 #[derive(Debug, Clone)]
@@ -130,6 +130,12 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
             rows: 1000,
             positives: 220,
             cv_rows: 1000,
+            blowout: Some(BlowoutShift {
+                close: -0.05,
+                blowout: 0.4,
+                losses: 480,
+                blowouts: 60,
+            }),
         },
     };
     let skills: Vec<f64> = (0..1000).map(|_| (r.unit() - 0.5) * 0.8).collect();
@@ -147,6 +153,13 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
         }),
         samples: 1000,
         draws: 3,
+        blowout: Some(BlowoutModel {
+            margin: 30.0,
+            intercept: -2.0,
+            coef: -1.2,
+            samples: 997,
+            blowouts: 120,
+        }),
     };
     let as_of = 1_706_486_385_000;
     let states = player_states(players, spec.history, as_of, seed);

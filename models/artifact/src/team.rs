@@ -28,7 +28,7 @@ pub fn party_sd(values: &[f64], parties: &[u16], p: u16) -> f64 {
 }
 
 /// One match seen from team A's side, with the teams' state before it.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TeamSample {
     /// `sum s_A - sum s_B` of the skill the model reads ([`TeamWinModel::basis`]).
     pub skill_diff: f64,
@@ -39,6 +39,21 @@ pub struct TeamSample {
     pub party_spread_diff: f64,
     /// 1 when A won, 0 when B won, 1/2 for a draw.
     pub outcome: f64,
+    /// A's team score minus B's: `NaN` when unknown (and by default), which the blowout fit
+    /// leaves out.
+    pub margin: f64,
+}
+
+impl Default for TeamSample {
+    fn default() -> Self {
+        TeamSample {
+            skill_diff: 0.0,
+            party_members_diff: 0.0,
+            party_spread_diff: 0.0,
+            outcome: 0.0,
+            margin: f64::NAN,
+        }
+    }
 }
 
 impl TeamSample {
@@ -50,6 +65,7 @@ impl TeamSample {
             party_members_diff: -self.party_members_diff,
             party_spread_diff: -self.party_spread_diff,
             outcome: 1.0 - self.outcome,
+            margin: -self.margin,
         }
     }
 }
@@ -59,6 +75,32 @@ impl TeamSample {
 pub struct DrawModel {
     pub intercept: f64,
     pub abs_diff_coef: f64,
+}
+
+/// How likely a decisive match's losing team is to lose by a blowout (by more than `margin`
+/// team-score points), from the team win model's log-odds `z` that the losing team would win:
+/// `logit P(blowout | the team loses) = intercept + coef * z` (an underdog that loses, `z < 0`,
+/// is blown out more often when `coef < 0`). Fitted beside the team win model on the same
+/// matches (format 6 on); team EOMM weighs each player's churn after a blowout loss by it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BlowoutModel {
+    /// A loss by more than this many team-score points is a blowout (the churn fit's
+    /// `blowout-margin`, which its `last_blowout_loss` reads).
+    pub margin: f64,
+    pub intercept: f64,
+    pub coef: f64,
+    /// Decisive matches with both team scores it was fitted on, and how many were blowouts.
+    pub samples: u64,
+    pub blowouts: u64,
+}
+
+impl BlowoutModel {
+    /// `P(blowout | the team loses)` for a team whose log-odds of winning are `z`.
+    #[must_use]
+    #[inline]
+    pub fn given_loss(&self, z: f64) -> f64 {
+        sigmoid(self.intercept + self.coef * z)
+    }
 }
 
 /// Which per-player skill the team win model reads.
@@ -99,6 +141,10 @@ pub struct TeamWinModel {
     /// Matches it was fitted on, and how many were draws.
     pub samples: u64,
     pub draws: u64,
+    /// How often a losing team is blown out (absent before format 6, and when the matches
+    /// had no team scores): then no loss counts as a blowout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blowout: Option<BlowoutModel>,
 }
 
 /// The party adjustment in raw-skill units per party member: `per_member + per_member_per_sd *
@@ -142,6 +188,14 @@ impl TeamWinModel {
             sigmoid(d.intercept + d.abs_diff_coef * s.skill_diff.abs())
         });
         ((1.0 - d) * decisive, d, (1.0 - d) * (1.0 - decisive))
+    }
+
+    /// `[P(blowout | A loses), P(blowout | B loses)]` for a match whose log-odds that A wins
+    /// (decisive) are `z`; `None` without a blowout model.
+    #[must_use]
+    #[inline]
+    pub fn blowout_given_loss(&self, z: f64) -> Option<[f64; 2]> {
+        self.blowout.map(|b| [b.given_loss(z), b.given_loss(-z)])
     }
 
     /// A's expected score, `P(win) + P(draw) / 2`.

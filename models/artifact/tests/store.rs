@@ -389,7 +389,8 @@ fn committed_artifacts_of_every_format_load() {
 /// Each older format loads with the defaults models/README.md promises for what it lacks:
 /// format 1 has no `first_seen_ms` (null) and a churn model without `data_start_ms`; formats 1
 /// and 2 have no `churned_gaps` (0) and no churn history features; formats 1 to 3 no outcome
-/// pattern; formats 1 to 4 no win skill (the team model reads raw skill). Each newer format is
+/// pattern; formats 1 to 4 no win skill (the team model reads raw skill); formats 1 to 5 no
+/// blowout terms (every loss alike). Each newer format is
 /// checked to carry what it added, so that a default applied to every format fails here.
 #[test]
 fn older_formats_load_with_the_promised_defaults() {
@@ -419,6 +420,25 @@ fn older_formats_load_with_the_promised_defaults() {
         }
         if k <= 3 {
             assert_eq!(spec.outcome_pattern, 0, "format {k}: no outcome pattern");
+        }
+        if k <= 5 {
+            assert!(
+                a.churn.model.blowout.is_none(),
+                "format {k}: no blowout shift"
+            );
+            assert!(
+                a.team_win.as_ref().is_none_or(|t| t.blowout.is_none()),
+                "format {k}: no blowout model"
+            );
+        } else {
+            assert!(
+                a.churn.model.blowout.is_some(),
+                "format {k}: a blowout shift"
+            );
+            assert!(
+                a.team_win.as_ref().is_some_and(|t| t.blowout.is_some()),
+                "format {k}: a blowout model"
+            );
         }
         if k <= 4 {
             assert!(!a.snapshot.has_win_skill(), "format {k}: no win skill");

@@ -54,7 +54,7 @@ use crate::cod::{Candidate, CodConfig, CodRules, LobbyBuilder};
 use crate::queue::{
     Backoff, Blocker, Deadline, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy, Queue,
     QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure, make_lobby,
-    score_split, split_churn, team_sample,
+    score_split, split_churn, team_churn, team_sample,
 };
 use mm_artifact::team::{TeamSample, sigmoid};
 
@@ -162,7 +162,8 @@ fn best_churn_split(
             return None;
         }
         let (w, d, l) = models.win.probs_given_decisive(&s, decisive);
-        return Some((split_churn(views, &teams, [w, d, l]), teams));
+        let q = models.win.blowout_given_loss(models.win.logit(&s));
+        return Some((split_churn(views, &teams, [w, d, l], q), teams));
     }
     // Each party's size and sums (outcome skill, party members, party spread, churn by outcome),
     // contiguous; then every subset of team size holding party 0 (the mirror splits are the
@@ -182,11 +183,13 @@ fn best_churn_split(
                     c[0],
                     c[1],
                     c[2],
+                    c[3],
+                    c[4],
                 ],
             )
         })
         .collect();
-    let mut total = [0.0; 6];
+    let mut total = [0.0; 8];
     for (_, x) in &parts {
         add(&mut total, x);
     }
@@ -261,8 +264,8 @@ fn within_cap(decisive: f64, max_imbalance: Option<f64>) -> bool {
 }
 
 /// A party's (or a team's) raw-skill sum, party members, party spread and churn sums after a
-/// win, a draw and a loss.
-type Sums = [f64; 6];
+/// win, a draw, a loss, a close loss and a blowout loss.
+type Sums = [f64; 8];
 
 fn add(a: &mut Sums, b: &Sums) {
     for (x, y) in a.iter_mut().zip(b) {
@@ -308,15 +311,21 @@ impl SplitSearch<'_> {
             skill_diff: 2.0 * a[0] - t[0],
             party_members_diff: 2.0 * a[1] - t[1],
             party_spread_diff: 2.0 * a[2] - t[2],
-            outcome: 0.0,
+            ..TeamSample::default()
         };
-        let decisive = sigmoid(self.models.win.logit(&s));
+        let z = self.models.win.logit(&s);
+        let decisive = sigmoid(z);
         if !within_cap(decisive, self.max_imbalance) {
             return;
         }
         let (w, d, l) = self.models.win.probs_given_decisive(&s, decisive);
-        let b = [t[3] - a[3], t[4] - a[4], t[5] - a[5]];
-        let c = w * a[3] + d * a[4] + l * a[5] + l * b[0] + d * b[1] + w * b[2];
+        let q = self.models.win.blowout_given_loss(z);
+        let mut b = [0.0; 5];
+        for (k, x) in b.iter_mut().enumerate() {
+            *x = t[3 + k] - a[3 + k];
+        }
+        let c = team_churn(&a[3..], [w, d, l], q.map(|q| q[0]))
+            + team_churn(&b, [l, d, w], q.map(|q| q[1]));
         if self.best.is_none_or(|(bc, _)| c < bc - 1e-15) {
             self.best = Some((c, mask));
         }
@@ -728,10 +737,10 @@ pub fn lobbies_churn(lobbies: &[Lobby]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mm_artifact::team::{DrawModel, TeamWinModel};
+    use mm_artifact::team::{BlowoutModel, DrawModel, TeamWinModel};
     use proptest::prelude::*;
 
-    fn view(size: usize, raw: f64, members: f64, spread: f64, churn: [f64; 3]) -> View {
+    fn view(size: usize, raw: f64, members: f64, spread: f64, churn: [f64; 5]) -> View {
         View {
             size,
             skill: 0.5,
@@ -750,7 +759,8 @@ mod tests {
     }
 
     /// Every split by brute force: each of the 2^p team assignments with equal team sizes,
-    /// scored through the lobby code's own sample and churn sums; the least expected churn.
+    /// scored through the lobby code's own sample, its expected churn written out here party by
+    /// party (a loss split by the blowout model when there is one); the least expected churn.
     fn brute_force(
         views: &[View],
         team_size: usize,
@@ -774,7 +784,21 @@ mod tests {
                 continue;
             }
             let (w, d, l) = models.win.probs(&s);
-            let c = split_churn(views, &teams, [w, d, l]);
+            let z = models.win.logit(&s);
+            let mut c = 0.0;
+            for (t, (win, loss, z)) in [(w, l, z), (l, w, -z)].into_iter().enumerate() {
+                for &i in &teams[t] {
+                    let v = &views[i].churn;
+                    let lost = match models.win.blowout {
+                        Some(b) => {
+                            let q = sigmoid(b.intercept + b.coef * z);
+                            (1.0 - q) * v[3] + q * v[4]
+                        }
+                        None => v[2],
+                    };
+                    c += win * v[0] + d * v[1] + loss * lost;
+                }
+            }
             best = Some(best.map_or(c, |b: f64| b.min(c)));
         }
         best
@@ -794,6 +818,7 @@ mod tests {
             skill_coef in 0.5f64..6.0,
             party_coefs in (-0.5f64..0.5, -1.0f64..1.0),
             draw in prop::option::of((-4.0f64..-1.0, -3.0f64..0.0)),
+            blowout in prop::option::of((-4.0f64..-1.0, -2.0f64..0.5)),
             cap in prop::option::of(0.05f64..0.45),
         ) {
             // The parties as drawn, and a solo player when their count of players is odd.
@@ -802,12 +827,19 @@ mod tests {
             for (size, raw, spread, c, sens) in parties {
                 let n = size as f64;
                 let members = if size > 1 { n } else { 0.0 };
-                let churn = [n * c, n * (c + sens / 2.0), n * (c + sens)];
+                // A blowout loss costs more than a close one, by a share of the sensitivity.
+                let churn = [
+                    n * c,
+                    n * (c + sens / 2.0),
+                    n * (c + sens),
+                    n * (c + 0.9 * sens),
+                    n * (c + 1.8 * sens),
+                ];
                 views.push(view(size, n * raw, members, members * spread, churn));
                 players += size;
             }
             if players % 2 == 1 {
-                views.push(view(1, 0.1, 0.0, 0.0, [0.2, 0.25, 0.3]));
+                views.push(view(1, 0.1, 0.0, 0.0, [0.2, 0.25, 0.3, 0.28, 0.4]));
                 players += 1;
             }
             let team_size = players / 2;
@@ -823,6 +855,13 @@ mod tests {
                     }),
                     samples: 0,
                     draws: 0,
+                    blowout: blowout.map(|(intercept, coef)| BlowoutModel {
+                        margin: 30.0,
+                        intercept,
+                        coef,
+                        samples: 0,
+                        blowouts: 0,
+                    }),
                 },
                 party: None,
             };
@@ -834,8 +873,10 @@ mod tests {
                 prop_assert!((c - w).abs() < 1e-9, "search {c}, brute force {w}");
                 let size = |t: usize| teams[t].iter().map(|&i| views[i].size).sum::<usize>();
                 prop_assert_eq!((size(0), size(1)), (team_size, team_size));
-                let (pw, pd, pl) = models.win.probs(&team_sample(&views, &teams));
-                prop_assert!((split_churn(&views, &teams, [pw, pd, pl]) - c).abs() < 1e-9);
+                let s = team_sample(&views, &teams);
+                let (pw, pd, pl) = models.win.probs(&s);
+                let q = models.win.blowout_given_loss(models.win.logit(&s));
+                prop_assert!((split_churn(&views, &teams, [pw, pd, pl], q) - c).abs() < 1e-9);
             }
         }
     }

@@ -113,6 +113,7 @@ pub fn realistic_searches(
                         percentile: 1.0 / (1.0 + (-1.702 * raw / 0.25).exp()),
                         games: games.sample(&mut rng).round().max(0.0) as u64,
                         churn: [win, (win + loss) / 2.0, loss],
+                        churn_by_loss: None,
                     }
                 })
                 .collect();

@@ -20,6 +20,7 @@ fn member(pct: f64) -> Member {
         percentile: pct,
         games: 10,
         churn: [0.1, 0.15, 0.2],
+        churn_by_loss: None,
     }
 }
 

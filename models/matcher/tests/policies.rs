@@ -28,6 +28,7 @@ fn member(rng: &mut ChaCha8Rng) -> Member {
         percentile: (raw + 1.0) / 2.0,
         games: rng.random_range(0..5000),
         churn: [w, (w + l) / 2.0, l],
+        churn_by_loss: None,
     }
 }
 
@@ -253,6 +254,7 @@ fn figure_10_through_a_tick_and_the_explanation() {
                 percentile: skill,
                 games: 100,
                 churn: [0.1, 0.1, 0.1],
+                churn_by_loss: None,
             };
             size
         ],

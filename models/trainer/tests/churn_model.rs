@@ -245,3 +245,97 @@ fn a_refit_at_the_chosen_c_is_the_fit_on_the_new_rows() {
         .fold(0.0, f64::max);
     assert!(gap < 1e-5, "largest prediction gap {gap}");
 }
+
+/// The blowout shift against a known truth: loss rows whose churn log-odds are the fitted
+/// model's plus -0.1 after a close loss and +0.5 more after a blowout recover both shifts; with
+/// every log-odds 0 the shift is the closed form `logit(churn rate)` of each kind of loss.
+#[test]
+fn the_blowout_shift_recovers_known_shifts() {
+    use mm_trainer::churn::model::fit_blowout_shift;
+    use mm_trainer::stats::sigmoid;
+    let spec = FeatureSpec::default();
+    let k = spec.names().len();
+    let (x, y, _, g) = data(800, 11);
+    let x = Array2::from_shape_vec((y.len(), k), x).unwrap();
+    let m = ChurnModel::fit(spec, x.view(), &y, &g, &ChurnFitConfig::default()).unwrap();
+    assert!(m.blowout.is_none());
+    // Relabel the loss rows from the model's own log-odds with the known shifts.
+    let loss = spec.outcome_columns()[2];
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let (mut y2, mut blown) = (y.clone(), vec![false; y.len()]);
+    // Six passes over the same loss rows: enough of them for a tight check.
+    let rows: Vec<usize> = (0..y.len()).filter(|&r| x[[r, loss]] == 1.0).collect();
+    let mut big_x = Vec::new();
+    let (mut big_y, mut big_b) = (Vec::new(), Vec::new());
+    for _ in 0..6 {
+        for &r in &rows {
+            let row = x.row(r);
+            let z = m.predict(row.as_slice().unwrap());
+            let z = (z / (1.0 - z)).ln();
+            let b = rng.random_bool(0.25);
+            let p = sigmoid(z - 0.1 + if b { 0.5 } else { 0.0 });
+            big_x.extend(row.iter());
+            big_y.push(rng.random_bool(p));
+            big_b.push(b);
+        }
+    }
+    let n = big_y.len();
+    let bx = Array2::from_shape_vec((n, k), big_x).unwrap();
+    let s = fit_blowout_shift(&m, bx.view(), &big_y, &big_b)
+        .unwrap()
+        .unwrap();
+    eprintln!("{s:?} on {n} loss rows");
+    assert_eq!(s.losses, n as u64);
+    assert!((s.close + 0.1).abs() < 0.05, "{s:?}");
+    assert!((s.blowout - 0.5).abs() < 0.1, "{s:?}");
+    // Non-loss rows are not read: the whole table gives the same shift for its loss rows.
+    for (r, b) in blown.iter_mut().enumerate() {
+        *b = x[[r, loss]] == 1.0 && r % 4 == 0;
+        if x[[r, loss]] != 1.0 {
+            y2[r] = !y2[r];
+        }
+    }
+    let whole = fit_blowout_shift(&m, x.view(), &y2, &blown)
+        .unwrap()
+        .unwrap();
+    let only: Vec<usize> = rows.clone();
+    let ox = Array2::from_shape_fn((only.len(), k), |(i, j)| x[[only[i], j]]);
+    let oy: Vec<bool> = only.iter().map(|&r| y2[r]).collect();
+    let ob: Vec<bool> = only.iter().map(|&r| blown[r]).collect();
+    let part = fit_blowout_shift(&m, ox.view(), &oy, &ob).unwrap().unwrap();
+    assert_eq!(whole, part);
+    // The closed form: a model whose log-odds are 0 on every row.
+    let zero = ChurnModel {
+        coef: vec![0.0; k],
+        intercept: 0.0,
+        ..m.clone()
+    };
+    let s0 = fit_blowout_shift(&zero, ox.view(), &oy, &ob)
+        .unwrap()
+        .unwrap();
+    let rate = |want: bool| {
+        let (pos, all) = oy
+            .iter()
+            .zip(&ob)
+            .filter(|(_, b)| **b == want)
+            .fold((0.0, 0.0), |(p, a), (y, _)| {
+                (p + f64::from(u8::from(*y)), a + 1.0)
+            });
+        let q: f64 = pos / all;
+        (q / (1.0 - q)).ln()
+    };
+    assert!((s0.close - rate(false)).abs() < 1e-8, "{s0:?}");
+    assert!((s0.close + s0.blowout - rate(true)).abs() < 1e-8, "{s0:?}");
+    // The counterfactual reads it: close and blowout losses straddle the plain loss.
+    let with = ChurnModel {
+        blowout: Some(s),
+        ..m.clone()
+    };
+    let r0 = x.row(rows[0]).to_vec();
+    let (plain, split) = with.counterfactual_blowout(&r0);
+    let [close, blow] = split.unwrap();
+    let l0 = m.counterfactual(&r0)[2];
+    assert_eq!(plain, m.counterfactual(&r0));
+    assert_eq!(m.counterfactual_blowout(&r0), (plain, None));
+    assert!(close < l0 && l0 < blow, "{close} {l0} {blow}");
+}

@@ -138,6 +138,7 @@ pub(crate) fn team_sample(
         party_members_diff: a.1 - b.1,
         party_spread_diff: a.2 - b.2,
         outcome: 0.5,
+        margin: f64::NAN,
     }
 }
 

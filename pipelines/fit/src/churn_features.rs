@@ -90,6 +90,10 @@ const MONTH_MS: i64 = 720 * 3_600_000;
 /// Columns of the table besides the features: identity, time and label.
 pub const KEY_COLUMNS: [&str; 4] = ["player_id", "match_id", "start_ms", "churned"];
 
+/// The feature table's column (0 or 1, not a feature) that says the row's own match was a
+/// blowout loss.
+pub const NOW_BLOWOUT_LOSS: &str = "now_blowout_loss";
+
 fn flag(e: Expr) -> Expr {
     e.fill_null(lit(false)).cast(DataType::Float32)
 }
@@ -521,6 +525,9 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         col("match_id"),
         col("start_ms"),
         label.alias("churned"),
+        // Not a feature: the row's own match was a blowout loss (the churn model's blowout
+        // shift is fitted on it).
+        flag(col("blowout_loss")).alias(NOW_BLOWOUT_LOSS),
     ];
     if q.truth {
         out.push(col("truth_p_churn"));

@@ -108,8 +108,8 @@ pub fn build_key(
         "skill": skill,
         "truth": truth_column,
         "past_churn": q.past_churn,
-        // 2: the state table's `churned_gaps`.
-        "table_format": 2,
+        // 2: the state table's `churned_gaps`; 3: the features' `now_blowout_loss`.
+        "table_format": 3,
     });
     let key = format!(
         "{:016x}",

@@ -407,6 +407,18 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     let churn: ChurnModelFile = read_json(&churn_path)?;
     let churn_metrics: serde_json::Value = read_json(&cfg.churn.join("churn_metrics.json"))?;
     same_fit(cfg, &skill_metrics, &churn_metrics, churn.mode.as_deref())?;
+    if let Some(b) = team.model.and_then(|t| t.blowout)
+        && b.margin != churn.blowout_margin
+    {
+        return Err(input_err(
+            &cfg.skill.join("team_model.json"),
+            format!(
+                "its blowout model counts a loss by more than {} points as a blowout, the churn \
+                 fit by more than {}: fit both with the same --blowout-margin",
+                b.margin, churn.blowout_margin
+            ),
+        ));
+    }
     let history = churn.model.spec.history;
     let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
     let win_skill = team.model.is_some_and(|t| t.basis == SkillBasis::WinSkill);

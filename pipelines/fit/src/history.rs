@@ -13,7 +13,8 @@ use crate::error::FitError;
 /// One match: its rows are `lo..hi` of the history's row arrays, ordered by team. When the
 /// match has exactly two teams, rows `lo..split` are team A (the smaller team number) and
 /// `split..hi` team B, and `score_a` is A's result (1 win, 1/2 draw, 0 loss); otherwise
-/// `score_a` is `NaN` and the match only feeds the raw skill.
+/// `score_a` is `NaN` and the match only feeds the raw skill. `margin_a` is A's team score
+/// minus B's, `NaN` when either is unknown or the match has not two teams.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MatchRef {
     pub start_ms: i64,
@@ -21,6 +22,7 @@ pub struct MatchRef {
     pub split: u32,
     pub hi: u32,
     pub score_a: f64,
+    pub margin_a: f32,
 }
 
 impl MatchRef {
@@ -72,7 +74,7 @@ impl History {
     }
 }
 
-const COLS: [&str; 14] = [
+const COLS: [&str; 15] = [
     "match_id",
     "mode",
     "start_time",
@@ -87,6 +89,7 @@ const COLS: [&str; 14] = [
     "deaths",
     "score",
     "perf",
+    "team_score",
 ];
 
 /// The columns of one batch that the replay needs.
@@ -97,6 +100,7 @@ struct Cols {
     team: Int32Array,
     party: Option<StringArray>,
     role: Option<StringArray>,
+    team_score: Option<Float64Array>,
 }
 
 /// A kept row: batch, row in the batch, metric, outcome code (2 win, 1 draw, 0 loss, 3 other).
@@ -391,6 +395,7 @@ fn batch_rows(
         team: team.as_primitive::<Int32Type>().clone(),
         party: col("party_id").map(|a| a.as_string::<i32>().clone()),
         role: col("role").map(|a| a.as_string::<i32>().clone()),
+        team_score: f64col("team_score"),
     })
 }
 
@@ -458,12 +463,25 @@ fn push_match(h: &mut History, cols: &[Cols], rows: &[RowRef], players: &[u32]) 
         h.role.push(role);
     }
     let hi = h.player.len() as u32;
+    // Each team's score is its first row's (every row of a team carries it).
+    let team_score = |r: &RowRef| {
+        cols[r.0 as usize]
+            .team_score
+            .as_ref()
+            .filter(|a| a.is_valid(r.1 as usize))
+            .map_or(f64::NAN, |a| a.value(r.1 as usize))
+    };
+    let margin_a = match split {
+        Some(b) if teams == 2 => team_score(&rows[0]) - team_score(&rows[(b - lo) as usize]),
+        _ => f64::NAN,
+    };
     h.matches.push(MatchRef {
         start_ms: cols[rows[0].0 as usize].start[rows[0].1 as usize],
         lo,
         split: split.unwrap_or(hi),
         hi,
         score_a: if teams == 2 { score_a } else { f64::NAN },
+        margin_a: margin_a as f32,
     });
 }
 

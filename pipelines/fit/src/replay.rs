@@ -69,12 +69,14 @@ pub struct OursRun {
 pub fn team_sample(h: &History, m: &MatchRef, skill: &impl Fn(u32) -> f64) -> TeamSample {
     let (lo, hi) = (m.lo as usize, m.hi as usize);
     let values: Vec<f64> = h.player[lo..hi].iter().map(|&p| skill(p)).collect();
-    sample_of(
+    let mut s = sample_of(
         &values,
         &h.party[lo..hi],
         (m.split - m.lo) as usize,
         m.score_a,
-    )
+    );
+    s.margin = f64::from(m.margin_a);
+    s
 }
 
 /// Team A's features of one match from its rows' skills `values` and parties `parties` (team A
@@ -100,6 +102,7 @@ pub fn sample_of(values: &[f64], parties: &[u16], split: usize, outcome: f64) ->
         party_members_diff: a.1 - b.1,
         party_spread_diff: a.2 - b.2,
         outcome,
+        margin: f64::NAN,
     }
 }
 

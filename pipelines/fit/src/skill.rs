@@ -8,7 +8,7 @@ use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
 use mm_trainer::skill::team::{
-    FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel,
+    FitTeamWinModel, PartyAdjustment, TeamFitConfig, TeamSample, TeamWinModel, fit_blowout,
 };
 use mm_trainer::stats::{BinaryScore, mean_sd};
 use rayon::prelude::*;
@@ -75,6 +75,10 @@ pub struct SkillConfig {
     pub win_skill: bool,
     /// The most recent two-team matches the win skill is fitted on.
     pub max_win_matches: usize,
+    /// A loss by more than this many team-score points is a blowout: the team win model's
+    /// blowout model reads it (the churn fit's `blowout_margin` must agree, which the export
+    /// checks).
+    pub blowout_margin: f64,
 }
 
 /// Default of [`SkillConfig::max_tune_rows`].
@@ -108,10 +112,21 @@ fn fit_final_team(
 ) -> Result<(TeamWinModel, FinalWindow), FitError> {
     let decisive = score.iter().filter(|s| s.outcome != 0.5).count();
     if decisive >= MIN_LATEST_DECISIVE {
-        return Ok((TeamWinModel::fit(score, cfg)?, FinalWindow::Score));
+        return Ok((with_blowout(score, cfg)?, FinalWindow::Score));
     }
     let all: Vec<TeamSample> = tune.iter().chain(score).copied().collect();
-    Ok((TeamWinModel::fit(&all, cfg)?, FinalWindow::Both))
+    Ok((with_blowout(&all, cfg)?, FinalWindow::Both))
+}
+
+/// The team win model of `samples` with its blowout model fitted on the same matches
+/// (`mm_trainer::skill::team::fit_blowout`).
+pub(crate) fn with_blowout(
+    samples: &[TeamSample],
+    cfg: &TeamFitConfig,
+) -> Result<TeamWinModel, FitError> {
+    let mut model = TeamWinModel::fit(samples, cfg)?;
+    model.blowout = fit_blowout(&model, samples, cfg)?;
+    Ok(model)
 }
 
 /// The Call of Duty paper's spread: the 80th and 50th percentiles of raw skill differ by 0.1, a
@@ -145,6 +160,7 @@ impl SkillConfig {
             max_tune_rows: MAX_TUNE_ROWS,
             win_skill: true,
             max_win_matches: crate::win_skill::MAX_WIN_MATCHES,
+            blowout_margin: mm_trainer::skill::team::BLOWOUT_MARGIN,
         }
     }
 }
@@ -646,7 +662,10 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         return Err(FitError::Empty(cfg.lake.clone()));
     }
     let win = windows(cfg, &h)?;
-    let team_cfg = TeamFitConfig::default();
+    let team_cfg = TeamFitConfig {
+        blowout_margin: cfg.blowout_margin,
+        ..TeamFitConfig::default()
+    };
 
     let (params, tuning) = tune(cfg, &h, &win, &team_cfg)?;
     let Fitted {

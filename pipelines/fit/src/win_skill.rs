@@ -129,7 +129,8 @@ impl WinCollector {
                 continue;
             }
             self.offered += 1;
-            let raw = sample_of(&values, &h.party[lo..hi], usize::from(split), m.score_a);
+            let mut raw = sample_of(&values, &h.party[lo..hi], usize::from(split), m.score_a);
+            raw.margin = f64::from(m.margin_a);
             self.kept.push_back(Kept {
                 start_ms: m.start_ms,
                 len,
@@ -244,16 +245,19 @@ impl WinCollector {
                         .map(|&p| theta_early[local[p as usize] as usize]),
                 );
                 let k = &kept[m];
-                sample_of(
-                    &values,
-                    &parties_v[lo..hi],
-                    usize::from(k.split),
-                    k.raw.outcome,
-                )
+                TeamSample {
+                    margin: k.raw.margin,
+                    ..sample_of(
+                        &values,
+                        &parties_v[lo..hi],
+                        usize::from(k.split),
+                        k.raw.outcome,
+                    )
+                }
             })
             .collect();
         let raw_samples: Vec<TeamSample> = cal.iter().map(|&m| kept[m].raw).collect();
-        let mut win_model = TeamWinModel::fit(&win_samples, team_cfg)?;
+        let mut win_model = crate::skill::with_blowout(&win_samples, team_cfg)?;
         win_model.basis = SkillBasis::WinSkill;
         let raw_model = TeamWinModel::fit(&raw_samples, team_cfg)?;
         let (w, r) = (

@@ -517,7 +517,11 @@ fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> 
     };
     let values: Vec<f64> = before.iter().map(|s| s.raw_skill).collect();
     let parties = mm_artifact::online::party_numbers(m);
-    Some(mm_fit::replay::sample_of(&values, &parties, split, outcome))
+    let score = |r: &mm_artifact::online::ResultRow| r.team_score.unwrap_or(f64::NAN);
+    Some(TeamSample {
+        margin: score(&m.rows[0]) - score(&rest[0]),
+        ..mm_fit::replay::sample_of(&values, &parties, split, outcome)
+    })
 }
 
 /// Saves this run's samples in the window, drops the files that left it, and refits the team
@@ -542,7 +546,8 @@ fn refit_team(
     let dir = &window.dir;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let today = cutoff_ms.div_euclid(DAY_MS);
-    let rows: Vec<[f64; 4]> = samples
+    // The margin is last; `null` when unknown (JSON has no NaN).
+    let rows: Vec<[Option<f64>; 5]> = samples
         .iter()
         .map(|s| {
             [
@@ -550,7 +555,9 @@ fn refit_team(
                 s.party_members_diff,
                 s.party_spread_diff,
                 s.outcome,
+                s.margin,
             ]
+            .map(|x| x.is_finite().then_some(x))
         })
         .collect();
     let path = dir.join(format!("{today}.json"));
@@ -558,14 +565,27 @@ fn refit_team(
     mm_eval::report::write_atomic(&path, &bytes)?;
     let mut window_samples: Vec<TeamSample> = Vec::new();
     for p in window_days(dir, "json", today, window.days)? {
-        let rows: Vec<[f64; 4]> = serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
-            .map_err(|e| RetrainError::Input(format!("{}: {e}", p.display())))?;
-        window_samples.extend(rows.into_iter().map(|r| TeamSample {
-            skill_diff: r[0],
-            party_members_diff: r[1],
-            party_spread_diff: r[2],
-            outcome: r[3],
-        }));
+        // Rows of four (no margin) were written before the blowout model.
+        let rows: Vec<Vec<Option<f64>>> =
+            serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
+                .map_err(|e| RetrainError::Input(format!("{}: {e}", p.display())))?;
+        for r in rows {
+            let x = |k: usize| r.get(k).copied().flatten().unwrap_or(f64::NAN);
+            if !(4..=5).contains(&r.len()) || (0..4).any(|k| !x(k).is_finite()) {
+                return Err(RetrainError::Input(format!(
+                    "{}: a team sample of {} numbers, not 4 or 5 finite",
+                    p.display(),
+                    r.len()
+                )));
+            }
+            window_samples.push(TeamSample {
+                skill_diff: x(0),
+                party_members_diff: x(1),
+                party_spread_diff: x(2),
+                outcome: x(3),
+                margin: x(4),
+            });
+        }
     }
     let decisive = window_samples.iter().filter(|s| s.outcome != 0.5).count();
     let need = mm_fit::MIN_LATEST_DECISIVE;
@@ -576,7 +596,13 @@ fn refit_team(
             window.days
         )));
     }
-    let model = TeamWinModel::fit(&window_samples, &TeamFitConfig::default())
+    let cfg = TeamFitConfig {
+        blowout_margin: art.churn.blowout_margin,
+        ..TeamFitConfig::default()
+    };
+    let mut model =
+        TeamWinModel::fit(&window_samples, &cfg).map_err(|e| RetrainError::Input(e.to_string()))?;
+    model.blowout = mm_trainer::skill::team::fit_blowout(&model, &window_samples, &cfg)
         .map_err(|e| RetrainError::Input(e.to_string()))?;
     Ok(TeamRefit {
         model: Some(model),

@@ -41,6 +41,7 @@ impl LobbyModels {
                 draw: None,
                 samples: 0,
                 draws: 0,
+                blowout: None,
             },
             party: None,
         }
@@ -225,19 +226,39 @@ pub(crate) fn team_sample(views: &[View], teams: &[Vec<usize>; 2]) -> TeamSample
         party_members_diff: sum(0, &|v| v.party_members) - sum(1, &|v| v.party_members),
         party_spread_diff: sum(0, &|v| v.party_spread) - sum(1, &|v| v.party_spread),
         outcome: 0.0,
+        margin: f64::NAN,
     }
 }
 
-/// Expected churn of a split: each team's churn sums weighted by its outcome probabilities.
-pub(crate) fn split_churn(views: &[View], teams: &[Vec<usize>; 2], p: [f64; 3]) -> f64 {
-    let mut c = 0.0;
-    for (t, pr) in [(0, p), (1, [p[2], p[1], p[0]])] {
-        for &i in &teams[t] {
-            let v = &views[i];
-            c += pr[0] * v.churn[0] + pr[1] * v.churn[1] + pr[2] * v.churn[2];
-        }
-    }
-    c
+/// A team's expected churn from its churn sums `c` (after a win, a draw, a loss, a close loss
+/// and a blowout loss) and its outcome probabilities `p` (win, draw, loss). With `q`, the
+/// chance that a loss is a blowout (the team win model's blowout model), a loss costs
+/// `(1 - q) close + q blowout`; without it, the loss's churn.
+#[inline]
+pub(crate) fn team_churn(c: &[f64], p: [f64; 3], q: Option<f64>) -> f64 {
+    let loss = q.map_or(c[2], |q| (1.0 - q) * c[3] + q * c[4]);
+    p[0] * c[0] + p[1] * c[1] + p[2] * loss
+}
+
+/// Expected churn of a split: each team's churn sums weighted by its outcome probabilities
+/// `p` (team A's win, draw, loss), and its losses by `q` (`[P(blowout | A loses),
+/// P(blowout | B loses)]`) when the team win model has a blowout model.
+pub(crate) fn split_churn(
+    views: &[View],
+    teams: &[Vec<usize>; 2],
+    p: [f64; 3],
+    q: Option<[f64; 2]>,
+) -> f64 {
+    let sums = |t: usize| {
+        teams[t].iter().fold([0.0; 5], |mut a, &i| {
+            for (x, y) in a.iter_mut().zip(&views[i].churn) {
+                *x += y;
+            }
+            a
+        })
+    };
+    team_churn(&sums(0), p, q.map(|q| q[0]))
+        + team_churn(&sums(1), [p[2], p[1], p[0]], q.map(|q| q[1]))
 }
 
 pub(crate) fn score_split(
@@ -252,7 +273,8 @@ pub(crate) fn score_split(
     let sample = team_sample(views, teams);
     let (pw, pd, pl) = models.win.probs(&sample);
     let p = [pw, pd, pl];
-    let decisive = mm_artifact::team::sigmoid(models.win.logit(&sample));
+    let z = models.win.logit(&sample);
+    let decisive = mm_artifact::team::sigmoid(z);
     let all: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
     let spread = |f: &dyn Fn(&View) -> f64| {
         let (lo, hi) = all
@@ -332,7 +354,7 @@ pub(crate) fn score_split(
         / wsum.max(1e-12);
     Scored {
         p,
-        churn: split_churn(views, teams, p),
+        churn: split_churn(views, teams, p, models.win.blowout_given_loss(z)),
         quality: q,
         dc: dc.ok().flatten(),
     }

@@ -32,6 +32,11 @@ pub struct Member {
     pub games: u64,
     /// Probability of churning after a win, a draw and a loss.
     pub churn: [f64; 3],
+    /// Probability of churning after a close and after a blowout loss, when the churn model
+    /// tells them apart (artifact format 6 on); team EOMM weighs them by the team win model's
+    /// chance of a blowout. `None`: every loss is `churn[2]`.
+    #[serde(default)]
+    pub churn_by_loss: Option<[f64; 2]>,
 }
 
 impl Member {
@@ -41,12 +46,14 @@ impl Member {
     pub fn from_state(art: &Artifact, state: &PlayerState, now_ms: i64, in_party: bool) -> Member {
         let spec = art.churn.model.spec;
         let row = features_of(&spec, state, now_ms, in_party, Outcome::Win);
+        let (churn, churn_by_loss) = art.churn.model.counterfactual_blowout(&row);
         Member {
             raw_skill: state.raw_skill,
             outcome_skill: art.outcome_skill(state),
             percentile: state.percentile,
             games: state.games,
-            churn: art.churn.model.counterfactual(&row),
+            churn,
+            churn_by_loss,
         }
     }
 

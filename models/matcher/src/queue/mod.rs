@@ -44,7 +44,7 @@ pub use backoff::Backoff;
 pub use explain::{Blocker, Explanation, Rule};
 pub use lobby::{Lobby, LobbyModels, Quality, QualityWeights, groupable};
 pub(crate) use lobby::{
-    balanced_split, best_data_centre, make_lobby, score_split, split_churn, team_sample,
+    balanced_split, best_data_centre, make_lobby, score_split, split_churn, team_churn, team_sample,
 };
 pub use member::{Input, Member, Search};
 pub(crate) use policy::check_structure;
@@ -230,6 +230,11 @@ fn validate_search(s: &Search, mode: Mode) -> Result<(), QueueError> {
         for &c in &m.churn {
             if !(0.0..=1.0).contains(&c) {
                 return Err(bad("churn", c, "must be a probability"));
+            }
+        }
+        for &c in m.churn_by_loss.iter().flatten() {
+            if !(0.0..=1.0).contains(&c) {
+                return Err(bad("churn_by_loss", c, "must be a probability"));
             }
         }
     }

@@ -30,8 +30,9 @@ pub(crate) struct View {
     pub party_spread: f64,
     /// Mean experience, `ln(1 + games)` (the Dota 2 post's logarithmic experience).
     pub exp: f64,
-    /// Sums of churn after a win, a draw and a loss.
-    pub churn: [f64; 3],
+    /// Sums of churn after a win, a draw, a loss, a close loss and a blowout loss (the last two
+    /// the loss's for a member whose churn does not tell them apart).
+    pub churn: [f64; 5],
     pub age_s: f64,
     /// Unit vector times the Earth's radius (km).
     pub xyz: [f64; 3],
@@ -56,7 +57,7 @@ impl View {
                 .map(|m| (m.games as f64).ln_1p())
                 .sum::<f64>()
                 / n,
-            churn: [0.0; 3],
+            churn: [0.0; 5],
             age_s: ((now_ms - s.start_ms) as f64 / 1000.0).max(0.0),
             xyz: unit_xyz(s.lat, s.lon),
         };
@@ -65,8 +66,9 @@ impl View {
             v.pct_max = v.pct_max.max(m.percentile);
             v.raw_sum += m.raw_skill;
             v.outcome_sum += m.outcome_skill;
-            for k in 0..3 {
-                v.churn[k] += m.churn[k];
+            let [close, blowout] = m.churn_by_loss.unwrap_or([m.churn[2]; 2]);
+            for (k, c) in m.churn.iter().chain(&[close, blowout]).enumerate() {
+                v.churn[k] += c;
             }
         }
         v.adj_sum = v.raw_sum;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::churn::features::FeatureSpec;
 use crate::logit::newton::{NewtonFit, fit_newton_weighted_from};
 use crate::stats::{BinaryScore, auc};
-pub use mm_artifact::churn::{ChurnModel, GridPoint, standardised_logit};
+pub use mm_artifact::churn::{BlowoutShift, ChurnModel, GridPoint, standardised_logit};
 
 /// How to fit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -401,6 +401,104 @@ impl FitChurnModel for ChurnModel {
             rows: y.len() as u64,
             positives: pos as u64,
             cv_rows,
+            blowout: None,
         })
     }
+}
+
+/// The fewest loss rows of each kind (close, blowout) for [`fit_blowout_shift`].
+pub const MIN_SHIFT_ROWS: u64 = 20;
+
+/// The model's churn after a close and after a blowout loss told apart ([`BlowoutShift`]), on
+/// the rows of `x` whose upcoming outcome is a loss: `blowout[r]` says row `r`'s match was a
+/// blowout. With the model's log-odds `z` of each row held fixed, `close` is the shift that
+/// makes the close losses' mean prediction equal their churn rate (the maximum-likelihood
+/// offset), and `close + blowout` the same for the blowout losses: two one-dimensional fits,
+/// each the root of a monotone function. `None` with fewer than [`MIN_SHIFT_ROWS`] rows of
+/// either kind.
+///
+/// # Errors
+/// Mismatched lengths.
+pub fn fit_blowout_shift(
+    model: &ChurnModel,
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    blowout: &[bool],
+) -> Result<Option<BlowoutShift>, ChurnFitError> {
+    if x.nrows() != y.len() || y.len() != blowout.len() || x.ncols() != model.coef.len() {
+        return Err(ChurnFitError::Data(format!(
+            "{} rows x {} columns, {} labels, {} blowout flags; the model has {} features",
+            x.nrows(),
+            x.ncols(),
+            y.len(),
+            blowout.len(),
+            model.coef.len()
+        )));
+    }
+    let loss = model.spec.outcome_columns()[2];
+    let mut groups: [(Vec<f64>, u64); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
+    for (r, row) in x.rows().into_iter().enumerate() {
+        if row[loss] != 1.0 {
+            continue;
+        }
+        let z = model.intercept
+            + row
+                .iter()
+                .zip(&model.mean)
+                .zip(&model.scale)
+                .zip(&model.coef)
+                .map(|(((x, m), s), w)| (x - m) / s * w)
+                .sum::<f64>();
+        let g = &mut groups[usize::from(blowout[r])];
+        g.0.push(z);
+        g.1 += u64::from(y[r]);
+    }
+    let [(close_z, close_pos), (blow_z, blow_pos)] = &groups;
+    let ok = |z: &Vec<f64>, pos: u64| {
+        z.len() as u64 >= MIN_SHIFT_ROWS && pos > 0 && pos < z.len() as u64
+    };
+    if !ok(close_z, *close_pos) || !ok(blow_z, *blow_pos) {
+        return Ok(None);
+    }
+    let close = offset_root(close_z, *close_pos);
+    let blow = offset_root(blow_z, *blow_pos);
+    Ok(Some(BlowoutShift {
+        close,
+        blowout: blow - close,
+        losses: (close_z.len() + blow_z.len()) as u64,
+        blowouts: blow_z.len() as u64,
+    }))
+}
+
+/// The `a` with `sum sigmoid(z_i + a) = positives` (0 < positives < n): Newton's method on
+/// this increasing, concave-convex function, kept inside a bracket that halves when a step
+/// leaves it.
+fn offset_root(z: &[f64], positives: u64) -> f64 {
+    let target = positives as f64;
+    let f = |a: f64| -> (f64, f64) {
+        z.iter().fold((-target, 0.0), |(v, d), &zi| {
+            let p = crate::stats::sigmoid(zi + a);
+            (v + p, d + p * (1.0 - p))
+        })
+    };
+    let (mut lo, mut hi) = (-50.0, 50.0);
+    let mut a = 0.0;
+    for _ in 0..200 {
+        let (v, d) = f(a);
+        if v.abs() < 1e-10 * target.max(1.0) {
+            break;
+        }
+        if v > 0.0 {
+            hi = a;
+        } else {
+            lo = a;
+        }
+        let step = a - v / d;
+        a = if d > 0.0 && step > lo && step < hi {
+            step
+        } else {
+            0.5 * (lo + hi)
+        };
+    }
+    a
 }

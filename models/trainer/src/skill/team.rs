@@ -26,7 +26,9 @@ use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
 use crate::logit::{LogitFit, fit_logistic};
-pub use mm_artifact::team::{DrawModel, PartyAdjustment, SkillBasis, TeamSample, TeamWinModel};
+pub use mm_artifact::team::{
+    BlowoutModel, DrawModel, PartyAdjustment, SkillBasis, TeamSample, TeamWinModel,
+};
 
 /// What to fit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -39,7 +41,23 @@ pub struct TeamFitConfig {
     /// L2 penalty on the coefficients (the loss is summed over samples, so this is small).
     pub alpha: f64,
     pub max_iterations: u64,
+    /// A loss by more than this many team-score points is a blowout ([`fit_blowout`]).
+    #[serde(default = "default_blowout_margin")]
+    pub blowout_margin: f64,
 }
+
+/// The Call of Duty paper's blowout in TDM: a loss by more than 30 points (the churn fit's
+/// default too).
+pub const BLOWOUT_MARGIN: f64 = 30.0;
+
+fn default_blowout_margin() -> f64 {
+    BLOWOUT_MARGIN
+}
+
+/// The fewest decisive matches with both team scores, and blowouts among them, for
+/// [`fit_blowout`] to fit a model.
+pub const MIN_BLOWOUT_SAMPLES: u64 = 200;
+pub const MIN_BLOWOUTS: u64 = 20;
 
 impl Default for TeamFitConfig {
     fn default() -> Self {
@@ -49,8 +67,54 @@ impl Default for TeamFitConfig {
             min_draws: 20,
             alpha: 1e-3,
             max_iterations: 200,
+            blowout_margin: BLOWOUT_MARGIN,
         }
     }
+}
+
+/// The blowout model of `model` ([`BlowoutModel`]): a logistic regression (linfa's, with an
+/// intercept) of whether the losing team of each decisive sample with a known margin lost by
+/// more than `cfg.blowout_margin`, on `model`'s log-odds that that team would win. `None` with
+/// fewer than [`MIN_BLOWOUT_SAMPLES`] such matches or fewer than [`MIN_BLOWOUTS`] blowouts (or
+/// as many close losses): nothing to tell losses apart by.
+///
+/// # Errors
+/// The regression failed.
+pub fn fit_blowout(
+    model: &TeamWinModel,
+    samples: &[TeamSample],
+    cfg: &TeamFitConfig,
+) -> Result<Option<BlowoutModel>, TeamFitError> {
+    if !(cfg.blowout_margin.is_finite() && cfg.blowout_margin >= 0.0) {
+        return Err(TeamFitError::Config {
+            field: "blowout_margin",
+            rule: "finite and non-negative",
+        });
+    }
+    // Each decisive match from its loser's side: the loser's log-odds, and a blowout or not.
+    let (z, y): (Vec<f64>, Vec<bool>) = samples
+        .iter()
+        .filter(|s| s.outcome != 0.5 && s.margin.is_finite())
+        .map(|s| {
+            let loser = if s.outcome > 0.5 { s.mirrored() } else { *s };
+            (model.logit(&loser), -loser.margin > cfg.blowout_margin)
+        })
+        .unzip();
+    let n = z.len() as u64;
+    let blowouts = y.iter().filter(|&&b| b).count() as u64;
+    if n < MIN_BLOWOUT_SAMPLES || blowouts < MIN_BLOWOUTS || n - blowouts < MIN_BLOWOUTS {
+        return Ok(None);
+    }
+    let x =
+        Array2::from_shape_vec((z.len(), 1), z).map_err(|e| TeamFitError::Linfa(e.to_string()))?;
+    let (w, b) = logistic(&x, Array1::from(y), cfg, true)?;
+    Ok(Some(BlowoutModel {
+        margin: cfg.blowout_margin,
+        intercept: b,
+        coef: w[0],
+        samples: n,
+        blowouts,
+    }))
 }
 
 /// Why a team model could not be fitted.
@@ -147,6 +211,7 @@ impl FitTeamWinModel for TeamWinModel {
             draw,
             samples: samples.len() as u64,
             draws,
+            blowout: None,
         })
     }
 }
@@ -180,6 +245,7 @@ mod tests {
                 party_members_diff: m,
                 party_spread_diff: sp,
                 outcome: if unif() < p { 1.0 } else { 0.0 },
+                margin: f64::NAN,
             });
         }
         let f = TeamWinModel::fit(&samples, &TeamFitConfig::default()).unwrap();
@@ -226,6 +292,85 @@ mod tests {
         });
         assert!((w + d + l - 1.0).abs() < 1e-12 && w > l && d > 0.0);
         assert_eq!(f.party_adjustment().map(|a| a.per_member), Some(0.0));
+    }
+
+    /// Blowouts drawn from a known model of the loser's log-odds: the fit recovers it, a
+    /// mirrored sample counts once from its loser's side, and samples without a margin are
+    /// left out.
+    #[test]
+    fn the_blowout_model_recovers_known_coefficients() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut unif = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let model = TeamWinModel {
+            skill_coef: 5.0,
+            ..TeamWinModel::fit(
+                &[
+                    TeamSample {
+                        skill_diff: 1.0,
+                        outcome: 1.0,
+                        ..TeamSample::default()
+                    },
+                    TeamSample {
+                        skill_diff: -1.0,
+                        outcome: 1.0,
+                        ..TeamSample::default()
+                    },
+                ],
+                &TeamFitConfig::default(),
+            )
+            .unwrap()
+        };
+        let (a, b) = (-1.5, -0.8);
+        let mut samples = Vec::new();
+        for k in 0..40_000 {
+            let d = (unif() - 0.5) * 0.8;
+            let a_wins = unif() < sigmoid(5.0 * d);
+            // The loser's log-odds of winning.
+            let z = if a_wins { -5.0 * d } else { 5.0 * d };
+            let blown = unif() < sigmoid(a + b * z);
+            let loser_margin = if blown {
+                -31.0 - 10.0 * unif()
+            } else {
+                -30.0 * unif()
+            };
+            samples.push(TeamSample {
+                skill_diff: d,
+                outcome: f64::from(u8::from(a_wins)),
+                margin: if a_wins { -loser_margin } else { loser_margin },
+                ..TeamSample::default()
+            });
+            if k % 4 == 0 {
+                samples.push(TeamSample {
+                    skill_diff: d,
+                    outcome: 0.0,
+                    ..TeamSample::default()
+                });
+            }
+        }
+        let f = fit_blowout(&model, &samples, &TeamFitConfig::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.samples, 40_000);
+        assert!((f.intercept - a).abs() < 0.06, "{f:?}");
+        assert!((f.coef - b).abs() < 0.06, "{f:?}");
+        let with = TeamWinModel {
+            blowout: Some(f),
+            ..model
+        };
+        let [qa, qb] = with.blowout_given_loss(1.0).unwrap();
+        assert!((qa - sigmoid(f.intercept + f.coef)).abs() < 1e-12);
+        assert!((qb - sigmoid(f.intercept - f.coef)).abs() < 1e-12);
+        assert!(qb > qa, "the favourite that loses is blown out less");
+        assert!(
+            fit_blowout(&model, &samples[..100], &TeamFitConfig::default())
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

@@ -316,6 +316,11 @@ pub struct FitSkillArgs {
     /// 6v6 match).
     #[arg(long, default_value_t = mm_fit::win_skill::MAX_WIN_MATCHES)]
     pub max_win_matches: usize,
+    /// A loss by more than this many team-score points is a blowout (CoD: 30 in TDM): the team
+    /// win model's blowout model, which team EOMM reads, is fitted on it. Give `mm fit churn`
+    /// the same.
+    #[arg(long, default_value_t = 30.0)]
+    pub blowout_margin: f64,
 }
 
 impl FitSkillArgs {
@@ -380,6 +385,7 @@ impl FitSkillArgs {
             max_tune_rows: self.max_tune_rows,
             win_skill: !self.no_win_skill,
             max_win_matches: self.max_win_matches,
+            blowout_margin: self.blowout_margin,
             ..mm_fit::SkillConfig::new(self.lake.clone(), crate::place::local("out", &self.out)?)
         })
     }

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use mm_lake::Lake;
 use mm_trainer::churn::features::FeatureSpec;
-use mm_trainer::churn::model::{ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel};
+use mm_trainer::churn::model::{
+    ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel, fit_blowout_shift,
+};
 use polars::prelude::*;
 use serde::Serialize;
 
@@ -407,7 +409,8 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
     let (exported, refit) = if cfg.refit {
         refit_on_every_row(cfg, files, &names, model, &counts)?
     } else {
-        (model.clone(), None)
+        let sample = training_sample(files, &names, score_from, keep)?;
+        (with_blowout_shift(model.clone(), &sample)?, None)
     };
     let outputs = write::write_model_and_state(cfg, &exported, &build, sc.table)?;
     let mut report = ChurnReport {
@@ -519,6 +522,29 @@ fn fit_on_sample(
     })
 }
 
+/// `model` with its churn after a close and after a blowout loss told apart, fitted on the
+/// loss rows of `sample` (`mm_trainer::churn::model::fit_blowout_shift`); none when the sample
+/// has too few of either.
+fn with_blowout_shift(
+    mut model: ChurnModel,
+    sample: &sample::Sample,
+) -> Result<ChurnModel, FitError> {
+    model.blowout =
+        fit_blowout_shift(&model, sample.x.view(), &sample.y, &sample.blowout).map_err(fit_err)?;
+    if let Some(b) = model.blowout {
+        tracing::info!(
+            close = b.close,
+            blowout = b.blowout,
+            "churn after a blowout loss: {:+.3} on the log-odds of a close loss's ({} of {} \
+             losses were blowouts)",
+            b.blowout,
+            b.blowouts,
+            b.losses
+        );
+    }
+    Ok(model)
+}
+
 /// The exported model: `model` refitted at its C on every labelled row, the scoring window's
 /// included (the same bounded player-hash sample when there are more than `max_train_rows`).
 /// The report's figures stay those of `model` on the later window; this is what is served.
@@ -540,6 +566,7 @@ fn refit_on_every_row(
     let exported = model
         .refit(all.x.view(), &all.y, &cfg.fit)
         .map_err(fit_err)?;
+    let exported = with_blowout_shift(exported, &all)?;
     let rows = all.y.len() as u64;
     let info = Refit {
         rows,

@@ -8,7 +8,7 @@ use polars::prelude::*;
 
 use super::pl_err;
 use crate::churn_build::player_share;
-use crate::churn_features::scan;
+use crate::churn_features::{NOW_BLOWOUT_LOSS, scan};
 use crate::error::FitError;
 
 /// One part file of the feature table, read whole (a bucket: about `chunk_rows` rows).
@@ -63,6 +63,8 @@ pub(super) fn starts(df: &DataFrame) -> Result<&[i64], FitError> {
 pub(super) struct Sample {
     pub x: Array2<f64>,
     pub y: Vec<bool>,
+    /// Whether the row's own match was a blowout loss (not a feature).
+    pub blowout: Vec<bool>,
     pub groups: Vec<u32>,
     pub unused: u64,
 }
@@ -122,8 +124,10 @@ pub(super) fn training_sample(
     // Pass 2: each sampled row straight into its place.
     let mut cols = key_cols;
     cols.extend(names.iter().cloned());
+    cols.push(NOW_BLOWOUT_LOSS.to_string());
     let mut x = Array2::<f64>::zeros((n, names.len()));
     let (mut y, mut groups) = (vec![false; n], vec![0u32; n]);
+    let mut blowout = vec![false; n];
     for f in files {
         let df = read_part(f, Some(&cols))?;
         let ids = df
@@ -131,6 +135,7 @@ pub(super) fn training_sample(
             .and_then(|c| c.str())
             .map_err(pl_err)?;
         let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
+        let blown = f32_cols(&df, &[NOW_BLOWOUT_LOSS.to_string()])?[0];
         let (mut prev, mut slot) = (None::<&str>, None::<(usize, u32)>);
         for (i, id) in ids.iter().enumerate() {
             let id = id.unwrap_or("");
@@ -148,6 +153,7 @@ pub(super) fn training_sample(
                 x[[*r, j]] = f64::from(c[i]);
             }
             y[*r] = l;
+            blowout[*r] = blown[i] > 0.5;
             groups[*r] = *g;
             *r += 1;
         }
@@ -155,6 +161,7 @@ pub(super) fn training_sample(
     Ok(Sample {
         x,
         y,
+        blowout,
         groups,
         unused,
     })
