@@ -14,7 +14,15 @@ fn main() {
     let seed: u64 = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(7);
     let only = args.get(3).cloned();
     let now = 1_700_000_000_000;
-    let models = LobbyModels::skill_only(4.0);
+    let mut models = LobbyModels::skill_only(4.0);
+    // The blowout model of the main job's 6v6 fit (artifact format 6), as the tick benchmark.
+    models.win.blowout = Some(mm_artifact::team::BlowoutModel {
+        margin: 30.0,
+        intercept: -2.78,
+        coef: -0.89,
+        samples: 3427,
+        blowouts: 424,
+    });
     let mut policies = team_policies(6, models);
     for p in &mut policies {
         if only.as_ref().is_some_and(|o| o != p.name()) {

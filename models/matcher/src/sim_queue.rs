@@ -113,7 +113,9 @@ pub fn realistic_searches(
                         percentile: 1.0 / (1.0 + (-1.702 * raw / 0.25).exp()),
                         games: games.sample(&mut rng).round().max(0.0) as u64,
                         churn: [win, (win + loss) / 2.0, loss],
-                        churn_by_loss: None,
+                        // A blowout loss about 1.5 times the log-odds' worth of a close one
+                        // (the main job's fit: +0.49 on the log-odds), without new draws.
+                        churn_by_loss: Some([0.97 * loss, (1.4 * loss).min(0.97)]),
                     }
                 })
                 .collect();
