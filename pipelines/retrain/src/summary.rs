@@ -38,8 +38,13 @@ pub fn summary(work: &Path, st: &RunState) -> Vec<String> {
             if let Some(why) = &m.full_reason {
                 out.push(format!("  full fit  {why}"));
             }
-            out.extend(skill_lines(&read("skill/skill_metrics.json")));
-            out.extend(churn_lines(&read("churn/churn_metrics.json")));
+            let (skill, churn) = (
+                read("skill/skill_metrics.json"),
+                read("churn/churn_metrics.json"),
+            );
+            out.extend(skill_lines(&skill));
+            out.extend(churn_lines(&churn));
+            out.extend(blowout_line(&skill["team_model_final"], &churn));
         }
         out.extend(eval_lines(&read("evaluation/evaluation.json")));
         out.push(if m.continued.is_some() {
@@ -181,6 +186,35 @@ fn churn_lines(c: &Value) -> Vec<String> {
     vec![line]
 }
 
+/// The blowout terms team EOMM reads: how often a losing team is blown out (the team model's,
+/// at even odds and as an underdog at log-odds -1) and what a blowout loss adds to the churn
+/// log-odds of a close one. Nothing when neither was fitted.
+fn blowout_line(team: &Value, churn: &Value) -> Option<String> {
+    let b = &team["blowout"];
+    let c = &churn["blowout"];
+    let given = |z: f64| 1.0 / (1.0 + (-(f(&b["intercept"]) + f(&b["coef"]) * z)).exp());
+    let team_part = b.is_object().then(|| {
+        format!(
+            "a losing team is blown out {:.1}% of the time at even odds, {:.1}% as an underdog at log-odds -1",
+            100.0 * given(0.0),
+            100.0 * given(-1.0)
+        )
+    });
+    let churn_part = c.is_object().then(|| {
+        format!(
+            "a blowout loss adds {:+.2} to the churn log-odds of a close one",
+            f(&c["blowout"])
+        )
+    });
+    match (team_part, churn_part) {
+        (None, None) => None,
+        (t, c) => Some(format!(
+            "  blowouts  {}",
+            [t, c].into_iter().flatten().collect::<Vec<_>>().join("; ")
+        )),
+    }
+}
+
 fn eval_lines(e: &Value) -> Vec<String> {
     if !e.is_object() {
         return vec!["  evaluate  no evaluation".into()];
@@ -320,6 +354,26 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The blowout line says what each fitted piece gives, worked out by hand: sigmoid(-2.78)
+    /// = 5.8 %, sigmoid(-2.78 + 0.89) = 13.1 %; and nothing without either piece.
+    #[test]
+    fn the_blowout_line_reads_both_fits() {
+        let team = serde_json::json!({"blowout": {"intercept": -2.78, "coef": -0.89}});
+        let churn = serde_json::json!({"blowout": {"close": -0.06, "blowout": 0.49}});
+        assert_eq!(
+            blowout_line(&team, &churn).unwrap(),
+            "  blowouts  a losing team is blown out 5.8% of the time at even odds, 13.1% as an \
+             underdog at log-odds -1; a blowout loss adds +0.49 to the churn log-odds of a close one"
+        );
+        let none = serde_json::json!({});
+        assert_eq!(
+            blowout_line(&none, &churn).unwrap(),
+            "  blowouts  a blowout loss adds +0.49 to the churn log-odds of a close one"
+        );
+        assert_eq!(blowout_line(&none, &none), None);
+        assert_eq!(blowout_line(&Value::Null, &Value::Null), None);
+    }
 
     fn metrics(win_skill: Value) -> Value {
         serde_json::json!({

@@ -450,6 +450,7 @@ pub fn fit_churn(cfg: &ChurnConfig) -> Result<ChurnReport, FitError> {
             .map(|(k, g)| g.result(k.clone()))
             .collect(),
         refit,
+        blowout: exported.blowout,
         build: build_info,
         features_seconds,
         fit_seconds: fitted.seconds,

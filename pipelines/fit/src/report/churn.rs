@@ -76,6 +76,8 @@ pub struct ChurnReport {
     /// The exported model's refit on every labelled row (None: the exported model is the
     /// training window's, the one scored).
     pub refit: Option<Refit>,
+    /// The exported model's churn after a close and after a blowout loss (None: not fitted).
+    pub blowout: Option<mm_trainer::churn::model::BlowoutShift>,
     pub scored: BinaryMetrics,
     pub auc: f64,
     pub reliability: Vec<ReliabilityBin>,
@@ -158,6 +160,18 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
              later window, and the coefficients those of the exported model.</p>",
             f.rows,
             decimals(f.churn_rate, 4)
+        );
+    }
+    if let Some(b) = &r.blowout {
+        let _ = write!(
+            h,
+            "<p>Losses told apart (what team EOMM reads): on {} loss rows of the exported model, \
+             {} of them blowouts, its log-odds move by {} after a close loss and by {} more after \
+             a blowout loss.</p>",
+            b.losses,
+            b.blowouts,
+            decimals(b.close, 3),
+            decimals(b.blowout, 3)
         );
     }
     let s = &r.scored;
