@@ -192,6 +192,29 @@ fn read_verified(dir: &Path, m: &Manifest, name: &str) -> Result<Vec<u8>, Artifa
     Ok(bytes)
 }
 
+/// Every coefficient of the team win model (and of its draw and blowout models) is finite.
+fn check_team_win(path: &Path, t: &TeamWinModel) -> Result<(), ArtifactError> {
+    let d = t
+        .draw
+        .map_or([0.0, 0.0], |d| [d.intercept, d.abs_diff_coef]);
+    let b = t
+        .blowout
+        .map_or([0.0, 0.0, 0.0], |b| [b.margin, b.intercept, b.coef]);
+    check_finite(
+        path,
+        [
+            ("skill_coef".to_string(), &t.skill_coef),
+            ("party_members_coef".to_string(), &t.party_members_coef),
+            ("party_spread_coef".to_string(), &t.party_spread_coef),
+            ("draw.intercept".to_string(), &d[0]),
+            ("draw.abs_diff_coef".to_string(), &d[1]),
+            ("blowout.margin".to_string(), &b[0]),
+            ("blowout.intercept".to_string(), &b[1]),
+            ("blowout.coef".to_string(), &b[2]),
+        ],
+    )
+}
+
 fn check_churn(
     path: &Path,
     c: &ChurnFile,
@@ -359,25 +382,7 @@ impl Artifact {
         let team_win: Option<TeamWinModel> =
             parse(&tp, &read_verified(dir, &manifest, TEAM_WIN_FILE)?)?;
         if let Some(t) = &team_win {
-            let d = t
-                .draw
-                .map_or([0.0, 0.0], |d| [d.intercept, d.abs_diff_coef]);
-            let b = t
-                .blowout
-                .map_or([0.0, 0.0, 0.0], |b| [b.margin, b.intercept, b.coef]);
-            check_finite(
-                &tp,
-                [
-                    ("skill_coef".to_string(), &t.skill_coef),
-                    ("party_members_coef".to_string(), &t.party_members_coef),
-                    ("party_spread_coef".to_string(), &t.party_spread_coef),
-                    ("draw.intercept".to_string(), &d[0]),
-                    ("draw.abs_diff_coef".to_string(), &d[1]),
-                    ("blowout.margin".to_string(), &b[0]),
-                    ("blowout.intercept".to_string(), &b[1]),
-                    ("blowout.coef".to_string(), &b[2]),
-                ],
-            )?;
+            check_team_win(&tp, t)?;
         }
         let ap = p(PARTY_FILE);
         let party_adjustment: Option<PartyAdjustment> =

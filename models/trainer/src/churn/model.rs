@@ -302,14 +302,7 @@ impl FitChurnModel for ChurnModel {
             )));
         }
         let pos = positives(y)?;
-        if cfg.folds < 2
-            || cfg.c_grid.is_empty()
-            || cfg.c_grid.iter().any(|c| !c.is_finite() || *c <= 0.0)
-        {
-            return Err(ChurnFitError::Data(
-                "at least 2 folds and a grid of positive C values".into(),
-            ));
-        }
+        check_grid(cfg)?;
         // Cross-validation on at most `cv_max_rows` rows: whole players, chosen by a hash.
         let keep = (cfg.cv_max_rows as f64 / y.len() as f64).min(1.0);
         let cv_rows: Vec<usize> = (0..y.len())
@@ -404,6 +397,19 @@ impl FitChurnModel for ChurnModel {
             blowout: None,
         })
     }
+}
+
+/// At least 2 folds and a non-empty grid of finite, positive C values.
+fn check_grid(cfg: &ChurnFitConfig) -> Result<(), ChurnFitError> {
+    if cfg.folds < 2
+        || cfg.c_grid.is_empty()
+        || cfg.c_grid.iter().any(|c| !c.is_finite() || *c <= 0.0)
+    {
+        return Err(ChurnFitError::Data(
+            "at least 2 folds and a grid of positive C values".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The fewest loss rows of each kind (close, blowout) for [`fit_blowout_shift`].

@@ -114,6 +114,33 @@ pub struct BuildInfo {
     pub buckets: Option<usize>,
 }
 
+/// What the report says of the exported model beside the training window's: its refit, and
+/// the losses it tells apart.
+fn export_notes(h: &mut String, r: &ChurnReport) {
+    if let Some(f) = &r.refit {
+        let _ = write!(
+            h,
+            "<p>The exported model was refitted at this C on {} labelled rows of both windows \
+             (churn rate {}); the figures below are those of the training window's model on the \
+             later window, and the coefficients those of the exported model.</p>",
+            f.rows,
+            decimals(f.churn_rate, 4)
+        );
+    }
+    if let Some(b) = &r.blowout {
+        let _ = write!(
+            h,
+            "<p>Losses told apart (what team EOMM reads): on {} loss rows of the exported model, \
+             {} of them blowouts, its log-odds move by {} after a close loss and by {} more after \
+             a blowout loss.</p>",
+            b.losses,
+            b.blowouts,
+            decimals(b.close, 3),
+            decimals(b.blowout, 3)
+        );
+    }
+}
+
 /// The churn calibration report page.
 #[must_use]
 pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> String {
@@ -152,28 +179,7 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         m.c,
         m.cv_rows,
     );
-    if let Some(f) = &r.refit {
-        let _ = write!(
-            h,
-            "<p>The exported model was refitted at this C on {} labelled rows of both windows \
-             (churn rate {}); the figures below are those of the training window's model on the \
-             later window, and the coefficients those of the exported model.</p>",
-            f.rows,
-            decimals(f.churn_rate, 4)
-        );
-    }
-    if let Some(b) = &r.blowout {
-        let _ = write!(
-            h,
-            "<p>Losses told apart (what team EOMM reads): on {} loss rows of the exported model, \
-             {} of them blowouts, its log-odds move by {} after a close loss and by {} more after \
-             a blowout loss.</p>",
-            b.losses,
-            b.blowouts,
-            decimals(b.close, 3),
-            decimals(b.blowout, 3)
-        );
-    }
+    export_notes(&mut h, r);
     let s = &r.scored;
     let _ = write!(
         h,
