@@ -93,20 +93,11 @@ fn split(c: &mut Criterion) {
 }
 
 fn tick(c: &mut Criterion) {
-    use mm_matcher::queue::LobbyModels;
     use mm_matcher::sim_queue::{realistic_queue, team_policies};
 
     let now = 1_700_000_000_000;
     let queue = realistic_queue(10_000, 6, now, 90.0, 0, 7);
-    let mut models = LobbyModels::skill_only(4.0);
-    // The blowout model of the main job's 6v6 fit (artifact format 6).
-    models.win.blowout = Some(mm_artifact::team::BlowoutModel {
-        margin: 30.0,
-        intercept: -2.78,
-        coef: -0.89,
-        samples: 3427,
-        blowouts: 424,
-    });
+    let models = mm_matcher::sim_queue::bench_models();
     let mut g = c.benchmark_group("tick_10k_6v6");
     g.sample_size(10);
     for mut p in team_policies(6, models) {

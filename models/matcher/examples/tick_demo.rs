@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use mm_matcher::backfill::tick_with_backfill;
 use mm_matcher::cod::CodConfig;
-use mm_matcher::queue::LobbyModels;
 use mm_matcher::sim_queue::{open_lobbies, realistic_queue, team_policies};
 
 fn main() {
@@ -14,15 +13,7 @@ fn main() {
     let seed: u64 = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(7);
     let only = args.get(3).cloned();
     let now = 1_700_000_000_000;
-    let mut models = LobbyModels::skill_only(4.0);
-    // The blowout model of the main job's 6v6 fit (artifact format 6), as the tick benchmark.
-    models.win.blowout = Some(mm_artifact::team::BlowoutModel {
-        margin: 30.0,
-        intercept: -2.78,
-        coef: -0.89,
-        samples: 3427,
-        blowouts: 424,
-    });
+    let models = mm_matcher::sim_queue::bench_models();
     let mut policies = team_policies(6, models);
     for p in &mut policies {
         if only.as_ref().is_some_and(|o| o != p.name()) {

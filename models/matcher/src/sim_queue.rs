@@ -190,6 +190,22 @@ pub fn open_lobbies(
     lobbies
 }
 
+/// The lobby models the benchmarks and the demo run: raw skill's win model (4 per unit of
+/// raw-skill sum) with the blowout model of the main job's 6v6 fit (artifact format 6), so
+/// team EOMM weighs blowouts as it does on a real artifact.
+#[must_use]
+pub fn bench_models() -> crate::queue::LobbyModels {
+    let mut models = crate::queue::LobbyModels::skill_only(4.0);
+    models.win.blowout = Some(mm_artifact::team::BlowoutModel {
+        margin: 30.0,
+        intercept: -2.78,
+        coef: -0.89,
+        samples: 3427,
+        blowouts: 424,
+    });
+    models
+}
+
 /// The three team-queue policies with their defaults for `team_size` (CoD rules, quality
 /// threshold, team EOMM), in that order: what the benchmarks and the demo run side by side.
 #[must_use]
