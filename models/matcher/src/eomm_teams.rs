@@ -7,11 +7,14 @@
 //!
 //! **Balance bound.** A lobby's `|P(A wins | decisive) - 1/2|` must not exceed the least
 //! allowance of its searches, read from a backoff curve of their age (`balance`; `None` for no
-//! bound). The default is 0.05 at once, loosening to 0.1 at two minutes: never a predicted
-//! blowout (a favourite at 0.75 or more). Replayed on the main job's held-out 6v6 day under the
-//! simulator's truth, looser bounds buy predicted churn with real blowouts (0.1 to 0.2: true
-//! blowouts 1.3 times the CoD rules', no true gain; no bound: 46% blowouts and 1.3 points
-//! more true churn), and tighter ones leave the churn model nothing to choose (docs/eomm.md).
+//! bound). Without a blowout model the default is 0.05 at once, loosening to 0.1 at two
+//! minutes ([`BALANCE`]): replayed on the main job's held-out 6v6 day under the simulator's
+//! truth, looser bounds then buy predicted churn with real blowouts (0.1 to 0.2: true blowouts
+//! 1.3 times the CoD rules', no true gain; no bound: 46% blowouts and 1.3 points more true
+//! churn). With one (artifact format 6) the objective weighs blowouts itself and the default is
+//! 0.1 to 0.2 ([`BALANCE_WITH_BLOWOUTS`], [`EommTeamsConfig::for_models`]): on the same day
+//! its true blowouts are 1.10 times the CoD rules' and its true gain the largest of the bounds
+//! tried (docs/eomm.md). Neither admits a predicted blowout (a favourite at 0.75 or more).
 //!
 //! A lobby's expected churn, for a split, is `sum over players of P(own team wins) churn(win) +
 //! P(draw) churn(draw) + P(own team loses) churn(loss)`, with the probabilities from the team
@@ -78,19 +81,40 @@ pub struct EommTeamsConfig {
     pub seed: u64,
 }
 
+/// The default balance bound for lobby models without a blowout model: `|P(A wins | decisive)
+/// - 1/2|` at most 0.05 at once, 0.1 from 120 s (module docs).
+pub const BALANCE: [(f64, f64); 2] = [(0.0, 0.05), (120.0, 0.1)];
+
+/// The default balance bound for lobby models with a blowout model (artifact format 6, whose
+/// churn model tells a blowout loss from a close one): 0.1 at once, 0.2 from 120 s. The
+/// objective then weighs blowouts itself, and a looser bound leaves it more to choose from.
+pub const BALANCE_WITH_BLOWOUTS: [(f64, f64); 2] = [(0.0, 0.1), (120.0, 0.2)];
+
 impl EommTeamsConfig {
-    /// The CoD rules' defaults for the mode, and the default balance bound (module docs).
+    /// The CoD rules' defaults for the mode, and the default balance bound for models without
+    /// a blowout model ([`BALANCE`]); [`EommTeamsConfig::for_models`] chooses by the models.
     #[must_use]
     pub fn new(team_size: usize) -> EommTeamsConfig {
         EommTeamsConfig {
             rules: CodConfig::new(team_size),
-            balance: Some(Backoff::new(&[(0.0, 0.05), (120.0, 0.1)])),
+            balance: Some(Backoff::new(&BALANCE)),
             restarts: 1,
             passes: 0,
             exact_split_parties: 14,
             time_budget: None,
             seed: 0,
         }
+    }
+
+    /// [`EommTeamsConfig::new`] with the default balance bound for `models`:
+    /// [`BALANCE_WITH_BLOWOUTS`] when they have a blowout model, else [`BALANCE`].
+    #[must_use]
+    pub fn for_models(team_size: usize, models: &LobbyModels) -> EommTeamsConfig {
+        let mut c = EommTeamsConfig::new(team_size);
+        if models.win.blowout.is_some() {
+            c.balance = Some(Backoff::new(&BALANCE_WITH_BLOWOUTS));
+        }
+        c
     }
 
     /// No rule but structure and platforms, and no balance bound: the EOMM objective alone, for

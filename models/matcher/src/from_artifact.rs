@@ -252,4 +252,46 @@ mod tests {
         assert!(eomm.objective <= skill.objective && skill.objective <= worst.objective);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A format-6 artifact's lobby models weigh blowouts, and team EOMM's default bound for
+    /// them is the wider one; without the churn model's blowout shift the team model's blowout
+    /// model is dropped (it would weigh nothing) and the bound is the narrower one. Members
+    /// carry the churn after a close and after a blowout loss, around the plain loss's.
+    #[test]
+    fn an_artifact_weighs_blowouts_only_with_both_fits() {
+        use crate::eomm_teams::{BALANCE, BALANCE_WITH_BLOWOUTS, EommTeamsConfig};
+        use crate::queue::{Backoff, LobbyModels, Member};
+        let dir = std::env::temp_dir().join(format!("mm-matcher-blow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = mm_artifact::Store::new(&dir);
+        let (m, files) = mm_artifact::synthetic::artifact(50, 3);
+        store.publish("v1", m, &files, true, None).expect("publish");
+        let mut art = store.open_latest().expect("load");
+        let models = LobbyModels::from_artifact(&art).expect("team model");
+        assert!(models.win.blowout.is_some());
+        assert_eq!(
+            EommTeamsConfig::for_models(6, &models).balance,
+            Some(Backoff::new(&BALANCE_WITH_BLOWOUTS))
+        );
+        let now = art.manifest.snapshot_as_of_ms + 3_600_000;
+        let member = Member::lookup(&art, art.snapshot.id(0), now, false);
+        let [close, blowout] = member.churn_by_loss.expect("both losses");
+        assert!(
+            close < member.churn[2] && member.churn[2] < blowout,
+            "{member:?}"
+        );
+
+        art.churn.model.blowout = None;
+        let models = LobbyModels::from_artifact(&art).expect("team model");
+        assert!(models.win.blowout.is_none());
+        assert_eq!(
+            EommTeamsConfig::for_models(6, &models).balance,
+            Some(Backoff::new(&BALANCE))
+        );
+        assert_eq!(
+            Member::lookup(&art, art.snapshot.id(0), now, false).churn_by_loss,
+            None
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

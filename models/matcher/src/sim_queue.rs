@@ -206,8 +206,8 @@ pub fn bench_models() -> crate::queue::LobbyModels {
     models
 }
 
-/// The three team-queue policies with their defaults for `team_size` (CoD rules, quality
-/// threshold, team EOMM), in that order: what the benchmarks and the demo run side by side.
+/// The three team-queue policies with their defaults for `team_size` and `models` (CoD rules,
+/// quality threshold, team EOMM), in that order: what the benchmarks and the demo run side by side.
 #[must_use]
 pub fn team_policies(
     team_size: usize,
@@ -222,6 +222,9 @@ pub fn team_policies(
             ThresholdConfig::new(team_size),
             models,
         )),
-        Box::new(EommTeams::new(EommTeamsConfig::new(team_size), models)),
+        Box::new(EommTeams::new(
+            EommTeamsConfig::for_models(team_size, &models),
+            models,
+        )),
     ]
 }

@@ -46,9 +46,9 @@ pub struct EvalConfig {
     /// Team modes: the replay's tick and how long it runs on after the last arrival, seconds.
     pub tick_s: f64,
     pub drain_s: f64,
-    /// Team modes: team EOMM's balance bound (the library's default unless set; `None`: no
-    /// bound).
-    pub eomm_balance: Option<mm_matcher::queue::Backoff>,
+    /// Team modes: team EOMM's balance bound when set (`Some(None)`: no bound); by default
+    /// (`None`) the library's for the artifact's models (`EommTeamsConfig::for_models`).
+    pub eomm_balance: Option<Option<mm_matcher::queue::Backoff>>,
 }
 
 impl EvalConfig {
@@ -75,7 +75,7 @@ impl EvalConfig {
             policies: POLICIES.iter().map(|s| (*s).to_string()).collect(),
             tick_s: 5.0,
             drain_s: 600.0,
-            eomm_balance: mm_matcher::eomm_teams::EommTeamsConfig::new(1).balance,
+            eomm_balance: None,
         }
     }
 }

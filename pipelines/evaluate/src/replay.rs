@@ -353,9 +353,15 @@ pub(crate) fn replay(
 ) -> Result<TeamQueueResult, EvalError> {
     let t0 = Instant::now();
     let (tick_s, drain_s, seed, blowout_p) = (cfg.tick_s, cfg.drain_s, cfg.seed, cfg.blowout_p);
-    let eomm = |team_size: usize| EommTeamsConfig {
-        balance: cfg.eomm_balance.clone(),
-        ..EommTeamsConfig::new(team_size)
+    let eomm = |team_size: usize, models: &LobbyModels| {
+        let base = EommTeamsConfig::for_models(team_size, models);
+        EommTeamsConfig {
+            balance: cfg
+                .eomm_balance
+                .clone()
+                .unwrap_or_else(|| base.balance.clone()),
+            ..base
+        }
     };
     let truth = truth.and_then(|t| {
         Some(Truth {
@@ -384,9 +390,10 @@ pub(crate) fn replay(
         for name in names {
             let mut pol = match (name, &truth) {
                 ("oracle", Some(t)) => Box::new(
-                    EommTeams::new(eomm(team_size), models).with_objective(t.objective(&arr)),
+                    EommTeams::new(eomm(team_size, &models), models)
+                        .with_objective(t.objective(&arr)),
                 ),
-                _ => policy(name, team_size, models, eomm(team_size)),
+                _ => policy(name, team_size, models, eomm(team_size, &models)),
             };
             let mut queue = Queue::new(mode)
                 .map_err(|e| EvalError::Input(format!("team size {team_size}: {e}")))?;

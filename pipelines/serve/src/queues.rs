@@ -118,9 +118,10 @@ fn new_policy(
             ThresholdConfig::new(team_size),
             models,
         )),
-        proto::QueuePolicy::Eomm => {
-            Box::new(EommTeams::new(EommTeamsConfig::new(team_size), models))
-        }
+        proto::QueuePolicy::Eomm => Box::new(EommTeams::new(
+            EommTeamsConfig::for_models(team_size, &models),
+            models,
+        )),
     }
 }
 

@@ -19,11 +19,17 @@ pub struct LobbyModels {
 }
 
 impl LobbyModels {
-    /// The artifact's models; `None` when it has no team win model.
+    /// The artifact's models; `None` when it has no team win model. The team model's blowout
+    /// model is kept only when the churn model tells a blowout loss from a close one: without
+    /// that, a blowout's chance would weigh nothing.
     #[must_use]
     pub fn from_artifact(art: &Artifact) -> Option<LobbyModels> {
+        let shift = art.churn.model.blowout.is_some();
         art.team_win.map(|win| LobbyModels {
-            win,
+            win: TeamWinModel {
+                blowout: win.blowout.filter(|_| shift),
+                ..win
+            },
             party: art.party_adjustment,
         })
     }

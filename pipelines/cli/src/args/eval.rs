@@ -68,7 +68,8 @@ pub struct EvaluateArgs {
     pub drain_s: f64,
     /// Team modes: team EOMM's balance bound, the largest |P(win) - 1/2| a search accepts at
     /// 0 s and from 120 s of waiting (linear between), or `none` for no bound. Default: the
-    /// library's, `0.05,0.1`.
+    /// library's for the artifact, `0.1,0.2` when its models weigh blowouts (format 6), else
+    /// `0.05,0.1`.
     #[arg(long, value_parser = parse_balance)]
     pub eomm_balance: Option<Balance>,
 }
@@ -116,7 +117,7 @@ impl EvaluateArgs {
         c.tick_s = self.tick_s;
         c.drain_s = self.drain_s;
         if let Some(b) = &self.eomm_balance {
-            c.eomm_balance.clone_from(&b.0);
+            c.eomm_balance = Some(b.0.clone());
         }
         c
     }
