@@ -83,16 +83,23 @@ impl ChurnModel {
         let split = self.blowout.map(|b| {
             let mut r = row.to_vec();
             self.spec.set_outcome(&mut r, Outcome3::Loss);
-            let z = self.intercept
-                + r.iter()
-                    .zip(&self.mean)
-                    .zip(&self.scale)
-                    .zip(&self.coef)
-                    .map(|(((x, m), s), w)| (x - m) / s * w)
-                    .sum::<f64>();
+            let z = self.log_odds(&r);
             [sigmoid(z + b.close), sigmoid(z + b.close + b.blowout)]
         });
         (plain, split)
+    }
+
+    /// The log-odds of churn of one feature row: [`Self::predict`] before the logistic.
+    #[must_use]
+    pub fn log_odds(&self, row: &[f64]) -> f64 {
+        self.intercept
+            + row
+                .iter()
+                .zip(&self.mean)
+                .zip(&self.scale)
+                .zip(&self.coef)
+                .map(|(((x, m), s), w)| (x - m) / s * w)
+                .sum::<f64>()
     }
 }
 

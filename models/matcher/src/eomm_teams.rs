@@ -17,7 +17,9 @@
 //! tried (docs/eomm.md). Neither admits a predicted blowout (a favourite at 0.75 or more).
 //!
 //! A lobby's expected churn, for a split, is `sum over players of P(own team wins) churn(win) +
-//! P(draw) churn(draw) + P(own team loses) churn(loss)`, with the probabilities from the team
+//! P(draw) churn(draw) + P(own team loses) churn(loss)`, where with a blowout model (artifact
+//! format 6) `churn(loss)` is `(1 - q) churn(close loss) + q churn(blowout loss)` and `q` the
+//! chance that the team's loss is a blowout, with the probabilities from the team
 //! win model (raw-skill sums and party terms) and each player's churn by outcome from the churn
 //! model, as the paper proposes: a player's churn depends on the others only through the
 //! outcome. The best split of a set of parties is found by enumerating every split of equal team

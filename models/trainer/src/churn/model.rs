@@ -447,14 +447,10 @@ pub fn fit_blowout_shift(
         if row[loss] != 1.0 {
             continue;
         }
-        let z = model.intercept
-            + row
-                .iter()
-                .zip(&model.mean)
-                .zip(&model.scale)
-                .zip(&model.coef)
-                .map(|(((x, m), s), w)| (x - m) / s * w)
-                .sum::<f64>();
+        let z = match row.as_slice() {
+            Some(r) => model.log_odds(r),
+            None => model.log_odds(&row.to_vec()),
+        };
         let g = &mut groups[usize::from(blowout[r])];
         g.0.push(z);
         g.1 += u64::from(y[r]);
