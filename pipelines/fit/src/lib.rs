@@ -32,4 +32,6 @@ pub mod win_skill;
 pub use error::FitError;
 pub use history::Metric;
 pub use report::skill::{ModelScore, SkillReport};
-pub use skill::{COD_SKILL_SD, MAX_TUNE_ROWS, MIN_LATEST_DECISIVE, SkillConfig, fit_skill};
+pub use skill::{
+    COD_SKILL_SD, MAX_TUNE_ROWS, MIN_LATEST_DECISIVE, SkillConfig, fit_skill, with_blowout,
+};

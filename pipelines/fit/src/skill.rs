@@ -119,11 +119,12 @@ fn fit_final_team(
 }
 
 /// The team win model of `samples` with its blowout model fitted on the same matches
-/// (`mm_trainer::skill::team::fit_blowout`).
-pub(crate) fn with_blowout(
-    samples: &[TeamSample],
-    cfg: &TeamFitConfig,
-) -> Result<TeamWinModel, FitError> {
+/// (`mm_trainer::skill::team::fit_blowout`): every exported team model, and a continued
+/// retrain's refit.
+///
+/// # Errors
+/// A fit failed.
+pub fn with_blowout(samples: &[TeamSample], cfg: &TeamFitConfig) -> Result<TeamWinModel, FitError> {
     let mut model = TeamWinModel::fit(samples, cfg)?;
     model.blowout = fit_blowout(&model, samples, cfg)?;
     Ok(model)

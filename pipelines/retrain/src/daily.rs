@@ -42,7 +42,7 @@ use mm_artifact::skill::RoleComparison;
 use mm_artifact::snapshot::{PlayerState, write_snapshot};
 use mm_artifact::team::{SkillBasis, TeamSample, TeamWinModel};
 use mm_lake::Lake;
-use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig};
+use mm_trainer::skill::team::TeamFitConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::window::{ChurnRows, Window, counts_before, refit_churn, window_days};
@@ -600,9 +600,7 @@ fn refit_team(
         blowout_margin: art.churn.blowout_margin,
         ..TeamFitConfig::default()
     };
-    let mut model =
-        TeamWinModel::fit(&window_samples, &cfg).map_err(|e| RetrainError::Input(e.to_string()))?;
-    model.blowout = mm_trainer::skill::team::fit_blowout(&model, &window_samples, &cfg)
+    let model = mm_fit::with_blowout(&window_samples, &cfg)
         .map_err(|e| RetrainError::Input(e.to_string()))?;
     Ok(TeamRefit {
         model: Some(model),

@@ -192,7 +192,7 @@ fn churn_lines(c: &Value) -> Vec<String> {
 fn blowout_line(team: &Value, churn: &Value) -> Option<String> {
     let b = &team["blowout"];
     let c = &churn["blowout"];
-    let given = |z: f64| 1.0 / (1.0 + (-(f(&b["intercept"]) + f(&b["coef"]) * z)).exp());
+    let given = |z: f64| mm_artifact::team::sigmoid(f(&b["intercept"]) + f(&b["coef"]) * z);
     let team_part = b.is_object().then(|| {
         format!(
             "a losing team is blown out {:.1}% of the time at even odds, {:.1}% as an underdog at log-odds -1",
