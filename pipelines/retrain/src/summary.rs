@@ -44,7 +44,13 @@ pub fn summary(work: &Path, st: &RunState) -> Vec<String> {
             );
             out.extend(skill_lines(&skill));
             out.extend(churn_lines(&churn));
-            out.extend(blowout_line(&skill["team_model_final"], &churn));
+            // The exported team model's: the win skill's when it was exported.
+            let exported = if skill["win_skill"]["exported"].as_bool() == Some(true) {
+                &skill["win_skill"]["model"]
+            } else {
+                &skill["team_model_final"]
+            };
+            out.extend(blowout_line(exported, &churn));
         }
         out.extend(eval_lines(&read("evaluation/evaluation.json")));
         out.push(if m.continued.is_some() {
