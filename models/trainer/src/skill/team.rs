@@ -306,24 +306,16 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
+        // A win model of 5 per unit of skill difference, no party terms, no draws.
         let model = TeamWinModel {
+            basis: SkillBasis::RawSkill,
             skill_coef: 5.0,
-            ..TeamWinModel::fit(
-                &[
-                    TeamSample {
-                        skill_diff: 1.0,
-                        outcome: 1.0,
-                        ..TeamSample::default()
-                    },
-                    TeamSample {
-                        skill_diff: -1.0,
-                        outcome: 1.0,
-                        ..TeamSample::default()
-                    },
-                ],
-                &TeamFitConfig::default(),
-            )
-            .unwrap()
+            party_members_coef: 0.0,
+            party_spread_coef: 0.0,
+            draw: None,
+            samples: 0,
+            draws: 0,
+            blowout: None,
         };
         let (a, b) = (-1.5, -0.8);
         let mut samples = Vec::new();
