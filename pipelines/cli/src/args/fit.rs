@@ -268,11 +268,11 @@ pub struct FitSkillArgs {
     /// Points of the percentile map (raw skill to the population's percentile).
     #[arg(long, default_value_t = 101)]
     pub knots: usize,
-    /// Start of the tuning window (YYYY-MM-DD); earlier matches are burn-in. Default: the 20%
+    /// Start of the tuning window (YYYY-MM-DD); earlier matches are burn-in. Default: the 40%
     /// point of the matches in time.
     #[arg(long)]
     pub tune_from: Option<chrono::NaiveDate>,
-    /// End of the tuning window (exclusive). Default: the 60% point.
+    /// End of the tuning window (exclusive). Default: the 80% point.
     #[arg(long)]
     pub tune_to: Option<chrono::NaiveDate>,
     /// Start of the scoring window (not before --tune-to). Default: --tune-to.
