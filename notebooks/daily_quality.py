@@ -6,11 +6,15 @@ chain B fits in full every day. Each day's candidate is evaluated on the next da
 (`mm retrain --holdout-days h`, h = 8 .. 1) and always promoted (`--margin 1`), so each
 chain continues its own models. Per day and chain: the raw skill's Spearman correlation
 with the simulator's true skill (players with at least 10 matches), the holdout's churn
-AUC, calibration error and log-loss, the win log-loss, and the run's time.
+AUC, calibration error and log-loss, the win log-loss, and the run's time. Then the two
+chains' models of the day side by side on the same held-out searches (`mm evaluate
+--compare`): each score's difference A - B with its 95% paired-bootstrap interval (churn
+resampled by player, the win model by match), and the same for the Spearman correlation
+(resampled by player).
 
     python notebooks/daily_quality.py MM_BINARY [--world data/world.toml] [--out out/daily]
 
-Prints a Markdown table (docs/daily.md).
+Prints two Markdown tables (docs/daily.md).
 """
 
 import argparse
@@ -21,7 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
+from scipy.stats import rankdata
 
 MODE = "tdm-6v6"
 
@@ -33,7 +39,9 @@ def spearman(a, b):
     return df.select(pl.corr("a", "b")).item()
 
 
-def skill_vs_truth(models: Path, lake: Path) -> float:
+def skill_and_truth(models: Path, lake: Path) -> pl.DataFrame:
+    """The promoted snapshot's raw skill beside the simulator's true skill on its day, for
+    players with at least 10 matches."""
     root = models / MODE
     version = (root / "LATEST").read_text().strip()
     art = root / version
@@ -45,8 +53,25 @@ def skill_vs_truth(models: Path, lake: Path) -> float:
     truth = pl.read_parquet(
         lake / "truth" / "skill_daily" / f"day={day}", hive_partitioning=False
     )
-    j = snap.join(truth, on="player_id")
-    return spearman(j["raw_skill"], j["true_skill"])
+    return snap.join(truth, on="player_id").select("player_id", "raw_skill", "true_skill")
+
+
+def spearman_diff(a: pl.DataFrame, b: pl.DataFrame, resamples=1000, seed=1):
+    """Spearman(A) - Spearman(B) on the players both rank, with a 95% interval from a paired
+    bootstrap over players."""
+    j = a.join(b, on="player_id", suffix="_b")
+    x, xb, t = (j[c].to_numpy() for c in ("raw_skill", "raw_skill_b", "true_skill"))
+
+    def rho(u, v):
+        return np.corrcoef(rankdata(u), rankdata(v))[0, 1]
+
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(resamples):
+        k = rng.integers(0, len(t), len(t))
+        diffs.append(rho(x[k], t[k]) - rho(xb[k], t[k]))
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return rho(x, t) - rho(xb, t), lo, hi
 
 
 def run(mm, args):
@@ -95,7 +120,11 @@ def main():
             ho = ev["holdout"][0]
             row[name] = {
                 "kind": "continued" if "continued v" in text else "full",
-                "spearman": skill_vs_truth(out / name / "models", lake),
+                "spearman": spearman(
+                    *skill_and_truth(out / name / "models", lake)
+                    .select("raw_skill", "true_skill")
+                    .get_columns()
+                ),
                 "auc": ho["churn_auc"],
                 "ece": ho["churn_ece"],
                 "churn_ll": ho["churn_log_loss"],
@@ -103,6 +132,22 @@ def main():
                 "seconds": seconds,
                 "day": ev["window"],
             }
+        # Both chains' models of the day on the same held-out searches.
+        run(
+            a.mm,
+            [
+                "evaluate", "--lake", str(lake), "--tick-s", "20",
+                "--artifact", str(out / "A" / "models" / MODE),
+                "--compare", str(out / "B" / "models" / MODE),
+                "--out", str(out / "paired"),
+            ],
+        )
+        ev = json.loads((out / "paired" / "evaluation.json").read_text())
+        row["diff"] = ev["holdout_diff"]
+        row["diff"]["spearman"] = spearman_diff(
+            skill_and_truth(out / "A" / "models", lake),
+            skill_and_truth(out / "B" / "models", lake),
+        )
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     print(
@@ -119,6 +164,27 @@ def main():
             f"| {A['seconds']:.1f} / {B['seconds']:.1f} |"
         )
 
+
+    def ci(x):
+        if isinstance(x, dict):
+            d, (lo, hi) = x["diff"], x["ci95"]
+        else:
+            d, lo, hi = x
+        return f"{d:+.4f} ({lo:+.4f} to {hi:+.4f})"
+
+    print()
+    print(
+        "| day held out | chain A | Spearman | churn AUC | churn ECE | churn log-loss "
+        "| win log-loss | players |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        d = r["diff"]
+        print(
+            f"| {r['A']['day'][:10]} | {r['A']['kind']} | {ci(d['spearman'])} "
+            f"| {ci(d['churn_auc'])} | {ci(d['churn_ece'])} | {ci(d['churn_log_loss'])} "
+            f"| {ci(d['win_log_loss'])} | {d['players']:,} |"
+        )
 
 if __name__ == "__main__":
     main()

@@ -21,13 +21,16 @@
 //!    without the churn draw), predicted blowouts, mean |P(win) - 1/2|, skill disparity, and
 //!    the same by skill decile. The real lobbies of the window are scored under the same
 //!    models as a reference row, and both the churn and the win model are scored against what
-//!    happened (holdout log-loss), which is what the retrain gate compares.
+//!    happened (holdout log-loss), which is what the retrain gate compares. With a second
+//!    artifact, each holdout score's difference comes with a 95% paired-bootstrap interval
+//!    (churn resampled by player, the win model by match).
 
 //!
 //! Files: [`config`] (what to evaluate, checked), [`error`], [`history`] (the window's searches
 //! and their states), `pool1v1` (the 1v1 pools and policy runs), [`replay`] (the team-queue
 //! policies over the window's real searches), `measures` (what both share: balance, deciles,
-//! the real lobbies, the holdout scores), [`results`] (the report's types), [`report`] (the
+//! the real lobbies, the holdout scores), `paired` (two artifacts' holdout scores and the
+//! bootstrap of their differences), [`results`] (the report's types), [`report`] (the
 //! HTML page) and [`stats`] (intervals and tests). The retrain chain that calls this crate is
 //! `mm-retrain`.
 
@@ -35,6 +38,7 @@ pub mod config;
 pub mod error;
 pub mod history;
 mod measures;
+mod paired;
 mod pool1v1;
 pub mod replay;
 pub mod report;
@@ -49,8 +53,8 @@ pub use error::EvalError;
 use error::fmt_ms;
 use history::WindowSpec;
 pub use results::{
-    DecileStats, EommVsSkill, EvalReport, HistoricalRow, Holdout, PAPER_TABLE2, PairTest,
-    PolicyStats, SizeResult, TeamPolicyStats, TeamQueueResult,
+    DecileStats, DiffCi, EommVsSkill, EvalReport, HistoricalRow, Holdout, HoldoutDiff,
+    PAPER_TABLE2, PairTest, PolicyStats, SizeResult, TeamPolicyStats, TeamQueueResult,
 };
 
 /// Runs the evaluation and writes `evaluation.json` and `evaluation.html` into `cfg.out`.
@@ -124,6 +128,8 @@ pub fn evaluate_with(
         .all(|m| m.hi - m.lo == 2 && m.split == m.lo + 1);
     let mut notes = Vec::new();
     let holdouts: Vec<Holdout> = arts.iter().map(|sc| measures::holdout(&h, sc)).collect();
+    let holdout_diff = (arts.len() == 2)
+        .then(|| paired::holdout_diff(&h, &arts[0], &arts[1], paired::RESAMPLES, cfg.seed));
     let hist: Vec<HistoricalRow> = arts
         .iter()
         .map(|sc| measures::historical(&h, sc, &cfg.pool_sizes, cfg.blowout_p))
@@ -244,6 +250,7 @@ pub fn evaluate_with(
         blowout_p: cfg.blowout_p,
         one_v_one,
         holdout: holdouts,
+        holdout_diff,
         historical: hist,
         sizes,
         eomm_vs_skill,

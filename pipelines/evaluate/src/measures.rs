@@ -9,6 +9,7 @@ use mm_matcher::scoring::OutcomeProbs;
 
 use crate::error::{EvalError, fmt_ms};
 use crate::history::{self, EvalHistory};
+use crate::paired;
 use crate::results::{DecileStats, HistoricalRow, Holdout};
 use crate::stats::{Moments, wilson};
 
@@ -211,75 +212,68 @@ pub(crate) fn historical(
     }
 }
 
+/// Each labelled search's predicted churn after its real outcome, with the label, the
+/// searcher's index and the player.
+pub(crate) fn churn_preds(h: &EvalHistory, sc: &Scored) -> Vec<(f64, bool, u32)> {
+    h.searchers
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| {
+            s.churned
+                .map(|y| (sc.members[k].churn[s.outcome.index()], y, s.player))
+        })
+        .collect()
+}
+
+/// Each real two-team match's predicted probability of its real result (team A's view), and
+/// whether the more likely decisive result happened.
+pub(crate) fn win_preds(h: &EvalHistory, sc: &Scored) -> Vec<(f64, bool)> {
+    h.matches
+        .iter()
+        .filter(|m| m.split != m.hi && m.split != m.lo)
+        .map(|m| {
+            let s = team_sample(h, sc, m, true);
+            let (w, d, l) = sc.win.probs(&s);
+            let o = h.searchers[m.lo as usize].outcome;
+            let p = match o {
+                Outcome::Win => w,
+                Outcome::Draw => d,
+                Outcome::Loss => l,
+            };
+            let best = if w >= l { Outcome::Win } else { Outcome::Loss };
+            (p, best == o)
+        })
+        .collect()
+}
+
+/// A probability kept off 0 and 1 for a log-loss.
+pub(crate) fn clamp_p(p: f64) -> f64 {
+    p.clamp(1e-12, 1.0 - 1e-12)
+}
+
 /// The churn and win models scored against what happened in the window.
 pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
-    let mut preds: Vec<(f64, bool)> = Vec::new();
-    for (k, s) in h.searchers.iter().enumerate() {
-        if let Some(y) = s.churned {
-            preds.push((sc.members[k].churn[s.outcome.index()], y));
-        }
-    }
+    let preds: Vec<(f64, bool)> = churn_preds(h, sc)
+        .into_iter()
+        .map(|(p, y, _)| (p, y))
+        .collect();
     let n = preds.len() as f64;
-    let clamp = |p: f64| p.clamp(1e-12, 1.0 - 1e-12);
-    let ll = preds
-        .iter()
-        .map(|&(p, y)| {
-            if y {
-                -clamp(p).ln()
-            } else {
-                -(1.0 - clamp(p)).ln()
-            }
-        })
-        .sum::<f64>()
-        / n;
-    let brier = preds
-        .iter()
-        .map(|&(p, y)| (p - f64::from(u8::from(y))).powi(2))
-        .sum::<f64>()
-        / n;
-    let mut bins = [(0.0, 0.0, 0.0); 10];
-    for &(p, y) in &preds {
-        let b = decile(p);
-        bins[b].0 += 1.0;
-        bins[b].1 += p;
-        bins[b].2 += f64::from(u8::from(y));
-    }
-    let ece = bins
-        .iter()
-        .filter(|b| b.0 > 0.0)
-        .map(|b| (b.1 - b.2).abs())
-        .sum::<f64>()
-        / n;
     let (p, y): (Vec<f64>, Vec<bool>) = preds.iter().copied().unzip();
-    let auc = mm_trainer::stats::auc(&p, &y);
+    let sc_churn = paired::ChurnSet::new(p, y).scores(None);
     let mean_p = preds.iter().map(|p| p.0).sum::<f64>() / n;
     let obs = preds.iter().filter(|p| p.1).count() as f64 / n;
-    let (mut wll, mut wacc, mut wn) = (0.0, 0.0, 0.0);
-    for m in &h.matches {
-        if m.split == m.hi || m.split == m.lo {
-            continue;
-        }
-        let s = team_sample(h, sc, m, true);
-        let (w, d, l) = sc.win.probs(&s);
-        let o = h.searchers[m.lo as usize].outcome;
-        let p = match o {
-            Outcome::Win => w,
-            Outcome::Draw => d,
-            Outcome::Loss => l,
-        };
-        wll -= clamp(p).ln();
-        let best = if w >= l { Outcome::Win } else { Outcome::Loss };
-        wacc += f64::from(u8::from(best == o));
-        wn += 1.0;
-    }
+    let wins = win_preds(h, sc);
+    let wn = wins.len() as f64;
+    let wll = wins.iter().map(|w| -clamp_p(w.0).ln()).sum::<f64>();
+    let wacc = wins.iter().filter(|w| w.1).count() as f64;
     Holdout {
         artifact: sc.label.clone(),
         version: sc.version.clone(),
         churn_rows: preds.len() as u64,
-        churn_log_loss: ll,
-        churn_brier: brier,
-        churn_ece: ece,
-        churn_auc: auc,
+        churn_log_loss: sc_churn.log_loss,
+        churn_brier: sc_churn.brier,
+        churn_ece: sc_churn.ece,
+        churn_auc: sc_churn.auc,
         churn_mean_predicted: mean_p,
         churn_observed: obs,
         win_matches: wn as u64,

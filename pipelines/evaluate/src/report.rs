@@ -8,7 +8,8 @@ use mm_fit::html::{decimals, escape, interval_chart, line_chart, no_chart, page_
 
 use crate::error::EvalError;
 use crate::results::{
-    DecileStats, EvalReport, OracleGain, PAPER_TABLE2, PairTest, SizeResult, TeamQueueResult,
+    DecileStats, DiffCi, EvalReport, HoldoutDiff, OracleGain, PAPER_TABLE2, PairTest, SizeResult,
+    TeamQueueResult,
 };
 
 /// Writes both files, each atomically (temporary file, then rename).
@@ -120,6 +121,35 @@ pub fn html(r: &EvalReport) -> String {
         );
     }
     h.push_str("</table>");
+
+    if let Some(d) = &r.holdout_diff {
+        let _ = write!(
+            h,
+            "<p>Candidate ({}) minus baseline ({}) on the same {} churn rows of {} players and \
+             {} matches, with 95% intervals from a paired bootstrap ({} resamples; churn \
+             resampled by player, the win model by match). An interval that holds 0: the two \
+             cannot be told apart on that score.</p><table><tr><th>score</th><th>candidate</th>\
+             <th>baseline</th><th>difference</th><th>95% interval</th></tr>",
+            escape(&d.candidate),
+            escape(&d.baseline),
+            d.churn_rows,
+            d.players,
+            d.win_matches,
+            d.resamples
+        );
+        for (name, x) in diff_rows(d) {
+            let _ = write!(
+                h,
+                "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{} – {}</td></tr>",
+                decimals(x.candidate, 4),
+                decimals(x.baseline, 4),
+                decimals(x.diff, 4),
+                decimals(x.ci95.0, 4),
+                decimals(x.ci95.1, 4)
+            );
+        }
+        h.push_str("</table>");
+    }
 
     h.push_str(
         "<h2>What historically happened, under the same models</h2><table><tr><th>artifact</th>\
@@ -885,6 +915,17 @@ pub fn oracle_sentence(t: &OracleGain) -> String {
     s
 }
 
+/// The paired scores in the order the report shows them.
+fn diff_rows(d: &HoldoutDiff) -> [(&'static str, &DiffCi); 5] {
+    [
+        ("churn log-loss", &d.churn_log_loss),
+        ("churn Brier", &d.churn_brier),
+        ("churn ECE", &d.churn_ece),
+        ("churn AUC", &d.churn_auc),
+        ("win log-loss", &d.win_log_loss),
+    ]
+}
+
 /// The text summary `mm evaluate` prints.
 #[must_use]
 pub fn summary(r: &EvalReport) -> String {
@@ -907,6 +948,22 @@ pub fn summary(r: &EvalReport) -> String {
             x.win_log_loss,
             x.win_matches
         );
+    }
+    if let Some(d) = &r.holdout_diff {
+        let _ = write!(
+            s,
+            "candidate - baseline (95% paired bootstrap, {} players):",
+            d.players
+        );
+        for (name, x) in diff_rows(d) {
+            let _ = write!(
+                s,
+                " {name} {:+.4} ({:+.4} to {:+.4});",
+                x.diff, x.ci95.0, x.ci95.1
+            );
+        }
+        s.pop();
+        s.push('\n');
     }
     for x in &r.historical {
         let _ = writeln!(

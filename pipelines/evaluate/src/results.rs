@@ -131,6 +131,41 @@ pub struct Holdout {
     pub new_players: u64,
 }
 
+/// One score of two models on the same data: each model's, their difference (candidate minus
+/// baseline) and its 95% paired-bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DiffCi {
+    pub candidate: f64,
+    pub baseline: f64,
+    pub diff: f64,
+    pub ci95: (f64, f64),
+}
+
+impl DiffCi {
+    /// The interval holds 0: the two models cannot be told apart on this score.
+    #[must_use]
+    pub fn within_noise(&self) -> bool {
+        self.ci95.0 <= 0.0 && 0.0 <= self.ci95.1
+    }
+}
+
+/// The candidate's holdout scores against the baseline's (`mm evaluate --compare`): churn
+/// resampled by player, the win model by match.
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldoutDiff {
+    pub candidate: String,
+    pub baseline: String,
+    pub resamples: usize,
+    pub players: u64,
+    pub churn_rows: u64,
+    pub win_matches: u64,
+    pub churn_log_loss: DiffCi,
+    pub churn_brier: DiffCi,
+    pub churn_ece: DiffCi,
+    pub churn_auc: DiffCi,
+    pub win_log_loss: DiffCi,
+}
+
 /// The evaluation: what `evaluation.json` holds and the HTML report shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
@@ -155,6 +190,8 @@ pub struct EvalReport {
     pub blowout_p: f64,
     pub one_v_one: bool,
     pub holdout: Vec<Holdout>,
+    /// With `--compare`: the two artifacts' holdout scores, paired.
+    pub holdout_diff: Option<HoldoutDiff>,
     pub historical: Vec<HistoricalRow>,
     pub sizes: Vec<SizeResult>,
     /// EOMM's retained players over SkillMM's, per size, beside the paper's Table 2.

@@ -212,6 +212,27 @@ fn policies_on_the_same_pools() {
     }
     assert_eq!(r2.holdout.len(), 2);
     assert_eq!(r2.holdout[0].churn_log_loss, r2.holdout[1].churn_log_loss);
+    // The paired scores: each the holdout's, and an artifact differs from itself by nothing.
+    assert!(r.holdout_diff.is_none());
+    let d = r2.holdout_diff.as_ref().unwrap();
+    assert_eq!(d.churn_rows, r2.holdout[0].churn_rows);
+    assert_eq!(d.win_matches, r2.holdout[0].win_matches);
+    assert_eq!(d.churn_log_loss.candidate, r2.holdout[0].churn_log_loss);
+    assert_eq!(d.churn_auc.baseline, r2.holdout[1].churn_auc);
+    assert!((d.win_log_loss.candidate - r2.holdout[0].win_log_loss).abs() < 1e-12);
+    for x in [
+        d.churn_log_loss,
+        d.churn_brier,
+        d.churn_ece,
+        d.churn_auc,
+        d.win_log_loss,
+    ] {
+        assert_eq!((x.diff, x.ci95), (0.0, (0.0, 0.0)));
+        assert!(x.within_noise());
+    }
+    assert!(mm_eval::report::summary(&r2).contains("candidate - baseline (95% paired bootstrap"));
+    let html = std::fs::read_to_string(dir.path().join("eval2/evaluation.html")).unwrap();
+    assert!(html.contains("paired bootstrap"));
 
     // A window that starts inside the training data is refused.
     cfg.compare = None;

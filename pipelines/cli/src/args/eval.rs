@@ -18,7 +18,8 @@ pub struct EvaluateArgs {
     /// The artifact: a version directory, or a model directory (its LATEST).
     #[arg(long)]
     pub artifact: PathBuf,
-    /// A second artifact, evaluated on the same pools and draws (e.g. the current LATEST).
+    /// A second artifact, evaluated on the same pools and draws (e.g. the current LATEST); the
+    /// holdout scores of the two are paired, each difference with a 95% bootstrap interval.
     #[arg(long)]
     pub compare: Option<PathBuf>,
     /// Output directory (evaluation.json, evaluation.html).
