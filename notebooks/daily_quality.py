@@ -13,6 +13,7 @@ resampled by player, the win model by match), and the same for the Spearman corr
 (resampled by player).
 
     python notebooks/daily_quality.py MM_BINARY [--world data/world.toml] [--out out/daily]
+        [--retrain-args '--churn-window-days 7']
 
 Prints two Markdown tables (docs/daily.md).
 """
@@ -88,12 +89,19 @@ def main():
     ap.add_argument("--world", default="data/world.toml")
     ap.add_argument("--out", default="out/daily")
     ap.add_argument("--days", type=int, default=8)
+    ap.add_argument(
+        "--retrain-args", default="", help="more `mm retrain` flags for every run, e.g. "
+        "'--churn-window-days 7'"
+    )
     a = ap.parse_args()
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     lake = out / "lake"
-    common = ["--mode", MODE, "--lake", str(lake), "--margin", "1", "--tick-s", "20"]
+    common = [
+        "--mode", MODE, "--lake", str(lake), "--margin", "1", "--tick-s", "20",
+        *a.retrain_args.split(),
+    ]
 
     def chain(name):
         return ["--models", str(out / name / "models"), "--work", str(out / name / "work")]

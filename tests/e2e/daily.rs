@@ -92,19 +92,42 @@ fn a_continued_retrain_equals_the_full_history() {
 
     // Day 0: a full fit (nothing to continue) on the days before the last three.
     let world = p("world.toml");
-    let out = retrain(&["--simulate", &world, "--holdout-days", "3"]);
+    let out = retrain(&[
+        "--simulate",
+        &world,
+        "--holdout-days",
+        "3",
+        "--churn-window-days",
+        "3",
+    ]);
     assert!(
         out.contains("full fit  no promoted model to continue"),
         "{out}"
     );
     let v1 = latest(Path::new(&models));
-    // The full run seeded the churn window (a Delta table) with its own rows of its last 7
-    // days, in one partition: its cutoff day.
+    // The full run seeded the churn window (a Delta table) with its own rows of its last 3
+    // days (`--churn-window-days`), in one partition: its cutoff day.
     let window = dir.path().join("work/tdm-6v6/churn-window");
     let seeded = window_partitions(&window);
     assert_eq!(seeded.len(), 1, "{seeded:?}");
     let (seed_day, seed_rows) = seeded.iter().next().map(|(d, n)| (d.clone(), *n)).unwrap();
     assert!(seed_rows > 1_000, "{seed_rows} seeded rows");
+    let today = chrono::NaiveDate::parse_from_str(&seed_day, "%Y-%m-%d")
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc()
+        .timestamp_millis();
+    let fit_rows = feature_rows(&dir.path().join("work/tdm-6v6/churn/churn_features.parquet"));
+    let last3 = fit_rows
+        .keys()
+        .filter(|(_, start)| *start >= today - 3 * 86_400_000)
+        .count() as u64;
+    assert_eq!(seed_rows, last3);
+    assert!(
+        last3 < fit_rows.len() as u64,
+        "the fit's rows are all in its last 3 days"
+    );
 
     // Two late matches arrive for an old day, and the day is compacted (a rewrite with no new
     // data): the next run counts 24 late rows, not the compacted day's.

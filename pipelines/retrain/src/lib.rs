@@ -83,8 +83,11 @@ pub struct RetrainConfig {
     /// A continued run refits the team win model on the matches of the last this many days
     /// of continued runs.
     pub window_days: i64,
-    /// A continued run refits the churn model on the labelled rows of the same days once they
-    /// are at least this many.
+    /// A continued run refits the churn model on the labelled feature rows of the last this
+    /// many days (the full run's and the continued runs').
+    pub churn_window_days: i64,
+    /// A continued run refits the churn model once those rows hold at least this many
+    /// labelled ones.
     pub churn_min_rows: usize,
     /// The settings the ingest stage starts from (`mm ingest`'s: `mm.toml`'s `[ingest]`
     /// table); the run sets the lake and the inputs. `None`: `mm ingest`'s defaults.
@@ -190,6 +193,12 @@ impl RetrainConfig {
             return Err(RetrainError::Input(format!(
                 "--window-days is {}: at least 1",
                 self.window_days
+            )));
+        }
+        if self.churn_window_days < 1 {
+            return Err(RetrainError::Input(format!(
+                "--churn-window-days is {}: at least 1",
+                self.churn_window_days
             )));
         }
         if !(0.0..=1.0).contains(&self.late_max) {

@@ -537,7 +537,7 @@ fn export_stage(
         )?;
         st.notes.push(format!(
             "{name}: the churn window seeded with {rows} rows of the last {} day(s)",
-            cfg.window_days
+            cfg.churn_window_days
         ));
     }
     Ok(())
@@ -549,6 +549,7 @@ fn window(cfg: &RetrainConfig, st: &RunState, dir: &Path) -> crate::window::Wind
         dir: dir.join("team-window"),
         days: cfg.window_days,
         churn_dir: dir.join("churn-window"),
+        churn_days: cfg.churn_window_days,
         churn_min_rows: cfg.churn_min_rows,
         run_id: st.run_id.clone(),
     }

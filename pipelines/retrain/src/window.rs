@@ -8,12 +8,12 @@
 //! - A **continued** run replaces its own partition with the rows of the matches it applied
 //!   (new and late), one commit, and drops the partitions whose rows have all left the window
 //!   (a commit each); a rerun of the same run replaces its rows, never duplicates them.
-//! - A **full** run seeds the table with its feature table's rows of the last `--window-days`
-//!   days before its cutoff (in its own partition) and drops every other partition, so the
+//! - A **full** run seeds the table with its feature table's rows of the last
+//!   `--churn-window-days` days before its cutoff (in its own partition) and drops every other partition, so the
 //!   first continued day already has a full window. When its features differ from the table's
 //!   columns, the table is made anew.
 //!
-//! A refit reads the partitions of the window, newest first, keeps the rows that started in the
+//! A refit reads the partitions of the last `--churn-window-days`, newest first, keeps the rows that started in the
 //! window's days (one row per player and start: the newest partition's) and, over
 //! [`CHURN_REFIT_MAX_ROWS`], a hash sample of whole players. The table's versions are its
 //! history: `mm lake`-style tools and any Delta reader see which run wrote what.
@@ -40,10 +40,11 @@ use crate::{DAY_MS, RetrainError, io};
 pub struct Window {
     pub dir: std::path::PathBuf,
     pub days: i64,
-    /// The Delta table of the churn feature rows of the same runs (and of the full run they
-    /// continue, [`seed`]), and how many labelled rows the churn model's refit
-    /// needs.
+    /// The Delta table of the churn feature rows of continued runs and of the full run they
+    /// continue ([`seed`]), how many days of them the churn model's refit reads, and how many
+    /// labelled rows it needs.
     pub churn_dir: std::path::PathBuf,
+    pub churn_days: i64,
     pub churn_min_rows: usize,
     /// The run's id, in the names of the files it adds to the churn table.
     pub run_id: String,
@@ -305,7 +306,7 @@ impl Reading<'_> {
 
 /// Seeds the window of a full run whose cutoff is `cutoff_ms` with the rows of its churn
 /// feature table `features` (the fit's `churn_features.parquet`) that started in the last
-/// `window.days` days before it, and drops every other partition. Returns the rows kept.
+/// `window.churn_days` days before it, and drops every other partition. Returns the rows kept.
 ///
 /// # Errors
 /// The feature table cannot be read or lacks a feature, or the window cannot be written.
@@ -332,7 +333,7 @@ pub fn seed(
     }
     let mut t = open(dir, names)?;
     let today = cutoff_ms.div_euclid(DAY_MS);
-    let from = (today - window.days) * DAY_MS;
+    let from = (today - window.churn_days) * DAY_MS;
     let scratch = t.scratch_dir(run_id)?;
     let file = scratch.join("seed.parquet");
     let rows = mm_lake::parquet_io::copy_rows(features, &file, &schema(names), |b| {
@@ -398,7 +399,7 @@ pub fn refit_churn(
     // A partition older than the window holds only rows before it; one after `today` is a
     // run with a later cutoff (on another lake).
     drop_partitions(&mut t, &window.run_id, |d| {
-        d <= today - window.days || d > today
+        d <= today - window.churn_days || d > today
     })?;
 
     let mut files: Vec<(String, String, u64)> = t
@@ -427,7 +428,7 @@ pub fn refit_churn(
     };
     let mut reading = Reading {
         names: &rows.names,
-        from_ms: (today - window.days) * DAY_MS,
+        from_ms: (today - window.churn_days) * DAY_MS,
         keep: (CHURN_REFIT_MAX_ROWS as f64 / total.max(1) as f64).min(1.0),
         seen: HashSet::new(),
         label: &label,
@@ -446,7 +447,7 @@ pub fn refit_churn(
             note: format!(
                 "kept: {} labelled rows in the last {} day(s), fewer than {}",
                 y.len(),
-                window.days,
+                window.churn_days,
                 window.churn_min_rows
             ),
         });
@@ -459,7 +460,7 @@ pub fn refit_churn(
                 "refitted at C = {} on {} labelled rows of the last {} day(s)",
                 m.c,
                 y.len(),
-                window.days
+                window.churn_days
             ),
             model: Some(m),
         }),
