@@ -128,8 +128,17 @@ pub fn evaluate_with(
         .all(|m| m.hi - m.lo == 2 && m.split == m.lo + 1);
     let mut notes = Vec::new();
     let holdouts: Vec<Holdout> = arts.iter().map(|sc| measures::holdout(&h, sc)).collect();
-    let holdout_diff = (arts.len() == 2)
-        .then(|| paired::holdout_diff(&h, &arts[0], &arts[1], paired::RESAMPLES, cfg.seed));
+    let holdout_diff = (arts.len() == 2).then(|| {
+        let t = Instant::now();
+        let d = paired::holdout_diff(&h, &arts[0], &arts[1], paired::RESAMPLES, cfg.seed);
+        tracing::info!(
+            seconds = t.elapsed().as_secs_f64(),
+            "holdout scores paired: {} resamples over {} players",
+            d.resamples,
+            d.players
+        );
+        d
+    });
     let hist: Vec<HistoricalRow> = arts
         .iter()
         .map(|sc| measures::historical(&h, sc, &cfg.pool_sizes, cfg.blowout_p))

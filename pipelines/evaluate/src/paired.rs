@@ -17,10 +17,15 @@ use crate::results::{DiffCi, HoldoutDiff};
 /// Bootstrap resamples: the 2.5% and 97.5% points are then read from 25 draws either side.
 pub const RESAMPLES: usize = 1000;
 
-/// Churn predictions with their labels, sorted once so that a weighted AUC is one pass.
+/// Churn predictions with their labels, each row's terms computed and the rows sorted once,
+/// so that a weighted resample is a few sums and one pass for the AUC.
 pub(crate) struct ChurnSet {
     p: Vec<f64>,
     y: Vec<bool>,
+    /// Each row's log-loss and squared error, and its calibration bin.
+    loss: Vec<f64>,
+    sq: Vec<f64>,
+    bin: Vec<u8>,
     /// Indices by increasing prediction.
     order: Vec<u32>,
     /// End (exclusive, into `order`) of each run of equal predictions.
@@ -53,9 +58,29 @@ impl ChurnSet {
                 ties_end.push(k as u32);
             }
         }
+        let loss = p
+            .iter()
+            .zip(&y)
+            .map(|(&p, &y)| {
+                -if y {
+                    clamp_p(p).ln()
+                } else {
+                    (1.0 - clamp_p(p)).ln()
+                }
+            })
+            .collect();
+        let sq = p
+            .iter()
+            .zip(&y)
+            .map(|(&p, &y)| (p - f64::from(u8::from(y))).powi(2))
+            .collect();
+        let bin = p.iter().map(|&p| decile(p) as u8).collect();
         ChurnSet {
             p,
             y,
+            loss,
+            sq,
+            bin,
             order,
             ties_end,
         }
@@ -66,19 +91,19 @@ impl ChurnSet {
         let wt = |i: usize| w.map_or(1.0, |w| w[i]);
         let (mut total, mut ll, mut brier) = (0.0, 0.0, 0.0);
         let mut bins = [(0.0, 0.0); 10];
-        for (i, (&p, &y)) in self.p.iter().zip(&self.y).enumerate() {
+        for i in 0..self.p.len() {
             let w = wt(i);
-            let yf = f64::from(u8::from(y));
+            if w == 0.0 {
+                continue;
+            }
             total += w;
-            ll -= w * if y {
-                clamp_p(p).ln()
-            } else {
-                (1.0 - clamp_p(p)).ln()
-            };
-            brier += w * (p - yf).powi(2);
-            let b = &mut bins[decile(p)];
-            b.0 += w * p;
-            b.1 += w * yf;
+            ll += w * self.loss[i];
+            brier += w * self.sq[i];
+            let b = &mut bins[self.bin[i] as usize];
+            b.0 += w * self.p[i];
+            if self.y[i] {
+                b.1 += w;
+            }
         }
         let (mut num, mut pos, mut neg) = (0.0, 0.0, 0.0);
         let mut start = 0;
