@@ -212,8 +212,8 @@ pub(crate) fn historical(
     }
 }
 
-/// Each labelled search's predicted churn after its real outcome, with the label, the
-/// searcher's index and the player.
+/// Each labelled search's predicted churn after its real outcome, with the label and the
+/// searcher's player.
 pub(crate) fn churn_preds(h: &EvalHistory, sc: &Scored) -> Vec<(f64, bool, u32)> {
     h.searchers
         .iter()
@@ -259,7 +259,7 @@ pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
         .collect();
     let n = preds.len() as f64;
     let (p, y): (Vec<f64>, Vec<bool>) = preds.iter().copied().unzip();
-    let sc_churn = paired::ChurnSet::new(p, y).scores(None);
+    let scores = paired::ChurnSet::new(p, y).scores(None);
     let mean_p = preds.iter().map(|p| p.0).sum::<f64>() / n;
     let obs = preds.iter().filter(|p| p.1).count() as f64 / n;
     let wins = win_preds(h, sc);
@@ -270,10 +270,10 @@ pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
         artifact: sc.label.clone(),
         version: sc.version.clone(),
         churn_rows: preds.len() as u64,
-        churn_log_loss: sc_churn.log_loss,
-        churn_brier: sc_churn.brier,
-        churn_ece: sc_churn.ece,
-        churn_auc: sc_churn.auc,
+        churn_log_loss: scores.log_loss,
+        churn_brier: scores.brier,
+        churn_ece: scores.ece,
+        churn_auc: scores.auc,
         churn_mean_predicted: mean_p,
         churn_observed: obs,
         win_matches: wn as u64,

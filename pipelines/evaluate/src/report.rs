@@ -666,7 +666,8 @@ fn size_section(h: &mut String, _r: &EvalReport, s: &SizeResult) {
 
 /// A matrix of Welch tests: row minus column, difference (`digits` decimals) and p-value.
 fn welch_matrix(h: &mut String, names: &[String], tests: &[PairTest], digits: usize) {
-    h.push_str("<table><tr><th></th>");
+    // Wide with many policies (eight with --compare): it scrolls inside its box, not the page.
+    h.push_str("<div class=\"wide\"><table><tr><th></th>");
     for n in names {
         let _ = write!(h, "<th>{}</th>", escape(n));
     }
@@ -698,7 +699,7 @@ fn welch_matrix(h: &mut String, names: &[String], tests: &[PairTest], digits: us
         }
         h.push_str("</tr>");
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
 }
 
 /// On a simulated lake: each policy's lobbies under the simulator's truth, and the paired tests

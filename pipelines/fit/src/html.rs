@@ -167,7 +167,7 @@ pub fn page_head(title: &str) -> String {
          <style>body{{font-family:sans-serif;max-width:1180px;margin:2em auto;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
          th{{background:#f3f3f3}}td:first-child{{text-align:left}}\
-         .charts{{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}}\
+         .charts{{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}}.wide{{overflow-x:auto}}\
          code{{background:#f6f6f6;overflow-wrap:anywhere}}</style></head><body>",
         escape(title)
     )
