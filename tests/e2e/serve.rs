@@ -185,6 +185,7 @@ fn serve_scores_pairs_and_reloads_without_dropping_a_request() {
                     name: "duos".into(),
                     team_size: 2,
                     policy: proto::QueuePolicy::Cod as i32,
+                    ..Default::default()
                 }),
                 party: Some(proto::Party {
                     search_id: 1,

@@ -270,6 +270,13 @@ def main():
         assert [(b.lobby_id, b.search_id, b.team) for b in tick.backfills] == [
             (lobby.lobby_id, 7, 0)], tick
         assert tick.backfills[0].slot_open_ms == 130_000 and tick.open_slots == 0, tick
+        # Intermission: the teams are balanced again on current skill; a 1v1 is as good either
+        # way round, so nobody moves.
+        inter = matcher.OpenBackfill(pb.OpenBackfillRequest(
+            queue="duel", lobby_id=lobby.lobby_id, now_ms=800_000, intermission=True),
+            timeout=10, metadata=AUTH)
+        assert (inter.players_a, inter.players_b, inter.open_slots) == (1, 1, 0), inter
+        assert list(inter.moved) == [], inter
         matcher.CloseBackfill(pb.CloseBackfillRequest(queue="duel", lobby_id=lobby.lobby_id,
                                                       end_lobby=True), timeout=10, metadata=AUTH)
 
@@ -284,7 +291,7 @@ def main():
         wait_for(matcher, pb, players, "v0001")
         tls(pb, rpc, model, ids)
         print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
-              "Enqueue, Cancel, Explain, Tick, OpenBackfill, CloseBackfill, ReportMatch (3 matches, in the lake), Health, "
+              "Enqueue, Cancel, Explain, Tick, OpenBackfill (and at intermission), CloseBackfill, ReportMatch (3 matches, in the lake), Health, "
               "refused requests, a reload to v0002, a rollback to v0001 and a TLS server with "
               "client certificates all answered as expected")
     finally:

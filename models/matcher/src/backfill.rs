@@ -21,8 +21,15 @@
 //! (the lobby's spread of player percentiles within every party's acceptable disparity, unless
 //! the search does not widen it), delta ping to the lobby's data centre, and platforms.
 //!
-//! Rebalancing between matches (intermission), partial lobbies and the other policies' own
-//! backfill rules are not here yet: every policy backfills by these rules.
+//! Between two matches, [`Lobbies::intermission`] lets the leavers go and balances the teams
+//! again (the seed: skill is considered "in team balancing at intermission"), by the lobby
+//! phase's rule with the parties whole, and offers the slots the leavers opened.
+//!
+//! A partial lobby (the CoD policy's [`crate::cod::PartialLobbies`], off by default) is offered
+//! for backfill as soon as [`tick_with_backfill`] records it.
+//!
+//! The other policies' own backfill rules are not here yet: every policy backfills by these
+//! rules.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +39,7 @@ use crate::cod::CodConfig;
 use crate::queue::{
     Lobby, Mode, Policy, Queue, Rule, Search, SearchId, platforms_compatible, rescue_overdue,
 };
+use crate::teams::{Party, best_split};
 
 /// A lobby's id, unique within [`Lobbies`].
 pub type LobbyId = u64;
@@ -67,7 +75,8 @@ impl LiveLobby {
         a.abs_diff(b)
     }
 
-    fn parties(&self) -> impl Iterator<Item = &Search> {
+    /// The parties of both teams, team A's first.
+    pub fn parties(&self) -> impl Iterator<Item = &Search> {
         self.teams[0].iter().chain(&self.teams[1])
     }
 }
@@ -237,6 +246,32 @@ impl Lobbies {
         Err(missing)
     }
 
+    /// Replaces the members of search `search` in lobby `id` (their state refreshed, say from
+    /// the matches reported since the lobby formed); a search with no members leaves.
+    ///
+    /// # Errors
+    /// The lobby is not in play, or the search is not in it.
+    pub fn set_members(
+        &mut self,
+        id: LobbyId,
+        search: SearchId,
+        members: Vec<crate::queue::Member>,
+    ) -> Result<(), LobbyError> {
+        let l = self.live.get_mut(&id).ok_or(LobbyError::Unknown(id))?;
+        for team in &mut l.teams {
+            if let Some(s) = team.iter_mut().find(|s| s.id == search) {
+                s.members = members;
+                team.retain(|s| !s.members.is_empty());
+                return Ok(());
+            }
+        }
+        Err(LobbyError::NotInLobby {
+            lobby: id,
+            search,
+            member: 0,
+        })
+    }
+
     /// Offers lobby `id`'s open slots to the queue from `now_ms` (kept if already offered).
     ///
     /// # Errors
@@ -327,6 +362,152 @@ impl Lobbies {
         queue.remove(&placed);
         out
     }
+}
+
+/// What an intermission did to a lobby.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Intermission {
+    pub lobby: LobbyId,
+    /// The searches that changed team, with the team each joined (0 or 1), by search id.
+    pub moved: Vec<(SearchId, usize)>,
+    /// Players on each team for the next match.
+    pub players: [usize; 2],
+    /// The slots the leavers opened (offered for backfill when there are any).
+    pub open_slots: usize,
+}
+
+impl Lobbies {
+    /// The intermission of lobby `id` at `now_ms`, between two matches: the members `leaving`
+    /// (search, member index as the lobby holds them now) leave, and the parties who stay are
+    /// split into teams again by the lobby phase's rule (`teams::best_split` on raw-skill
+    /// sums): parties whole, the fewest size difference, then the smallest skill difference.
+    /// The teams as they stand are kept when they are as good (no one moves for nothing);
+    /// otherwise, of the splits as good as the best, the one that moves the fewest players (all
+    /// splits are compared up to [`MAX_BACKFILL_SEARCHES`] parties; beyond, the two labellings
+    /// of the best split). Slots left open are
+    /// offered for backfill from `now_ms` (kept if already offered).
+    ///
+    /// # Errors
+    /// The lobby is not in play, or a leaver is not in it (then nothing changes).
+    pub fn intermission(
+        &mut self,
+        id: LobbyId,
+        leaving: &[(SearchId, usize)],
+        now_ms: i64,
+    ) -> Result<Intermission, LobbyError> {
+        let t = self.mode.team_size;
+        let l = self.live.get_mut(&id).ok_or(LobbyError::Unknown(id))?;
+        let mut gone: Vec<(SearchId, usize)> = leaving.to_vec();
+        gone.sort_unstable();
+        gone.dedup();
+        for &(search, member) in &gone {
+            let held = l.parties().find(|s| s.id == search);
+            if held.is_none_or(|s| member >= s.members.len()) {
+                return Err(LobbyError::NotInLobby {
+                    lobby: id,
+                    search,
+                    member,
+                });
+            }
+        }
+        // Highest member first, so that the indices still to remove stay valid.
+        for &(search, member) in gone.iter().rev() {
+            for team in &mut l.teams {
+                if let Some(s) = team.iter_mut().find(|s| s.id == search) {
+                    s.members.remove(member);
+                }
+                team.retain(|s| !s.members.is_empty());
+            }
+        }
+        let moved = rebalance(l, t);
+        let players = l.players();
+        let open_slots = (2 * t).saturating_sub(players[0] + players[1]);
+        if open_slots > 0 {
+            l.open_since_ms.get_or_insert(now_ms);
+        }
+        Ok(Intermission {
+            lobby: id,
+            moved,
+            players,
+            open_slots,
+        })
+    }
+}
+
+/// Splits lobby `l`'s parties into teams of at most `t` again (see [`Lobbies::intermission`]);
+/// returns the searches that changed team, by id.
+fn rebalance(l: &mut LiveLobby, t: usize) -> Vec<(SearchId, usize)> {
+    let now: Vec<(usize, &Search)> = (0..2)
+        .flat_map(|k| l.teams[k].iter().map(move |s| (k, s)))
+        .collect();
+    let parties: Vec<Party> = now
+        .iter()
+        .map(|(_, s)| Party {
+            size: s.members.len(),
+            skill: raw_sum(s),
+        })
+        .collect();
+    let Ok(split) = best_split(&parties, t) else {
+        return Vec::new();
+    };
+    let key = |n: [usize; 2], k: [f64; 2]| (n[0].abs_diff(n[1]), (k[0] - k[1]).abs());
+    let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
+    let (d_now, x_now) = key(l.players(), skill);
+    let (d_best, x_best) = key(split.sizes, split.skill);
+    if d_now < d_best || (d_now == d_best && x_now <= x_best + EPS) {
+        return Vec::new();
+    }
+    let mut team_of = vec![0; now.len()];
+    for &i in &split.teams[1] {
+        team_of[i] = 1;
+    }
+    let moves = |team_of: &dyn Fn(usize) -> usize| -> usize {
+        (0..now.len())
+            .filter(|&i| now[i].0 != team_of(i))
+            .map(|i| now[i].1.members.len())
+            .sum()
+    };
+    if now.len() <= MAX_BACKFILL_SEARCHES {
+        // Of all the splits as good as the best, the one that moves the fewest players.
+        let mut fewest = (usize::MAX, 0u32);
+        for mask in 0u32..1 << now.len() {
+            let side = |i: usize| (mask >> i & 1) as usize;
+            let (mut n, mut k) = ([0; 2], [0.0; 2]);
+            for (i, p) in parties.iter().enumerate() {
+                n[side(i)] += p.size;
+                k[side(i)] += p.skill;
+            }
+            let (d, x) = key(n, k);
+            if n[0] <= t && n[1] <= t && d == d_best && x <= x_best + EPS {
+                let m = moves(&side);
+                if m < fewest.0 {
+                    fewest = (m, mask);
+                }
+            }
+        }
+        if fewest.0 < usize::MAX {
+            for (i, team) in team_of.iter_mut().enumerate() {
+                *team = (fewest.1 >> i & 1) as usize;
+            }
+        }
+    } else if moves(&|i| 1 - team_of[i]) < moves(&|i| team_of[i]) {
+        // Of the two labellings of the split, the one that moves fewer players.
+        for team in &mut team_of {
+            *team = 1 - *team;
+        }
+    }
+    let mut moved = Vec::new();
+    let mut teams: [Vec<Search>; 2] = [Vec::new(), Vec::new()];
+    for (i, &(k, s)) in now.iter().enumerate() {
+        let n = team_of[i];
+        if n != k {
+            moved.push((s.id, n));
+        }
+        teams[n].push(s.clone());
+    }
+    moved.sort_unstable();
+    l.teams = teams;
+    moved
 }
 
 /// Why an open lobby's slots are still open: the queued searches each rule refuses (the first
@@ -664,7 +845,8 @@ fn fill_one(
 
 /// One tick with backfill: the open lobbies take their searches first
 /// ([`Lobbies::backfill`]), then `policy` forms new lobbies from the rest (its own rules, then
-/// the maximum-wait rule), which are recorded in `lobbies`. Returns the backfills and the new
+/// the maximum-wait rule), which are recorded in `lobbies`; a new lobby short of full (a
+/// partial lobby, [`crate::cod::PartialLobbies`]) is offered for backfill at once. Returns the backfills and the new
 /// lobbies with their ids.
 pub fn tick_with_backfill<P: Policy + ?Sized>(
     policy: &mut P,
@@ -684,6 +866,13 @@ pub fn tick_with_backfill<P: Policy + ?Sized>(
     let ids = lobbies
         .record_all(&formed, queue.searches())
         .expect("a policy forms its lobbies from the queue's searches");
+    // A partial lobby's open slots are offered at once.
+    let t = lobbies.mode.team_size;
+    for &id in &ids {
+        if lobbies.get(id).is_some_and(|l| l.players() != [t, t]) {
+            lobbies.open_backfill(id, now_ms).expect("recorded above");
+        }
+    }
     queue.remove_placed(&formed);
     (filled, ids.into_iter().zip(formed).collect())
 }

@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use crate::queue::{
     Backoff, Blocker, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
     QualityWeights, Queue, QueueError, Rule, Search, SearchId, TickState, View, balanced_split,
-    best_data_centre, check_structure, groupable, make_lobby, platforms_compatible, score_split,
+    best_data_centre, check_structure, even_split, groupable, make_lobby, platforms_compatible,
+    score_split,
 };
 
 /// Settings of the CoD rules policy.
@@ -47,6 +48,23 @@ pub struct CodConfig {
     pub max_wait_s: f64,
     /// Weights of the quality score reported with each lobby (not a rule of this policy).
     pub quality: QualityWeights,
+    /// Partial lobbies (`None`, the default: off). This policy's only: team EOMM, which grows
+    /// its lobbies under these rules, forms full lobbies.
+    #[serde(default)]
+    pub partial: Option<PartialLobbies>,
+}
+
+/// Partial lobbies, as the CoD paper allows them: "New lobbies are always created with a team
+/// size differential of zero, even when we make a lobby that is not completely filled". A lobby
+/// grown around a search that has waited `after_s` may form short of full when its teams can be
+/// the same size and it holds at least `min_players`; its open slots are then offered for
+/// backfill ([`crate::backfill::tick_with_backfill`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PartialLobbies {
+    /// The anchor search's wait before its lobby may form partial, s.
+    pub after_s: f64,
+    /// The fewest players of a partial lobby (at least 2).
+    pub min_players: usize,
 }
 
 impl CodConfig {
@@ -68,6 +86,7 @@ impl CodConfig {
             delta_ping: Backoff::new(&[(0.0, 20.0), (30.0, 40.0), (90.0, 80.0), (180.0, 200.0)]),
             max_wait_s: 120.0,
             quality: QualityWeights::default(),
+            partial: None,
         }
     }
 }
@@ -277,12 +296,19 @@ impl CodConfig {
     ///
     /// # Errors
     /// The first rule that refuses; [`Rule::TeamBalance`] when the lobby is not full.
-    pub(crate) fn admits(&self, st: &TickState<'_>, ids: &[usize]) -> Result<(), Rule> {
+    /// Whether searches `ids`, added in this order, pass the rules and make a full lobby (or,
+    /// with `short_ok`, any lobby).
+    pub(crate) fn admits(
+        &self,
+        st: &TickState<'_>,
+        ids: &[usize],
+        short_ok: bool,
+    ) -> Result<(), Rule> {
         let mut b = LobbyBuilder::new(self.team_size);
         for &i in ids {
             b.try_add(&self.candidate(&st.views[i], i), st.searches)?;
         }
-        if b.is_full() {
+        if b.is_full() || short_ok {
             Ok(())
         } else {
             Err(Rule::TeamBalance)
@@ -329,7 +355,9 @@ impl CodRules {
         (b, refused)
     }
 
-    /// Forms the lobby of a full builder (split by the exhaustive rule) and takes its searches.
+    /// Forms the lobby of a full builder (split by the exhaustive rule) and takes its searches;
+    /// with partial lobbies on, a builder short of full whose anchor has waited long enough
+    /// forms with teams of the same size, dropping its last searches when that needs it.
     fn form(
         &self,
         st: &mut TickState<'_>,
@@ -338,12 +366,17 @@ impl CodRules {
         now_ms: i64,
     ) {
         let c = &self.config;
-        if !b.is_full() {
-            return;
-        }
-        let ids = b.members().to_vec();
-        let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
-            return;
+        let (ids, teams) = if b.is_full() {
+            let ids = b.members().to_vec();
+            let Some(teams) = balanced_split(&st.views, &ids, c.team_size) else {
+                return;
+            };
+            (ids, teams)
+        } else {
+            let Some(found) = self.partial(st, b, now_ms) else {
+                return;
+            };
+            found
         };
         let scored = score_split(
             st,
@@ -355,6 +388,35 @@ impl CodRules {
         );
         lobbies.push(make_lobby(st, teams, &scored, now_ms, false));
         st.take(&ids);
+    }
+
+    /// The partial lobby of a builder short of full (see [`PartialLobbies`]): its searches, or
+    /// the longest prefix of them (the anchor first) whose parties split into two teams of the
+    /// same size with at least `min_players`, and that split.
+    fn partial(
+        &self,
+        st: &TickState<'_>,
+        b: &LobbyBuilder,
+        now_ms: i64,
+    ) -> Option<(Vec<usize>, [Vec<usize>; 2])> {
+        let p = self.config.partial?;
+        let anchor = *b.members().first()?;
+        let waited = (now_ms - st.searches[anchor].start_ms) as f64 / 1000.0;
+        if waited < p.after_s {
+            return None;
+        }
+        let mut ids = b.members().to_vec();
+        while !ids.is_empty() {
+            let players: usize = ids.iter().map(|&i| st.views[i].size).sum();
+            if players < p.min_players.max(2) {
+                return None;
+            }
+            if let Some(teams) = even_split(&st.views, &ids, self.config.team_size) {
+                return Some((ids, teams));
+            }
+            ids.pop();
+        }
+        None
     }
 
     /// When the pair (anchor, candidate) passes `rule` by backoff alone, ms since the epoch.
@@ -491,13 +553,26 @@ impl Policy for CodRules {
     }
 
     fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule> {
-        let teams = check_structure(queue, lobby)?;
+        let teams = check_structure(queue, lobby, self.config.partial.map(|p| p.min_players))?;
         if lobby.rescued {
             return Ok(());
         }
         let st = TickState::new(queue, now_ms, self.models.party, self.config.distance);
         let ids: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
-        self.config.admits(&st, &ids)
+        let players: usize = ids.iter().map(|&i| st.views[i].size).sum();
+        if players < 2 * self.config.team_size {
+            // A partial lobby (check_structure let it through only with them on): its oldest
+            // search has waited long enough.
+            let oldest = ids.iter().map(|&i| st.searches[i].start_ms).min();
+            let after_ms = self
+                .config
+                .partial
+                .map_or(f64::INFINITY, |p| p.after_s * 1000.0);
+            if oldest.is_none_or(|t0| ((now_ms - t0) as f64) < after_ms) {
+                return Err(Rule::TeamBalance);
+            }
+        }
+        self.config.admits(&st, &ids, true)
     }
 }
 

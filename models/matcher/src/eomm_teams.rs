@@ -542,7 +542,9 @@ impl EommTeams {
                             let mut ib = lobbies[b].ids.clone();
                             ia[x] = j;
                             ib[y] = i;
-                            if rules.admits(st, &ia).is_err() || rules.admits(st, &ib).is_err() {
+                            if rules.admits(st, &ia, false).is_err()
+                                || rules.admits(st, &ib, false).is_err()
+                            {
                                 continue;
                             }
                             let (Some(ca), Some(cb)) = (self.cost(st, &ia), self.cost(st, &ib))
@@ -660,13 +662,13 @@ impl Policy for EommTeams {
     }
 
     fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule> {
-        let teams = check_structure(queue, lobby)?;
+        let teams = check_structure(queue, lobby, None)?;
         if lobby.rescued {
             return Ok(());
         }
         let st = TickState::new(queue, now_ms, self.models.party, self.config.rules.distance);
         let ids: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
-        self.config.rules.admits(&st, &ids)?;
+        self.config.rules.admits(&st, &ids, false)?;
         let s = team_sample(&st.views, &teams);
         if self
             .config
@@ -717,7 +719,7 @@ pub fn exhaustive_min_churn(
             &mut lobbies,
         );
         for ids in lobbies {
-            if config.rules.admits(&st, &ids).is_err() {
+            if config.rules.admits(&st, &ids, false).is_err() {
                 continue;
             }
             let cap = config.cap(&st.views, &ids);

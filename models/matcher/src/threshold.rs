@@ -355,7 +355,7 @@ impl Policy for ThresholdPolicy {
     }
 
     fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule> {
-        let teams = check_structure(queue, lobby)?;
+        let teams = check_structure(queue, lobby, None)?;
         if lobby.rescued {
             return Ok(());
         }

@@ -397,3 +397,220 @@ fn check_case(c: &Case) -> Result<usize, TestCaseError> {
         Ok(done.len())
     }
 }
+
+// --- intermission -------------------------------------------------------------------------
+
+/// The seed's grouping example "{3}, {2}, {2}, {2}, {1} => [{3}, {2}] vs [{1}, {2}, {2}]": a
+/// 6v6 lobby [{3}, {2}, {1}] vs [{2}, {2}, {2}] loses a pair of team B at intermission (6v4).
+/// The five parties left are split 5v5 as the seed's example, and the two open slots are offered
+/// and filled by two singles at the next backfill.
+#[test]
+fn intermission_balances_the_teams_the_seed_s_way_and_offers_the_leavers_slots() {
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let teams = [
+        vec![party(1, 3, 0.5), party(2, 2, 0.5), party(3, 1, 0.5)],
+        vec![party(4, 2, 0.5), party(5, 2, 0.5), party(6, 2, 0.5)],
+    ];
+    let l = lobbies.insert(teams, None);
+    let done = lobbies
+        .intermission(l, &[(6, 0), (6, 1)], T0 + 5_000)
+        .unwrap();
+    assert_eq!((done.players, done.open_slots), ([5, 5], 2));
+    let lobby = lobbies.get(l).unwrap();
+    let sizes = |k: usize| {
+        let mut s: Vec<usize> = lobby.teams[k].iter().map(|p| p.members.len()).collect();
+        s.sort_unstable();
+        s
+    };
+    let mut got = [sizes(0), sizes(1)];
+    got.sort();
+    assert_eq!(got, [vec![1, 2, 2], vec![2, 3]]);
+    assert_eq!(lobby.open_since_ms, Some(T0 + 5_000));
+    // The fewest moves: the single (1 player) joins the pairs, not the 3 and the 2 (5 players).
+    assert_eq!(done.moved, vec![(3, 1)]);
+    let mut q = queue(vec![party(7, 1, 0.5), party(8, 1, 0.5)]);
+    let filled = lobbies.backfill(T0 + 6_000, &mut q, &CodConfig::new(6));
+    assert_eq!(filled.len(), 2);
+    assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+}
+
+/// Six strong singles against six weak ones: the intermission puts three of each on each team
+/// (raw skill 0.8 and -0.8, so both sums are 0), moving three from each side.
+#[test]
+fn intermission_mixes_a_stacked_lobby() {
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let strong: Vec<Search> = (1..=6).map(|i| party(i, 1, 0.9)).collect();
+    let weak: Vec<Search> = (7..=12).map(|i| party(i, 1, 0.1)).collect();
+    let l = lobbies.insert([strong, weak], None);
+    let done = lobbies.intermission(l, &[], T0).unwrap();
+    assert_eq!((done.players, done.open_slots), ([6, 6], 0));
+    assert_eq!(done.moved.len(), 6);
+    let lobby = lobbies.get(l).unwrap();
+    for team in &lobby.teams {
+        let sum: f64 = team.iter().map(|p| p.members[0].raw_skill).sum();
+        assert!(sum.abs() < 1e-9, "{sum}");
+    }
+    assert_eq!(lobby.open_since_ms, None, "no slot opened");
+    // Balanced already: a second intermission moves no one.
+    assert!(lobbies.intermission(l, &[], T0).unwrap().moved.is_empty());
+}
+
+/// A leaver who is not in the lobby is refused, and the lobby is left as it was.
+#[test]
+fn intermission_with_an_unknown_leaver_changes_nothing() {
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(3, 0.9), (3, 0.9)], &[(6, 0.1)]);
+    let before = lobbies.get(l).unwrap().clone();
+    let err = lobbies.intermission(l, &[(1001, 0), (1001, 3)], T0);
+    assert!(err.is_err());
+    assert_eq!(lobbies.get(l).unwrap(), &before);
+    assert!(lobbies.intermission(99, &[], T0).is_err());
+}
+
+/// The best (size differential, raw-skill difference) of any assignment of whole parties
+/// (team now, size, raw-skill sum) to two teams of at most `t`, and the fewest players moved by
+/// an assignment as good, by brute force.
+fn best_by_brute_force(parties: &[(usize, usize, f64)], t: usize) -> (usize, f64, usize) {
+    let mut all = Vec::new();
+    for mask in 0u32..1 << parties.len() {
+        let (mut n, mut k, mut moved) = ([0usize; 2], [0.0f64; 2], 0);
+        for (i, &(now, z, x)) in parties.iter().enumerate() {
+            let team = (mask >> i & 1) as usize;
+            n[team] += z;
+            k[team] += x;
+            moved += if team == now { 0 } else { z };
+        }
+        if n[0] <= t && n[1] <= t {
+            all.push((n[0].abs_diff(n[1]), (k[0] - k[1]).abs(), moved));
+        }
+    }
+    let d = all.iter().map(|a| a.0).min().unwrap();
+    let x = all
+        .iter()
+        .filter(|a| a.0 == d)
+        .map(|a| a.1)
+        .fold(f64::INFINITY, f64::min);
+    let m = all
+        .iter()
+        .filter(|a| a.0 == d && a.1 <= x + 1e-9)
+        .map(|a| a.2)
+        .min()
+        .unwrap();
+    (d, x, m)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Over random lobbies and leavers: parties stay whole (each keeps exactly the members who
+    /// did not leave), no team is over size, the teams are the best split by brute force, never
+    /// worse than the teams as the leavers left them, no one moves when those were as good, the
+    /// moves reported are the team changes and as few as a split this good allows, and the open
+    /// slots are offered.
+    #[test]
+    fn intermission_keeps_parties_whole_and_finds_the_best_split(
+        (t, teams, leave) in (2..=6usize).prop_flat_map(|t| {
+            (Just(t), teams(t), prop::collection::vec(any::<prop::sample::Index>(), 0..5))
+        })
+    ) {
+        let mut lobbies = Lobbies::new(Mode { team_size: t });
+        let mut next = 0u64;
+        let mut mk = |ps: &Vec<(usize, f64)>| -> Vec<Search> {
+            ps.iter()
+                .map(|&(n, p)| {
+                    next += 1;
+                    // Members of different skills, so that moving one party is not like another.
+                    let pcts: Vec<f64> = (0..n).map(|j| (p + 0.07 * j as f64) % 1.0).collect();
+                    search(next, &pcts, T0)
+                })
+                .collect()
+        };
+        let l = lobbies.insert([mk(&teams[0]), mk(&teams[1])], None);
+        let before = lobbies.get(l).unwrap().clone();
+        let members: Vec<(u64, usize)> = before
+            .teams
+            .iter()
+            .flatten()
+            .flat_map(|s| (0..s.members.len()).map(move |m| (s.id, m)))
+            .collect();
+        let leaving: Vec<(u64, usize)> = if members.is_empty() {
+            Vec::new()
+        } else {
+            leave.iter().map(|ix| members[ix.index(members.len())]).collect()
+        };
+        let done = lobbies.intermission(l, &leaving, T0 + 1_000).unwrap();
+        let after = lobbies.get(l).unwrap();
+
+        // Whole parties: the members who stay, in their party, on one team.
+        let mut kept: Vec<(usize, Search)> = Vec::new();
+        for (k, team) in before.teams.iter().enumerate() {
+            for s in team {
+                let mut s = s.clone();
+                let ms: Vec<_> = s
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(m, _)| !leaving.contains(&(s.id, *m)))
+                    .map(|(_, x)| *x)
+                    .collect();
+                s.members = ms;
+                if !s.members.is_empty() {
+                    kept.push((k, s));
+                }
+            }
+        }
+        let now: Vec<(usize, &Search)> = (0..2)
+            .flat_map(|k| after.teams[k].iter().map(move |s| (k, s)))
+            .collect();
+        prop_assert_eq!(now.len(), kept.len());
+        let mut moved = Vec::new();
+        for (k0, s0) in &kept {
+            let (k1, s1) = now.iter().find(|(_, s)| s.id == s0.id).unwrap();
+            prop_assert_eq!(*s1, s0);
+            if k1 != k0 {
+                moved.push((s0.id, *k1));
+            }
+        }
+        moved.sort_unstable();
+        prop_assert_eq!(&done.moved, &moved);
+        let [a, b] = after.players();
+        prop_assert!(a <= t && b <= t);
+        prop_assert_eq!(done.players, [a, b]);
+
+        // The best split, and never worse than keeping the teams.
+        let key = |ts: &[Vec<&Search>; 2]| {
+            let n = [0, 1].map(|k| ts[k].iter().map(|s| s.members.len()).sum::<usize>());
+            let x = [0, 1].map(|k| {
+                ts[k]
+                    .iter()
+                    .flat_map(|s| s.members.iter().map(|m| m.raw_skill))
+                    .sum::<f64>()
+            });
+            (n[0].abs_diff(n[1]), (x[0] - x[1]).abs())
+        };
+        let got = key(&[0, 1].map(|k| after.teams[k].iter().collect()));
+        let stayed = key(&[0, 1].map(|k| {
+            kept.iter().filter(|(j, _)| *j == k).map(|(_, s)| s).collect()
+        }));
+        let parties: Vec<(usize, usize, f64)> = kept
+            .iter()
+            .map(|(k, s)| (*k, s.members.len(), s.members.iter().map(|m| m.raw_skill).sum()))
+            .collect();
+        let best = best_by_brute_force(&parties, t);
+        prop_assert_eq!(got.0, best.0);
+        prop_assert!((got.1 - best.1).abs() < 1e-9, "{:?} vs {:?}", got, best);
+        let players_moved: usize = done
+            .moved
+            .iter()
+            .map(|(id, _)| kept.iter().find(|(_, s)| s.id == *id).unwrap().1.members.len())
+            .sum();
+        prop_assert_eq!(players_moved, best.2, "the fewest moves");
+        prop_assert!(got.0 < stayed.0 || (got.0 == stayed.0 && got.1 <= stayed.1 + 1e-9));
+        if stayed.0 == best.0 && stayed.1 <= best.1 + 1e-9 {
+            prop_assert!(done.moved.is_empty());
+        }
+        let open = 2 * t - a - b;
+        prop_assert_eq!(done.open_slots, open);
+        prop_assert_eq!(after.open_since_ms.is_some(), open > 0);
+    }
+}

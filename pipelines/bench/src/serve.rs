@@ -266,6 +266,7 @@ async fn queue_phase(
         name: "tdm".into(),
         team_size: 6,
         policy: proto::QueuePolicy::Cod as i32,
+        ..Default::default()
     };
     let mut next = 0u64;
     let t0 = 1_700_000_000_000i64;

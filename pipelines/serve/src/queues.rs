@@ -10,10 +10,11 @@ use std::sync::Mutex;
 
 use mm_artifact::Artifact;
 use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
-use mm_matcher::cod::{CodConfig, CodRules};
+use mm_matcher::cod::{CodConfig, CodRules, PartialLobbies};
 use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig};
 use mm_matcher::queue::{
     Input, Lobby, LobbyModels, MAX_TEAM_SIZE, Member, Mode, Policy, Queue, QueueError, Search,
+    SearchId,
 };
 use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
 use tonic::Status;
@@ -30,6 +31,8 @@ pub const MAX_IN_PLAY: usize = 100_000;
 struct QueueState {
     team_size: usize,
     policy_kind: proto::QueuePolicy,
+    /// Partial lobbies (the CoD policy's; `None`: off).
+    partial: Option<PartialLobbies>,
     queue: Queue,
     policy: Box<dyn Policy + Send>,
     /// The search each queued player is in, and each search's players: a player is in one
@@ -107,13 +110,53 @@ fn input_of(s: &str) -> Result<Input, Status> {
     }
 }
 
+/// The partial lobbies a queue spec asks for.
+fn partial_of(
+    spec: &proto::QueueSpec,
+    kind: proto::QueuePolicy,
+    team_size: usize,
+) -> Result<Option<PartialLobbies>, Status> {
+    let Some(after_s) = spec.partial_after_s else {
+        return Ok(None);
+    };
+    if kind != proto::QueuePolicy::Cod {
+        return Err(Status::invalid_argument(format!(
+            "partial lobbies are for QUEUE_POLICY_COD only, not {kind:?}"
+        )));
+    }
+    if !after_s.is_finite() || after_s < 0.0 {
+        return Err(Status::invalid_argument(format!(
+            "partial_after_s {after_s} is not a wait in seconds"
+        )));
+    }
+    let min_players = usize::try_from(spec.partial_min_players)
+        .unwrap_or(usize::MAX)
+        .max(2);
+    if min_players > 2 * team_size {
+        return Err(Status::invalid_argument(format!(
+            "partial_min_players {min_players} is more than a {team_size}v{team_size} lobby holds"
+        )));
+    }
+    Ok(Some(PartialLobbies {
+        after_s,
+        min_players,
+    }))
+}
+
 fn new_policy(
     kind: proto::QueuePolicy,
     team_size: usize,
+    partial: Option<PartialLobbies>,
     models: LobbyModels,
 ) -> Box<dyn Policy + Send> {
     match kind {
-        proto::QueuePolicy::Cod => Box::new(CodRules::new(CodConfig::new(team_size), models)),
+        proto::QueuePolicy::Cod => Box::new(CodRules::new(
+            CodConfig {
+                partial,
+                ..CodConfig::new(team_size)
+            },
+            models,
+        )),
         proto::QueuePolicy::Threshold => Box::new(ThresholdPolicy::new(
             ThresholdConfig::new(team_size),
             models,
@@ -214,6 +257,7 @@ impl Queues {
         }
         let kind = proto::QueuePolicy::try_from(spec.policy)
             .map_err(|_| Status::invalid_argument(format!("unknown policy {}", spec.policy)))?;
+        let partial = partial_of(spec, kind, team_size)?;
         if let Some((k, _)) = party
             .player_ids
             .iter()
@@ -273,7 +317,8 @@ impl Queues {
                     team_size,
                     policy_kind: kind,
                     queue,
-                    policy: new_policy(kind, team_size, models),
+                    policy: new_policy(kind, team_size, partial, models),
+                    partial,
                     searching: HashMap::new(),
                     players: HashMap::new(),
                     lobbies: Lobbies::new(Mode { team_size }),
@@ -289,6 +334,12 @@ impl Queues {
             return Err(Status::failed_precondition(format!(
                 "queue {:?} runs {}v{} under {:?}, not {team_size}v{team_size} under {kind:?}",
                 spec.name, q.team_size, q.team_size, q.policy_kind
+            )));
+        }
+        if q.partial != partial {
+            return Err(Status::failed_precondition(format!(
+                "queue {:?} runs with partial lobbies {:?}, not {partial:?}",
+                spec.name, q.partial
             )));
         }
         if q.queue.len() >= MAX_QUEUED {
@@ -385,7 +436,9 @@ impl Queues {
     /// leaving player is checked before any leaves.
     pub fn open_backfill(
         &self,
+        art: &Artifact,
         req: &proto::OpenBackfillRequest,
+        known: Known<'_>,
     ) -> Result<proto::OpenBackfillResponse, Status> {
         let mut queues = self.lock();
         let q = queues
@@ -400,36 +453,58 @@ impl Queues {
                 "player {id} leaves twice"
             )));
         }
+        // Each leaver's (search, member index) as the lobby holds them before anyone leaves.
         let mut leaving = Vec::with_capacity(req.leaving_player_ids.len());
         for id in &req.leaving_player_ids {
-            let search = lobby
-                .teams
-                .iter()
-                .flatten()
-                .map(|s| s.id)
-                .find(|s| q.in_play.get(s).is_some_and(|(_, ps)| ps.contains(id)))
-                .ok_or_else(|| {
-                    Status::invalid_argument(format!(
-                        "player {id} is not in lobby {}",
-                        req.lobby_id
-                    ))
-                })?;
-            leaving.push((search, id));
+            let place = lobby.teams.iter().flatten().find_map(|s| {
+                let (_, ps) = q.in_play.get(&s.id)?;
+                Some((s.id, ps.iter().position(|p| p == id)?))
+            });
+            leaving.push(place.ok_or_else(|| {
+                Status::invalid_argument(format!("player {id} is not in lobby {}", req.lobby_id))
+            })?);
         }
-        for (search, id) in leaving {
-            let Some((_, players)) = q.in_play.get_mut(&search) else {
-                continue;
-            };
-            let Some(member) = players.iter().position(|p| p == id) else {
-                continue;
-            };
-            players.remove(member);
-            if players.is_empty() {
-                q.in_play.remove(&search);
+        // Highest member first when they leave, so that the indices still to remove stay valid.
+        leaving.sort_unstable();
+        let mut moved = Vec::new();
+        if req.intermission {
+            // The players' current state (reported matches included) for the balance.
+            let searches: Vec<SearchId> = lobby.parties().map(|s| s.id).collect();
+            for search in searches {
+                let Some((_, players)) = q.in_play.get(&search) else {
+                    continue;
+                };
+                let in_party = players.len() > 1;
+                let fresh: Vec<Member> = players
+                    .iter()
+                    .map(|id| match known(id) {
+                        Some(s) => Member::from_state(art, &s, req.now_ms, in_party),
+                        None => Member::lookup(art, id, req.now_ms, in_party),
+                    })
+                    .collect();
+                q.lobbies
+                    .set_members(req.lobby_id, search, fresh)
+                    .map_err(|e| Status::internal(e.to_string()))?;
             }
-            q.lobbies
-                .leave(req.lobby_id, search, member)
-                .map_err(|e| Status::internal(e.to_string()))?;
+            moved = q
+                .lobbies
+                .intermission(req.lobby_id, &leaving, req.now_ms)
+                .map_err(|e| Status::internal(e.to_string()))?
+                .moved;
+        } else {
+            for &(search, member) in leaving.iter().rev() {
+                q.lobbies
+                    .leave(req.lobby_id, search, member)
+                    .map_err(|e| Status::internal(e.to_string()))?;
+            }
+        }
+        for &(search, member) in leaving.iter().rev() {
+            if let Some((_, players)) = q.in_play.get_mut(&search) {
+                players.remove(member);
+                if players.is_empty() {
+                    q.in_play.remove(&search);
+                }
+            }
         }
         q.lobbies
             .open_backfill(req.lobby_id, req.now_ms)
@@ -444,6 +519,13 @@ impl Queues {
             players_a: u(a),
             players_b: u(b),
             open_slots: u((2 * q.team_size).saturating_sub(a + b)),
+            moved: moved
+                .into_iter()
+                .map(|(search_id, team)| proto::TeamMove {
+                    search_id,
+                    team: u(team),
+                })
+                .collect(),
         })
     }
 
@@ -546,6 +628,7 @@ mod tests {
                 name: "duos".into(),
                 team_size: 2,
                 policy: policy as i32,
+                ..Default::default()
             }),
             party: Some(proto::Party {
                 search_id: id,
@@ -680,6 +763,136 @@ mod tests {
         assert_eq!(snake("NotEnoughPlayers"), "not_enough_players");
     }
 
+    /// A queue with partial lobbies: two singles in a 2v2 queue form a 1v1 lobby once the
+    /// oldest has waited, its two open slots are offered, and two more singles are backfilled at
+    /// the next tick. Partial lobbies under another policy, a bad wait or too many players, and a
+    /// second spec for the same queue that differs, are refused.
+    #[test]
+    fn a_partial_lobby_forms_and_is_backfilled() {
+        let (art, _dir) = artifact("partial");
+        let qs = Queues::default();
+        let id = |i: usize| art.snapshot.id(i).to_string();
+        let with = |k: u64, player: usize, policy, after: Option<f64>, min: u32| {
+            let mut r = enqueue(k, &[id(player)], policy);
+            let spec = r.queue.as_mut().unwrap();
+            (spec.partial_after_s, spec.partial_min_players) = (after, min);
+            r
+        };
+        let cod = proto::QueuePolicy::Cod;
+        for (policy, after, min) in [
+            (proto::QueuePolicy::Threshold, Some(60.0), 2),
+            (cod, Some(-1.0), 2),
+            (cod, Some(f64::NAN), 2),
+            (cod, Some(60.0), 5),
+        ] {
+            let e = qs
+                .enqueue(&art, &with(0, 0, policy, after, min), &none)
+                .unwrap_err();
+            assert_eq!(
+                e.code(),
+                tonic::Code::InvalidArgument,
+                "{policy:?} {after:?} {min}"
+            );
+        }
+        qs.enqueue(&art, &with(0, 0, cod, Some(60.0), 2), &none)
+            .unwrap();
+        let e = qs
+            .enqueue(&art, &with(1, 1, cod, None, 0), &none)
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+        qs.enqueue(&art, &with(1, 1, cod, Some(60.0), 2), &none)
+            .unwrap();
+        let tick = |now_ms| {
+            qs.tick(
+                "v1",
+                &proto::TickRequest {
+                    queue: "duos".into(),
+                    now_ms,
+                },
+            )
+            .unwrap()
+        };
+        let t = tick(200_000);
+        assert_eq!(t.lobbies.len(), 1, "{t:?}");
+        assert_eq!(
+            (t.lobbies[0].team_a.len(), t.lobbies[0].team_b.len()),
+            (1, 1)
+        );
+        assert_eq!(t.open_slots, 2);
+        // A single alone would make it 2v1: two join together.
+        qs.enqueue(&art, &with(2, 2, cod, Some(60.0), 2), &none)
+            .unwrap();
+        qs.enqueue(&art, &with(3, 3, cod, Some(60.0), 2), &none)
+            .unwrap();
+        let t = tick(330_000);
+        assert_eq!((t.backfills.len(), t.open_slots), (2, 0), "{t:?}");
+    }
+
+    /// Intermission: the teams are balanced again on the players' current raw skill (here the
+    /// state the service learned since the lobby formed: team A's two players are now the
+    /// strongest, team B's the weakest), one player of each side moves, and a leaver's slot is
+    /// offered; without `intermission` nobody moves.
+    #[test]
+    fn intermission_balances_the_lobby_on_current_skill() {
+        let (art, _dir) = artifact("intermission");
+        let qs = Queues::default();
+        let id = |i: usize| art.snapshot.id(i).to_string();
+        for k in 0..4 {
+            qs.enqueue(
+                &art,
+                &enqueue(k, &[id(k as usize)], proto::QueuePolicy::Cod),
+                &none,
+            )
+            .unwrap();
+        }
+        let t = qs
+            .tick(
+                "v1",
+                &proto::TickRequest {
+                    queue: "duos".into(),
+                    now_ms: 200_000,
+                },
+            )
+            .unwrap();
+        let l = &t.lobbies[0];
+        let team_a: Vec<String> = l.team_a.iter().map(|&k| id(k as usize)).collect();
+        let states: HashMap<String, mm_artifact::snapshot::PlayerState> = (0..4)
+            .map(|k| {
+                let mut s = art.snapshot.get(&id(k)).unwrap();
+                s.raw_skill = if team_a.contains(&id(k)) { 0.9 } else { -0.9 };
+                (id(k), s)
+            })
+            .collect();
+        let now = |pid: &str| states.get(pid).cloned();
+        let ask = |leaving: Vec<String>, intermission| proto::OpenBackfillRequest {
+            queue: "duos".into(),
+            lobby_id: l.lobby_id,
+            leaving_player_ids: leaving,
+            now_ms: 300_000,
+            intermission,
+        };
+        let kept = qs.open_backfill(&art, &ask(vec![], false), &now).unwrap();
+        assert!(kept.moved.is_empty());
+        let r = qs.open_backfill(&art, &ask(vec![], true), &now).unwrap();
+        let mut moved: Vec<(u64, u32)> = r.moved.iter().map(|m| (m.search_id, m.team)).collect();
+        moved.sort_unstable();
+        assert_eq!(moved.len(), 2, "{r:?}");
+        assert_eq!(
+            moved.iter().map(|m| m.1).sum::<u32>(),
+            1,
+            "one each way: {moved:?}"
+        );
+        assert_eq!((r.players_a, r.players_b, r.open_slots), (2, 2, 0));
+        // Balanced now: the next intermission moves nobody, and a leaver's slot is offered.
+        let leaver = id(usize::try_from(l.team_b[0]).unwrap());
+        let r = qs
+            .open_backfill(&art, &ask(vec![leaver], true), &now)
+            .unwrap();
+        assert!(r.moved.is_empty(), "{r:?}");
+        assert_eq!(r.players_a + r.players_b, 3);
+        assert_eq!(r.open_slots, 1);
+    }
+
     /// A lobby in play: a player leaves, its slot is offered, the next tick fills it before it
     /// forms new lobbies; a request naming a player not in the lobby changes nothing; an ended
     /// lobby is gone.
@@ -713,12 +926,15 @@ mod tests {
             lobby_id: lobby,
             leaving_player_ids: ids.to_vec(),
             now_ms: 200_000,
+            intermission: false,
         };
         // One unknown player among them: refused, and nobody left.
-        let bad = qs.open_backfill(&ask(&[id(leaver), id(50)])).unwrap_err();
+        let bad = qs
+            .open_backfill(&art, &ask(&[id(leaver), id(50)]), &none)
+            .unwrap_err();
         assert_eq!(bad.code(), tonic::Code::InvalidArgument);
         assert!(bad.message().contains(&id(50)), "{}", bad.message());
-        let r = qs.open_backfill(&ask(&[id(leaver)])).unwrap();
+        let r = qs.open_backfill(&art, &ask(&[id(leaver)]), &none).unwrap();
         assert_eq!((r.players_a, r.players_b, r.open_slots), (1, 2, 1));
         let why = qs
             .explain(&proto::ExplainRequest {
@@ -758,7 +974,7 @@ mod tests {
             tonic::Code::NotFound
         );
         assert_eq!(
-            qs.open_backfill(&ask(&[])).unwrap_err().code(),
+            qs.open_backfill(&art, &ask(&[]), &none).unwrap_err().code(),
             tonic::Code::NotFound
         );
         let _ = std::fs::remove_dir_all(dir);

@@ -457,9 +457,13 @@ impl proto::matcher_server::Matcher for MatcherService {
         request: Request<proto::OpenBackfillRequest>,
     ) -> Result<Response<proto::OpenBackfillResponse>, Status> {
         self.allow("OpenBackfill", &request, Access::Write)?;
-        let (queues, req) = (Arc::clone(&self.queues), request.into_inner());
-        self.timed("OpenBackfill", move || queues.open_backfill(&req))
-            .await
+        let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
+        let queues = Arc::clone(&self.queues);
+        self.timed("OpenBackfill", move || match &live {
+            Some(l) => queues.open_backfill(&art, &req, &|id| l.state(id)),
+            None => queues.open_backfill(&art, &req, &no_state),
+        })
+        .await
     }
 
     async fn close_backfill(
@@ -763,7 +767,7 @@ mod tests {
                 let mut searching: Vec<(u64, &str)> = Vec::new();
                 for (k, id) in ids.iter().enumerate() {
                     let e = proto::EnqueueRequest {
-                        queue: Some(proto::QueueSpec { name: "q".into(), team_size: 2, policy: (seed % 3) as i32 }),
+                        queue: Some(proto::QueueSpec { name: "q".into(), team_size: 2, policy: (seed % 3) as i32, ..Default::default() }),
                         party: Some(proto::Party {
                             search_id: k as u64,
                             player_ids: vec![id.clone()],
@@ -855,7 +859,7 @@ mod tests {
                 }
                 let qs = Queues::default();
                 let e = proto::EnqueueRequest {
-                    queue: Some(proto::QueueSpec { name: "q".into(), team_size: (seed % 14) as u32, policy }),
+                    queue: Some(proto::QueueSpec { name: "q".into(), team_size: (seed % 14) as u32, policy, ..Default::default() }),
                     party: Some(proto::Party {
                         search_id: seed,
                         player_ids: q.ids.iter().take((seed % 5) as usize).cloned().collect(),

@@ -367,8 +367,21 @@ pub(crate) fn score_split(
 }
 
 /// The CoD lobby-phase split of the searches `ids` (exhaustive: fewest size difference, then the
-/// least difference of adjusted skill sums), as search indices per team.
+/// least difference of adjusted skill sums), as search indices per team; `None` unless both
+/// teams are full.
 pub(crate) fn balanced_split(
+    views: &[View],
+    ids: &[usize],
+    team_size: usize,
+) -> Option<[Vec<usize>; 2]> {
+    let teams = even_split(views, ids, team_size)?;
+    let players: usize = ids.iter().map(|&i| views[i].size).sum();
+    (players == 2 * team_size).then_some(teams)
+}
+
+/// The lobby-phase split of searches `ids` into two teams of the same size, at most
+/// `team_size` each (`None` when the best split has a size difference).
+pub(crate) fn even_split(
     views: &[View],
     ids: &[usize],
     team_size: usize,
@@ -381,7 +394,7 @@ pub(crate) fn balanced_split(
         })
         .collect();
     let split: Split = best_split(&parties, team_size).ok()?;
-    if split.sizes != [team_size, team_size] {
+    if split.sizes[0] != split.sizes[1] {
         return None;
     }
     Some([

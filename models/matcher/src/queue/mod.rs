@@ -44,7 +44,8 @@ pub use backoff::Backoff;
 pub use explain::{Blocker, Explanation, Rule};
 pub use lobby::{Lobby, LobbyModels, Quality, QualityWeights, groupable};
 pub(crate) use lobby::{
-    balanced_split, best_data_centre, make_lobby, score_split, split_churn, team_churn, team_sample,
+    balanced_split, best_data_centre, even_split, make_lobby, score_split, split_churn, team_churn,
+    team_sample,
 };
 pub use member::{Input, Member, Search};
 pub(crate) use policy::check_structure;

@@ -61,9 +61,14 @@ pub trait Policy {
     fn check(&self, now_ms: i64, queue: &Queue, lobby: &Lobby) -> Result<(), Rule>;
 }
 
-/// Shared structural checks of a lobby: each search once, full equal teams, parties intact,
-/// platforms compatible; returns the search indices per team.
-pub(crate) fn check_structure(queue: &Queue, lobby: &Lobby) -> Result<[Vec<usize>; 2], Rule> {
+/// Shared structural checks of a lobby: each search once, full equal teams (or, with partial
+/// lobbies, equal teams of at least `partial_min` players in all), parties intact, platforms
+/// compatible; returns the search indices per team.
+pub(crate) fn check_structure(
+    queue: &Queue,
+    lobby: &Lobby,
+    partial_min: Option<usize>,
+) -> Result<[Vec<usize>; 2], Rule> {
     let t = queue.mode().team_size;
     let idx = |id: SearchId| queue.searches().iter().position(|s| s.id == id);
     let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
@@ -74,10 +79,13 @@ pub(crate) fn check_structure(queue: &Queue, lobby: &Lobby) -> Result<[Vec<usize
     }
     let mut all: Vec<usize> = teams[0].iter().chain(&teams[1]).copied().collect();
     let size = |i: usize| queue.searches()[i].members.len();
-    for team in &teams {
-        if team.iter().map(|&i| size(i)).sum::<usize>() != t {
-            return Err(Rule::TeamBalance);
-        }
+    let n = [0, 1].map(|k| teams[k].iter().map(|&i| size(i)).sum::<usize>());
+    let sized = match partial_min {
+        None => n == [t, t],
+        Some(m) => n[0] == n[1] && n[0] <= t && 2 * n[0] >= m.max(2),
+    };
+    if !sized {
+        return Err(Rule::TeamBalance);
     }
     all.sort_unstable();
     if all.windows(2).any(|w| w[0] == w[1]) {
