@@ -28,8 +28,11 @@
 //! A partial lobby (the CoD policy's [`crate::cod::PartialLobbies`], off by default) is offered
 //! for backfill as soon as [`tick_with_backfill`] records it.
 //!
-//! The other policies' own backfill rules are not here yet: every policy backfills by these
-//! rules.
+//! Every policy backfills by these rules. A policy may add a quality floor
+//! ([`Policy::backfill_gate`]): the threshold policy's backfills must reach its lobby threshold
+//! at the age of the lobby's open slots, with the lobby's players fixed, or the searches are cut
+//! back until they do ([`Lobbies::backfill_gated`]). Team EOMM's churn-aware choice among the
+//! candidates that fit is not here yet: it backfills by the CoD rules alone.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -37,7 +40,8 @@ use serde::Serialize;
 
 use crate::cod::CodConfig;
 use crate::queue::{
-    Lobby, Mode, Policy, Queue, Rule, Search, SearchId, platforms_compatible, rescue_overdue,
+    Lobby, Mode, Policy, QualityGate, Queue, Rule, Search, SearchId, TickState,
+    platforms_compatible, rescue_overdue, score_split,
 };
 use crate::teams::{Party, best_split};
 
@@ -304,6 +308,19 @@ impl Lobbies {
     /// the order their slots opened, searches oldest first; removes the searches placed from the
     /// queue. A lobby whose slots are all filled stops being offered.
     pub fn backfill(&mut self, now_ms: i64, queue: &mut Queue, cfg: &CodConfig) -> Vec<Backfill> {
+        self.backfill_gated(now_ms, queue, cfg, None)
+    }
+
+    /// [`Lobbies::backfill`] where each lobby's backfill must also reach `gate`'s quality (a
+    /// policy's [`Policy::backfill_gate`]): the searches a lobby takes are cut back until it
+    /// does, or none are taken.
+    pub fn backfill_gated(
+        &mut self,
+        now_ms: i64,
+        queue: &mut Queue,
+        cfg: &CodConfig,
+        gate: Option<&QualityGate>,
+    ) -> Vec<Backfill> {
         let t = self.mode.team_size;
         let mut order: Vec<usize> = (0..queue.len()).collect();
         let searches = queue.searches();
@@ -343,7 +360,7 @@ impl Lobbies {
         };
         for (since, id) in open {
             let l = self.live.get_mut(&id).expect("listed above");
-            let added = fill_one(l, t, now_ms, cfg, &cands, &taken);
+            let added = fill_one(l, t, now_ms, cfg, &cands, &taken, gate);
             for (i, team) in added {
                 taken[i] = true;
                 l.teams[team].push(searches[i].clone());
@@ -782,6 +799,7 @@ fn fill_one(
     cfg: &CodConfig,
     c: &Candidates<'_>,
     taken: &[bool],
+    gate: Option<&QualityGate>,
 ) -> Vec<(usize, usize)> {
     let players = l.players();
     let open = (2 * t).saturating_sub(players[0] + players[1]);
@@ -834,13 +852,45 @@ fn fill_one(
         if let Some((teams, d)) = assign(players, skill, &sizes, &skills, t)
             && d <= before
         {
-            return added.into_iter().zip(teams).collect();
+            let joins: Vec<(usize, usize)> = added.iter().copied().zip(teams).collect();
+            if gate.is_none_or(|g| reaches(g, l, &joins, c.searches, now_ms, open_age, t)) {
+                return joins;
+            }
         }
         added.pop();
         sizes.pop();
         skills.pop();
     }
     Vec::new()
+}
+
+/// Whether lobby `l` with the searches `joins` (queue index, team) added reaches `gate`'s
+/// threshold at the age of its open slots (`open_age`, s).
+fn reaches(
+    gate: &QualityGate,
+    l: &LiveLobby,
+    joins: &[(usize, usize)],
+    searches: &[Search],
+    now_ms: i64,
+    open_age: f64,
+    t: usize,
+) -> bool {
+    let Ok(mut q) = Queue::new(Mode { team_size: t }) else {
+        return false;
+    };
+    let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+    let parties = (0..2).flat_map(|k| l.teams[k].iter().map(move |s| (s, k)));
+    let joining = joins.iter().map(|&(i, k)| (&searches[i], k));
+    for (s, k) in parties.chain(joining) {
+        teams[k].push(q.len());
+        if q.push(s.clone()).is_err() {
+            return false;
+        }
+    }
+    let r = &gate.rule;
+    let st = TickState::new(&q, now_ms, r.models.party, r.distance);
+    let scored = score_split(&st, &r.models, &r.weights, &teams, t, r.max_wait_s);
+    scored.quality.total >= gate.threshold.at(open_age) - EPS
 }
 
 /// One tick with backfill: the open lobbies take their searches first
@@ -855,7 +905,8 @@ pub fn tick_with_backfill<P: Policy + ?Sized>(
     now_ms: i64,
     queue: &mut Queue,
 ) -> (Vec<Backfill>, Vec<(LobbyId, Lobby)>) {
-    let filled = lobbies.backfill(now_ms, queue, cfg);
+    let gate = policy.backfill_gate();
+    let filled = lobbies.backfill_gated(now_ms, queue, cfg, gate.as_ref());
     let mut formed = policy.form_lobbies(now_ms, queue);
     formed.extend(rescue_overdue(
         queue,

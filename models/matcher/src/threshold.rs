@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::queue::{
     Backoff, Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
-    QualityWeights, Queue, QueueError, Rule, SearchId, TickState, balanced_split, check_structure,
-    fill_exact, make_lobby, score_split,
+    QualityGate, QualityWeights, Queue, QueueError, Rule, SearchId, TickState, balanced_split,
+    check_structure, fill_exact, make_lobby, score_split,
 };
 
 /// Settings of the threshold policy.
@@ -277,6 +277,15 @@ impl Policy for ThresholdPolicy {
             max_wait_s: self.config.max_wait_s,
             distance: self.config.distance,
         }
+    }
+
+    /// Backfills reach the lobby threshold at the age of the lobby's open slots, with its
+    /// players fixed (the swap search's quality criteria).
+    fn backfill_gate(&self) -> Option<QualityGate> {
+        Some(QualityGate {
+            rule: self.max_wait_rule(),
+            threshold: self.config.threshold.clone(),
+        })
     }
 
     fn explain(&self, now_ms: i64, queue: &Queue, id: SearchId) -> Result<Explanation, QueueError> {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Queue, Rule, Search};
+use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Policy, Queue, Rule, Search};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -612,5 +612,129 @@ proptest! {
         let open = 2 * t - a - b;
         prop_assert_eq!(done.open_slots, open);
         prop_assert_eq!(after.open_since_ms.is_some(), open > 0);
+    }
+}
+
+// --- the threshold policy's quality gate ---------------------------------------------------
+
+fn gate(t: usize, threshold: f64) -> mm_matcher::queue::QualityGate {
+    mm_matcher::queue::QualityGate {
+        rule: mm_matcher::queue::MaxWaitRule {
+            models: LobbyModels::skill_only(3.0),
+            weights: mm_matcher::queue::QualityWeights::default(),
+            team_size: t,
+            max_wait_s: 120.0,
+            distance: mm_matcher::queue::Distance::default(),
+        },
+        threshold: mm_matcher::queue::Backoff::new(&[(0.0, threshold)]),
+    }
+}
+
+/// Two average singles for a 5v5 of singles: under rules that admit any skill both lobbies
+/// take them, but with a quality floor of 0.7 only the even lobby does; the stacked one (five
+/// at percentile 0.9 against five at 0.1, a near-certain win) keeps its slots open.
+#[test]
+fn a_quality_gate_refuses_a_backfill_into_a_stacked_lobby() {
+    let cfg = CodConfig::open(6);
+    let now = T0 + 200_000;
+    for (a, b, gated_takes) in [(0.5, 0.5, true), (0.9, 0.1, false)] {
+        for g in [None, Some(gate(6, 0.7))] {
+            let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+            let l = lobby(&mut lobbies, &[(1, a); 5], &[(1, b); 5]);
+            let mut q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
+            let done = lobbies.backfill_gated(now, &mut q, &cfg, g.as_ref());
+            let takes = g.is_none() || gated_takes;
+            assert_eq!(done.len(), if takes { 2 } else { 0 }, "{a} vs {b}, {g:?}");
+            assert_eq!(
+                lobbies.get(l).unwrap().players()[0],
+                if takes { 6 } else { 5 }
+            );
+        }
+    }
+}
+
+/// Over the random cases: a gate no lobby can miss (0) places exactly the searches of the plain
+/// backfill, and one no lobby can reach (above 1) places none.
+#[test]
+fn a_quality_gate_at_its_bounds_changes_nothing_or_everything() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut placed = 0;
+    for _ in 0..200 {
+        let c = case().new_tree(&mut runner).unwrap().current();
+        let run = |g: Option<mm_matcher::queue::QualityGate>| {
+            let cfg = CodConfig::new(c.t);
+            let now = T0 + 200_000;
+            let mut lobbies = Lobbies::new(Mode { team_size: c.t });
+            let mut next = 10_000u64;
+            for (teams, open_age) in &c.lobbies {
+                let mut mk = |ps: &Vec<(usize, f64)>| -> Vec<Search> {
+                    ps.iter()
+                        .map(|&(n, p)| {
+                            next += 1;
+                            party(next, n, p)
+                        })
+                        .collect()
+                };
+                let l = lobbies.insert([mk(&teams[0]), mk(&teams[1])], None);
+                lobbies.open_backfill(l, now - open_age * 1000).unwrap();
+            }
+            let mut q = Queue::new(Mode { team_size: c.t }).unwrap();
+            for (k, &(n, centre, _, age, platform, cross)) in c.searches.iter().enumerate() {
+                let mut s = search(k as u64, &vec![centre; n], now - age * 1000);
+                s.platform = platform;
+                s.crossplay = cross;
+                q.push(s).unwrap();
+            }
+            let done = lobbies.backfill_gated(now, &mut q, &cfg, g.as_ref());
+            done.iter()
+                .map(|b| (b.lobby, b.search, b.team))
+                .collect::<Vec<_>>()
+        };
+        let plain = run(None);
+        placed += plain.len();
+        assert_eq!(run(Some(gate(c.t, 0.0))), plain);
+        assert!(run(Some(gate(c.t, 1.01))).is_empty());
+    }
+    assert!(placed > 100, "{placed} searches placed in all");
+}
+
+/// Through `tick_with_backfill`: the threshold policy brings its own lobby threshold as the gate
+/// (0.85 for slots just opened), so the stacked lobby keeps its slots where the CoD policy,
+/// which has none, fills them; both fill the even lobby.
+#[test]
+fn the_threshold_policy_gates_its_backfills_and_the_cod_policy_does_not() {
+    use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
+    let models = LobbyModels::skill_only(3.0);
+    let th = ThresholdPolicy::new(ThresholdConfig::new(6), models);
+    assert_eq!(
+        th.backfill_gate().map(|g| g.threshold),
+        Some(ThresholdConfig::new(6).threshold)
+    );
+    let cod = CodRules::new(CodConfig::new(6), models);
+    assert!(cod.backfill_gate().is_none());
+    let cfg = CodConfig::open(6);
+    for (a, b) in [(0.5, 0.5), (0.9, 0.1)] {
+        for mut policy in [
+            Box::new(th.clone()) as Box<dyn Policy>,
+            Box::new(cod.clone()) as Box<dyn Policy>,
+        ] {
+            let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+            let l = lobby(&mut lobbies, &[(1, a); 5], &[(1, b); 5]);
+            let mut q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
+            let (done, formed) =
+                tick_with_backfill(policy.as_mut(), &mut lobbies, &cfg, T0, &mut q);
+            assert!(formed.is_empty());
+            let takes = policy.name() == "cod" || a == b;
+            assert_eq!(
+                done.len(),
+                if takes { 2 } else { 0 },
+                "{}: {a} vs {b}",
+                policy.name()
+            );
+            assert_eq!(
+                lobbies.get(l).unwrap().players()[1],
+                if takes { 6 } else { 5 }
+            );
+        }
     }
 }

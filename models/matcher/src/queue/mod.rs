@@ -49,7 +49,7 @@ pub(crate) use lobby::{
 };
 pub use member::{Input, Member, Search};
 pub(crate) use policy::check_structure;
-pub use policy::{MaxWaitRule, Policy, rescue_overdue};
+pub use policy::{MaxWaitRule, Policy, QualityGate, rescue_overdue};
 pub(crate) use tick::{Deadline, TickState, View, fill_exact};
 pub use tick::{Distance, platforms_compatible};
 

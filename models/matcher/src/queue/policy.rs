@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::Backoff;
 use super::explain::{Explanation, Rule};
 use super::lobby::{Lobby, LobbyModels, QualityWeights, balanced_split, make_lobby, score_split};
 use super::tick::{Distance, TickState, platforms_compatible};
@@ -20,6 +21,15 @@ pub struct MaxWaitRule {
     pub distance: Distance,
 }
 
+/// A quality floor a backfill must reach (the threshold policy's, with the lobby's players
+/// fixed): the lobby with the searches added scores at least `threshold` at the age of its open
+/// slots, by `weights` and `models` (the maximum wait scales the wait criterion).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityGate {
+    pub rule: MaxWaitRule,
+    pub threshold: Backoff,
+}
+
 /// A matchmaking policy for a live queue. Deterministic for a seed when no time budget is set.
 pub trait Policy {
     fn name(&self) -> &'static str;
@@ -30,6 +40,12 @@ pub trait Policy {
 
     /// The settings of the maximum-wait rule the policy ends each tick with.
     fn max_wait_rule(&self) -> MaxWaitRule;
+
+    /// The quality a backfill must reach under this policy, beyond the CoD backfill rules
+    /// (`None`, the default: those rules alone).
+    fn backfill_gate(&self) -> Option<QualityGate> {
+        None
+    }
 
     /// Forms lobbies from the queue at `now_ms`: the policy's own ([`Policy::form_lobbies`]), then the
     /// maximum-wait rule's for every search still unplaced that has waited the maximum
