@@ -28,11 +28,14 @@
 //! A partial lobby (the CoD policy's [`crate::cod::PartialLobbies`], off by default) is offered
 //! for backfill as soon as [`tick_with_backfill`] records it.
 //!
-//! Every policy backfills by these rules. A policy may add a quality floor
-//! ([`Policy::backfill_gate`]): the threshold policy's backfills must reach its lobby threshold
-//! at the age of the lobby's open slots, with the lobby's players fixed, or the searches are cut
-//! back until they do ([`Lobbies::backfill_gated`]). Team EOMM's churn-aware choice among the
-//! candidates that fit is not here yet: it backfills by the CoD rules alone.
+//! Every policy backfills by these rules, and a policy may add its own
+//! ([`Policy::backfill_rule`], [`Lobbies::backfill_by`]): the threshold policy's backfills must
+//! reach its lobby threshold at the age of the lobby's open slots, with the lobby's players
+//! fixed, or the searches are cut back until they do; team EOMM's choose, among the
+//! oldest-first fill and alternatives that each leave out one of its searches, the set that
+//! fills the most slots and then leaves the lobby the least expected churn, within its balance
+//! bound. Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
+//! maximum-wait rule places a search its policy could not.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -40,8 +43,8 @@ use serde::Serialize;
 
 use crate::cod::CodConfig;
 use crate::queue::{
-    Lobby, Mode, Policy, QualityGate, Queue, Rule, Search, SearchId, TickState,
-    platforms_compatible, rescue_overdue, score_split,
+    BackfillRule, Lobby, MaxWaitRule, Mode, Policy, Queue, Rule, Scored, Search, SearchId,
+    TickState, platforms_compatible, rescue_overdue, score_split,
 };
 use crate::teams::{Party, best_split};
 
@@ -308,18 +311,18 @@ impl Lobbies {
     /// the order their slots opened, searches oldest first; removes the searches placed from the
     /// queue. A lobby whose slots are all filled stops being offered.
     pub fn backfill(&mut self, now_ms: i64, queue: &mut Queue, cfg: &CodConfig) -> Vec<Backfill> {
-        self.backfill_gated(now_ms, queue, cfg, None)
+        self.backfill_by(now_ms, queue, cfg, None)
     }
 
-    /// [`Lobbies::backfill`] where each lobby's backfill must also reach `gate`'s quality (a
-    /// policy's [`Policy::backfill_gate`]): the searches a lobby takes are cut back until it
-    /// does, or none are taken.
-    pub fn backfill_gated(
+    /// [`Lobbies::backfill`] under a policy's own rule too ([`Policy::backfill_rule`]): a
+    /// quality floor the searches a lobby takes are cut back to reach (or none are taken), or
+    /// the churn-aware choice among the candidate sets that fit.
+    pub fn backfill_by(
         &mut self,
         now_ms: i64,
         queue: &mut Queue,
         cfg: &CodConfig,
-        gate: Option<&QualityGate>,
+        own: Option<&BackfillRule>,
     ) -> Vec<Backfill> {
         let t = self.mode.team_size;
         let mut order: Vec<usize> = (0..queue.len()).collect();
@@ -360,7 +363,7 @@ impl Lobbies {
         };
         for (since, id) in open {
             let l = self.live.get_mut(&id).expect("listed above");
-            let added = fill_one(l, t, now_ms, cfg, &cands, &taken, gate);
+            let added = fill_one(l, t, now_ms, cfg, &cands, &taken, own);
             for (i, team) in added {
                 taken[i] = true;
                 l.teams[team].push(searches[i].clone());
@@ -789,9 +792,9 @@ struct Candidates<'a> {
     sides: &'a [Side],
 }
 
-/// The searches (indices into the queue, with their teams) one open lobby takes: grown oldest
-/// first while each passes the rules and some assignment still fits, then cut back to the
-/// longest prefix whose best assignment does not worsen the lobby's differential.
+/// The searches (indices into the queue, with their teams) one open lobby takes: by the CoD
+/// rules alone, or the threshold policy's quality floor, the oldest-first fill ([`grow`]); by
+/// team EOMM's rule, the best of that fill and its alternatives ([`BackfillRule::Churn`]).
 fn fill_one(
     l: &LiveLobby,
     t: usize,
@@ -799,8 +802,114 @@ fn fill_one(
     cfg: &CodConfig,
     c: &Candidates<'_>,
     taken: &[bool],
-    gate: Option<&QualityGate>,
+    own: Option<&BackfillRule>,
 ) -> Vec<(usize, usize)> {
+    let players = l.players();
+    if players[0] + players[1] >= 2 * t {
+        return Vec::new();
+    }
+    let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
+    let fill = Fill {
+        l,
+        t,
+        now_ms,
+        cfg,
+        c,
+        taken,
+    };
+    // Slots open for the maximum wait are filled by the CoD rules alone, as the maximum-wait
+    // rule places a search its policy could not.
+    let own = own.filter(|r| {
+        let (BackfillRule::Quality { rule, .. } | BackfillRule::Churn { rule, .. }) = r;
+        open_age < rule.max_wait_s
+    });
+    let Some(BackfillRule::Churn {
+        rule,
+        balance,
+        alternatives,
+    }) = own
+    else {
+        let gate = |joins: &Joins| match own {
+            Some(BackfillRule::Quality { rule, threshold }) => {
+                let scored = score_joined(rule, l, joins, c.searches, now_ms, t);
+                scored.is_some_and(|s| s.quality.total >= threshold.at(open_age) - EPS)
+            }
+            _ => true,
+        };
+        return grow(&fill, None, &gate);
+    };
+    // Within the balance bound, at the least of the lobby's open age and the joiners' ages.
+    let bounded = |joins: &Joins| -> Option<f64> {
+        let scored = score_joined(rule, l, joins, c.searches, now_ms, t)?;
+        if let Some(b) = balance {
+            let cap = joins
+                .iter()
+                .map(|&(i, _)| b.at(c.ages[i]))
+                .fold(b.at(open_age), f64::min);
+            let a_wins = scored.p[0] / (scored.p[0] + scored.p[2]).max(1e-12);
+            if (a_wins - 0.5).abs() > cap + EPS {
+                return None;
+            }
+        }
+        Some(scored.churn)
+    };
+    let in_bound = |joins: &Joins| bounded(joins).is_some();
+    let filled = |joins: &Joins| -> usize {
+        joins
+            .iter()
+            .map(|&(i, _)| c.searches[i].members.len())
+            .sum()
+    };
+    // The searches to leave out one at a time: those of the fill without the bound.
+    let base = grow(&fill, None, &|_| true);
+    let mut best: (Vec<(usize, usize)>, Option<f64>) = (Vec::new(), None);
+    let tries = std::iter::once(None).chain(base.iter().take(*alternatives).map(|&(i, _)| Some(i)));
+    for left_out in tries {
+        let joins = grow(&fill, left_out, &in_bound);
+        let Some(churn) = bounded(&joins).filter(|_| !joins.is_empty()) else {
+            continue;
+        };
+        let better = best.1.is_none_or(|y| {
+            let (n, m) = (filled(&joins), filled(&best.0));
+            n > m || (n == m && churn < y - EPS)
+        });
+        if better {
+            best = (joins, Some(churn));
+        }
+    }
+    best.0
+}
+
+/// Searches joining a lobby: (index into the queue, team).
+type Joins = [(usize, usize)];
+
+/// One open lobby's backfill: the lobby, its mode's team size, the tick's time, the rules and
+/// the queue's candidates with those already taken this tick.
+struct Fill<'a> {
+    l: &'a LiveLobby,
+    t: usize,
+    now_ms: i64,
+    cfg: &'a CodConfig,
+    c: &'a Candidates<'a>,
+    taken: &'a [bool],
+}
+
+/// The oldest-first fill of lobby `l`: searches grown oldest first (but `left_out`) while each
+/// passes the rules and some assignment still fits, then cut back to the longest prefix whose
+/// best assignment does not worsen the lobby's differential and that `accepts`.
+fn grow(
+    f: &Fill<'_>,
+    left_out: Option<usize>,
+    accepts: &dyn Fn(&Joins) -> bool,
+) -> Vec<(usize, usize)> {
+    let Fill {
+        l,
+        t,
+        now_ms,
+        cfg,
+        c,
+        taken,
+    } = *f;
     let players = l.players();
     let open = (2 * t).saturating_sub(players[0] + players[1]);
     if open == 0 {
@@ -827,7 +936,7 @@ fn fill_one(
         };
         pos[z] += 1;
         let s = &c.searches[i];
-        if taken[i] {
+        if taken[i] || left_out == Some(i) {
             continue;
         }
         if group
@@ -853,7 +962,7 @@ fn fill_one(
             && d <= before
         {
             let joins: Vec<(usize, usize)> = added.iter().copied().zip(teams).collect();
-            if gate.is_none_or(|g| reaches(g, l, &joins, c.searches, now_ms, open_age, t)) {
+            if accepts(&joins) {
                 return joins;
             }
         }
@@ -864,33 +973,33 @@ fn fill_one(
     Vec::new()
 }
 
-/// Whether lobby `l` with the searches `joins` (queue index, team) added reaches `gate`'s
-/// threshold at the age of its open slots (`open_age`, s).
-fn reaches(
-    gate: &QualityGate,
+/// Lobby `l` with the searches `joins` (queue index, team) added, its players fixed, scored
+/// by `rule`'s models and weights (`None` when the searches do not make a valid queue).
+fn score_joined(
+    rule: &MaxWaitRule,
     l: &LiveLobby,
     joins: &[(usize, usize)],
     searches: &[Search],
     now_ms: i64,
-    open_age: f64,
     t: usize,
-) -> bool {
-    let Ok(mut q) = Queue::new(Mode { team_size: t }) else {
-        return false;
-    };
+) -> Option<Scored> {
+    let mut q = Queue::new(Mode { team_size: t }).ok()?;
     let mut teams: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
     let parties = (0..2).flat_map(|k| l.teams[k].iter().map(move |s| (s, k)));
     let joining = joins.iter().map(|&(i, k)| (&searches[i], k));
     for (s, k) in parties.chain(joining) {
         teams[k].push(q.len());
-        if q.push(s.clone()).is_err() {
-            return false;
-        }
+        q.push(s.clone()).ok()?;
     }
-    let r = &gate.rule;
-    let st = TickState::new(&q, now_ms, r.models.party, r.distance);
-    let scored = score_split(&st, &r.models, &r.weights, &teams, t, r.max_wait_s);
-    scored.quality.total >= gate.threshold.at(open_age) - EPS
+    let st = TickState::new(&q, now_ms, rule.models.party, rule.distance);
+    Some(score_split(
+        &st,
+        &rule.models,
+        &rule.weights,
+        &teams,
+        t,
+        rule.max_wait_s,
+    ))
 }
 
 /// One tick with backfill: the open lobbies take their searches first
@@ -905,8 +1014,8 @@ pub fn tick_with_backfill<P: Policy + ?Sized>(
     now_ms: i64,
     queue: &mut Queue,
 ) -> (Vec<Backfill>, Vec<(LobbyId, Lobby)>) {
-    let gate = policy.backfill_gate();
-    let filled = lobbies.backfill_gated(now_ms, queue, cfg, gate.as_ref());
+    let own = policy.backfill_rule();
+    let filled = lobbies.backfill_by(now_ms, queue, cfg, own.as_ref());
     let mut formed = policy.form_lobbies(now_ms, queue);
     formed.extend(rescue_overdue(
         queue,

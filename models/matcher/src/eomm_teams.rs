@@ -57,9 +57,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cod::{Candidate, CodConfig, CodRules, LobbyBuilder};
 use crate::queue::{
-    Backoff, Blocker, Deadline, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy, Queue,
-    QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure, make_lobby,
-    score_split, split_churn, team_churn, team_sample,
+    BackfillRule, Backoff, Blocker, Deadline, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
+    Queue, QueueError, Rule, SearchId, TickState, View, balanced_split, check_structure,
+    make_lobby, score_split, split_churn, team_churn, team_sample,
 };
 use mm_artifact::team::{TeamSample, sigmoid};
 
@@ -629,6 +629,16 @@ impl Policy for EommTeams {
             max_wait_s: r.max_wait_s,
             distance: r.distance,
         }
+    }
+
+    /// Backfills choose, among the candidate sets that fit, the least expected churn within
+    /// the balance bound (as many alternatives as the policy's restarts, at least 2).
+    fn backfill_rule(&self) -> Option<BackfillRule> {
+        Some(BackfillRule::Churn {
+            rule: self.max_wait_rule(),
+            balance: self.config.balance.clone(),
+            alternatives: self.config.restarts.max(2),
+        })
     }
 
     /// The CoD rules' explanation; when the rules admit a lobby but every split of it is beyond

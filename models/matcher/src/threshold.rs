@@ -33,9 +33,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{
-    Backoff, Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels, MaxWaitRule, Policy,
-    QualityGate, QualityWeights, Queue, QueueError, Rule, SearchId, TickState, balanced_split,
-    check_structure, fill_exact, make_lobby, score_split,
+    BackfillRule, Backoff, Blocker, Deadline, Distance, Explanation, Lobby, LobbyModels,
+    MaxWaitRule, Policy, QualityWeights, Queue, QueueError, Rule, SearchId, TickState,
+    balanced_split, check_structure, fill_exact, make_lobby, score_split,
 };
 
 /// Settings of the threshold policy.
@@ -281,8 +281,8 @@ impl Policy for ThresholdPolicy {
 
     /// Backfills reach the lobby threshold at the age of the lobby's open slots, with its
     /// players fixed (the swap search's quality criteria).
-    fn backfill_gate(&self) -> Option<QualityGate> {
-        Some(QualityGate {
+    fn backfill_rule(&self) -> Option<BackfillRule> {
+        Some(BackfillRule::Quality {
             rule: self.max_wait_rule(),
             threshold: self.config.threshold.clone(),
         })

@@ -7,7 +7,9 @@ use std::collections::HashSet;
 
 use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Policy, Queue, Rule, Search};
+use mm_matcher::queue::{
+    BackfillRule, Input, LobbyModels, Member, Mode, Policy, Queue, Rule, Search,
+};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -316,6 +318,15 @@ fn the_random_cases_backfill_often() {
 
 /// Runs one case's backfill and checks it; returns the searches placed.
 fn check_case(c: &Case) -> Result<usize, TestCaseError> {
+    Ok(check_case_by(c, None)?.len())
+}
+
+/// [`check_case`] under a policy's own backfill rule; returns the placements (lobby, search,
+/// team).
+fn check_case_by(
+    c: &Case,
+    own: Option<BackfillRule>,
+) -> Result<Vec<(LobbyId, u64, usize)>, TestCaseError> {
     {
         let cfg = CodConfig::new(c.t);
         let now = T0 + 200_000;
@@ -351,7 +362,7 @@ fn check_case(c: &Case) -> Result<usize, TestCaseError> {
             q.push(s).unwrap();
         }
         let queued = q.clone();
-        let done = lobbies.backfill(now, &mut q, &cfg);
+        let done = lobbies.backfill_by(now, &mut q, &cfg, own.as_ref());
         // No search twice; the placed ones left the queue, the others stayed.
         let placed: HashSet<u64> = done.iter().map(|b| b.search).collect();
         prop_assert_eq!(placed.len(), done.len());
@@ -394,7 +405,7 @@ fn check_case(c: &Case) -> Result<usize, TestCaseError> {
             }
             prop_assert_eq!(there.len(), l1.teams[0].len() + l1.teams[1].len());
         }
-        Ok(done.len())
+        Ok(done.iter().map(|b| (b.lobby, b.search, b.team)).collect())
     }
 }
 
@@ -617,15 +628,19 @@ proptest! {
 
 // --- the threshold policy's quality gate ---------------------------------------------------
 
-fn gate(t: usize, threshold: f64) -> mm_matcher::queue::QualityGate {
-    mm_matcher::queue::QualityGate {
-        rule: mm_matcher::queue::MaxWaitRule {
-            models: LobbyModels::skill_only(3.0),
-            weights: mm_matcher::queue::QualityWeights::default(),
-            team_size: t,
-            max_wait_s: 120.0,
-            distance: mm_matcher::queue::Distance::default(),
-        },
+fn rule(t: usize) -> mm_matcher::queue::MaxWaitRule {
+    mm_matcher::queue::MaxWaitRule {
+        models: LobbyModels::skill_only(3.0),
+        weights: mm_matcher::queue::QualityWeights::default(),
+        team_size: t,
+        max_wait_s: 120.0,
+        distance: mm_matcher::queue::Distance::default(),
+    }
+}
+
+fn gate(t: usize, threshold: f64) -> BackfillRule {
+    BackfillRule::Quality {
+        rule: rule(t),
         threshold: mm_matcher::queue::Backoff::new(&[(0.0, threshold)]),
     }
 }
@@ -636,13 +651,13 @@ fn gate(t: usize, threshold: f64) -> mm_matcher::queue::QualityGate {
 #[test]
 fn a_quality_gate_refuses_a_backfill_into_a_stacked_lobby() {
     let cfg = CodConfig::open(6);
-    let now = T0 + 200_000;
+    let now = T0 + 60_000;
     for (a, b, gated_takes) in [(0.5, 0.5, true), (0.9, 0.1, false)] {
         for g in [None, Some(gate(6, 0.7))] {
             let mut lobbies = Lobbies::new(Mode { team_size: 6 });
             let l = lobby(&mut lobbies, &[(1, a); 5], &[(1, b); 5]);
             let mut q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
-            let done = lobbies.backfill_gated(now, &mut q, &cfg, g.as_ref());
+            let done = lobbies.backfill_by(now, &mut q, &cfg, g.as_ref());
             let takes = g.is_none() || gated_takes;
             assert_eq!(done.len(), if takes { 2 } else { 0 }, "{a} vs {b}, {g:?}");
             assert_eq!(
@@ -661,7 +676,7 @@ fn a_quality_gate_at_its_bounds_changes_nothing_or_everything() {
     let mut placed = 0;
     for _ in 0..200 {
         let c = case().new_tree(&mut runner).unwrap().current();
-        let run = |g: Option<mm_matcher::queue::QualityGate>| {
+        let run = |g: Option<BackfillRule>| {
             let cfg = CodConfig::new(c.t);
             let now = T0 + 200_000;
             let mut lobbies = Lobbies::new(Mode { team_size: c.t });
@@ -685,7 +700,7 @@ fn a_quality_gate_at_its_bounds_changes_nothing_or_everything() {
                 s.crossplay = cross;
                 q.push(s).unwrap();
             }
-            let done = lobbies.backfill_gated(now, &mut q, &cfg, g.as_ref());
+            let done = lobbies.backfill_by(now, &mut q, &cfg, g.as_ref());
             done.iter()
                 .map(|b| (b.lobby, b.search, b.team))
                 .collect::<Vec<_>>()
@@ -706,12 +721,12 @@ fn the_threshold_policy_gates_its_backfills_and_the_cod_policy_does_not() {
     use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
     let models = LobbyModels::skill_only(3.0);
     let th = ThresholdPolicy::new(ThresholdConfig::new(6), models);
-    assert_eq!(
-        th.backfill_gate().map(|g| g.threshold),
-        Some(ThresholdConfig::new(6).threshold)
-    );
+    assert!(matches!(
+        th.backfill_rule(),
+        Some(BackfillRule::Quality { threshold, .. }) if threshold == ThresholdConfig::new(6).threshold
+    ));
     let cod = CodRules::new(CodConfig::new(6), models);
-    assert!(cod.backfill_gate().is_none());
+    assert!(cod.backfill_rule().is_none());
     let cfg = CodConfig::open(6);
     for (a, b) in [(0.5, 0.5), (0.9, 0.1)] {
         for mut policy in [
@@ -736,5 +751,81 @@ fn the_threshold_policy_gates_its_backfills_and_the_cod_policy_does_not() {
                 if takes { 6 } else { 5 }
             );
         }
+    }
+}
+
+fn churn_rule(t: usize, bound: Option<f64>, alternatives: usize) -> BackfillRule {
+    BackfillRule::Churn {
+        rule: rule(t),
+        balance: bound.map(|b| mm_matcher::queue::Backoff::new(&[(0.0, b)])),
+        alternatives,
+    }
+}
+
+/// Team EOMM's backfill rule in a 5v5 of average singles: the oldest two singles (0.9 and 0.1)
+/// would make it uneven (raw skill 0.8 against -0.8), beyond a balance bound of 0.1. Leaving the
+/// 0.1 out, 0.9 and 0.85 fit within it, and that is the set taken; the CoD rules alone take the
+/// oldest two. Without alternatives no set within the bound is found.
+#[test]
+fn team_eomm_s_backfill_chooses_a_set_within_its_balance_bound() {
+    let cfg = CodConfig::open(6);
+    let run = |own: Option<BackfillRule>| {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        lobby(&mut lobbies, &[(1, 0.5); 5], &[(1, 0.5); 5]);
+        let mut q = queue(vec![
+            search(1, &[0.9], T0 - 4_000),
+            search(2, &[0.1], T0 - 3_000),
+            search(3, &[0.85], T0 - 2_000),
+            search(4, &[0.88], T0 - 1_000),
+        ]);
+        let mut got: Vec<u64> = lobbies
+            .backfill_by(T0, &mut q, &cfg, own.as_ref())
+            .iter()
+            .map(|b| b.search)
+            .collect();
+        got.sort_unstable();
+        got
+    };
+    assert_eq!(run(None), [1, 2]);
+    assert_eq!(run(Some(churn_rule(6, Some(0.1), 2))), [1, 3]);
+    assert_eq!(run(Some(churn_rule(6, Some(0.1), 0))), Vec::<u64>::new());
+    // With no bound the churn model chooses; every set fills the two slots.
+    assert_eq!(run(Some(churn_rule(6, None, 2))).len(), 2);
+}
+
+/// Over the random cases: team EOMM's rule with no bound and no alternatives places exactly the
+/// searches of the plain backfill; with a bound and alternatives its backfills keep every
+/// invariant of the CoD rules (whole parties, the differential, the rules per search).
+#[test]
+fn team_eomm_s_backfill_keeps_the_cod_invariants() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut placed = 0;
+    for _ in 0..200 {
+        let c = case().new_tree(&mut runner).unwrap().current();
+        let plain = check_case_by(&c, None).unwrap();
+        assert_eq!(
+            check_case_by(&c, Some(churn_rule(c.t, None, 0))).unwrap(),
+            plain
+        );
+        placed += check_case_by(&c, Some(churn_rule(c.t, Some(0.1), 3)))
+            .unwrap()
+            .len();
+    }
+    assert!(placed > 50, "{placed} searches placed in all");
+}
+
+/// A policy's own rule yields once the slots have been open for its maximum wait (120 s): the
+/// stacked lobby the quality floor refused takes the two singles then.
+#[test]
+fn a_policy_s_own_backfill_rule_yields_at_the_maximum_wait() {
+    let cfg = CodConfig::open(6);
+    for (open_s, takes) in [(119, false), (120, true)] {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        let l = lobby(&mut lobbies, &[(1, 0.9); 5], &[(1, 0.1); 5]);
+        let mut q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
+        let now = T0 + open_s * 1000;
+        let done = lobbies.backfill_by(now, &mut q, &cfg, Some(&gate(6, 0.99)));
+        assert_eq!(done.len(), if takes { 2 } else { 0 }, "open {open_s} s");
+        assert_eq!(lobbies.get(l).unwrap().differential(), 0);
     }
 }

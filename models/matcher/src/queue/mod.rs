@@ -44,12 +44,12 @@ pub use backoff::Backoff;
 pub use explain::{Blocker, Explanation, Rule};
 pub use lobby::{Lobby, LobbyModels, Quality, QualityWeights, groupable};
 pub(crate) use lobby::{
-    balanced_split, best_data_centre, even_split, make_lobby, score_split, split_churn, team_churn,
-    team_sample,
+    Scored, balanced_split, best_data_centre, even_split, make_lobby, score_split, split_churn,
+    team_churn, team_sample,
 };
 pub use member::{Input, Member, Search};
 pub(crate) use policy::check_structure;
-pub use policy::{MaxWaitRule, Policy, QualityGate, rescue_overdue};
+pub use policy::{BackfillRule, MaxWaitRule, Policy, rescue_overdue};
 pub(crate) use tick::{Deadline, TickState, View, fill_exact};
 pub use tick::{Distance, platforms_compatible};
 

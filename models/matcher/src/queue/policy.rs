@@ -21,13 +21,27 @@ pub struct MaxWaitRule {
     pub distance: Distance,
 }
 
-/// A quality floor a backfill must reach (the threshold policy's, with the lobby's players
-/// fixed): the lobby with the searches added scores at least `threshold` at the age of its open
-/// slots, by `weights` and `models` (the maximum wait scales the wait criterion).
+/// A policy's own rule for backfills, beyond the CoD backfill rules every policy keeps, until
+/// the lobby's slots have been open for the rule's maximum wait.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QualityGate {
-    pub rule: MaxWaitRule,
-    pub threshold: Backoff,
+pub enum BackfillRule {
+    /// The threshold policy's: the lobby with the searches added, its players fixed, scores at
+    /// least `threshold` at the age of its open slots, by the rule's weights and models (the
+    /// maximum wait scales the wait criterion).
+    Quality {
+        rule: MaxWaitRule,
+        threshold: Backoff,
+    },
+    /// Team EOMM's: of the candidate sets that fit (the oldest-first fill and `alternatives`
+    /// more, each leaving out one search of the first), the one that fills the most slots and
+    /// then leaves the lobby the least expected churn, within the balance bound
+    /// (`|P(A wins | decisive) - 1/2|` at most `balance` at the least of the lobby's open age
+    /// and the joiners' ages; `None`: no bound).
+    Churn {
+        rule: MaxWaitRule,
+        balance: Option<Backoff>,
+        alternatives: usize,
+    },
 }
 
 /// A matchmaking policy for a live queue. Deterministic for a seed when no time budget is set.
@@ -41,9 +55,9 @@ pub trait Policy {
     /// The settings of the maximum-wait rule the policy ends each tick with.
     fn max_wait_rule(&self) -> MaxWaitRule;
 
-    /// The quality a backfill must reach under this policy, beyond the CoD backfill rules
-    /// (`None`, the default: those rules alone).
-    fn backfill_gate(&self) -> Option<QualityGate> {
+    /// The policy's own rule for backfills, beyond the CoD backfill rules (`None`, the default:
+    /// those rules alone).
+    fn backfill_rule(&self) -> Option<BackfillRule> {
         None
     }
 
