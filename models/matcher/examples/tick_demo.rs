@@ -1,5 +1,8 @@
 //! Runs each queue policy on a synthetic 6v6 queue and prints lobbies formed, tick time and
-//! mean quality: `cargo run --release -p mm-matcher --example tick_demo -- [searches] [seed] [cod|threshold|eomm]`.
+//! mean quality, then the same tick with 500 lobbies open for backfill:
+//! `cargo run --release -p mm-matcher --example tick_demo -- [searches] [seed] [cod|threshold|eomm|all] [reps]`.
+//! With `reps` above 1, the two ticks alternate `reps` times and the medians and their ratio
+//! are printed (alternating keeps a machine's drift out of the ratio).
 
 use std::time::Instant;
 
@@ -11,7 +14,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|x| x.parse().ok()).unwrap_or(10_000);
     let seed: u64 = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(7);
-    let only = args.get(3).cloned();
+    let only = args.get(3).cloned().filter(|o| o != "all");
+    let reps: usize = args.get(4).and_then(|x| x.parse().ok()).unwrap_or(1);
     let now = 1_700_000_000_000;
     let models = mm_matcher::sim_queue::bench_models();
     let mut policies = team_policies(6, models);
@@ -64,5 +68,30 @@ fn main() {
             t.elapsed().as_secs_f64() * 1e3,
             q.len(),
         );
+        if reps > 1 {
+            let (mut alone, mut with) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
+                let t = Instant::now();
+                std::hint::black_box(p.tick(now, &mut q));
+                alone.push(t.elapsed().as_secs_f64() * 1e3);
+                let mut q = realistic_queue(n, 6, now, 90.0, 0, seed);
+                let mut open = open_lobbies(500, 6, now, 8);
+                let t = Instant::now();
+                std::hint::black_box(tick_with_backfill(p.as_mut(), &mut open, &cod, now, &mut q));
+                with.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let (a, b) = (median(&mut alone), median(&mut with));
+            println!(
+                "{:<10} medians of {reps}, alternating: tick {a:.1} ms, with 500 open lobbies \
+                 {b:.1} ms, ratio {:.2}",
+                p.name(),
+                b / a
+            );
+        }
     }
 }

@@ -991,7 +991,7 @@ fn score_joined(
         teams[k].push(q.len());
         q.push(s.clone()).ok()?;
     }
-    let st = TickState::new(&q, now_ms, rule.models.party, rule.distance);
+    let st = TickState::for_scoring(&q, now_ms, rule.models.party, rule.distance);
     Some(score_split(
         &st,
         &rule.models,

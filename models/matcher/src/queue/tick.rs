@@ -186,6 +186,28 @@ impl<'q> TickState<'q> {
         }
     }
 
+    /// The views of `queue`'s searches at `now_ms` for scoring a lobby of them, without the
+    /// nearest-candidate index (its nearest-candidate queries find nothing).
+    pub(crate) fn for_scoring(
+        queue: &'q Queue,
+        now_ms: i64,
+        party: Option<PartyAdjustment>,
+        dist: Distance,
+    ) -> TickState<'q> {
+        let searches = queue.searches();
+        let views: Vec<View> = searches
+            .iter()
+            .map(|s| View::of(s, now_ms, party))
+            .collect();
+        TickState {
+            searches,
+            taken: vec![false; views.len()],
+            index: KdIndex::new(Vec::new(), dist.input_km),
+            views,
+            dist,
+        }
+    }
+
     pub(crate) fn distance(&self, a: usize, b: usize) -> f64 {
         self.dist.between(
             &self.views[a],
