@@ -110,6 +110,60 @@ fn input_of(s: &str) -> Result<Input, Status> {
     }
 }
 
+/// A player's member record: from the state the service keeps (reported matches included), or
+/// the artifact's snapshot, or a new player's.
+fn member_of(art: &Artifact, known: Known<'_>, id: &str, now_ms: i64, in_party: bool) -> Member {
+    match known(id) {
+        Some(s) => Member::from_state(art, &s, now_ms, in_party),
+        None => Member::lookup(art, id, now_ms, in_party),
+    }
+}
+
+/// The search of an enqueued party, its players' ids, data centres and platform checked.
+fn search_of(art: &Artifact, party: &proto::Party, known: Known<'_>) -> Result<Search, Status> {
+    if let Some((k, _)) = party
+        .player_ids
+        .iter()
+        .enumerate()
+        .find(|(_, id)| id.is_empty())
+    {
+        return Err(Status::invalid_argument(format!(
+            "player {k}: the id is empty"
+        )));
+    }
+    if let Some(id) = first_twice(&party.player_ids) {
+        return Err(Status::invalid_argument(format!(
+            "player {id} is twice in the party"
+        )));
+    }
+    let in_party = party.player_ids.len() > 1;
+    let members: Vec<Member> = party
+        .player_ids
+        .iter()
+        .map(|id| member_of(art, known, id, party.start_ms, in_party))
+        .collect();
+    let mut pings: Vec<(u16, f32)> = Vec::with_capacity(party.pings_ms.len());
+    for (&dc, &ms) in &party.pings_ms {
+        let dc = u16::try_from(dc)
+            .map_err(|_| Status::invalid_argument(format!("data centre {dc} is above 65535")))?;
+        pings.push((dc, ms));
+    }
+    pings.sort_by_key(|p| p.0);
+    Ok(Search {
+        id: party.search_id,
+        members,
+        start_ms: party.start_ms,
+        lat: party.lat,
+        lon: party.lon,
+        input: input_of(&party.input)?,
+        platform: u8::try_from(party.platform).map_err(|_| {
+            Status::invalid_argument(format!("platform {} is above 255", party.platform))
+        })?,
+        crossplay: party.crossplay,
+        pings,
+    })
+}
+
 /// The partial lobbies a queue spec asks for.
 fn partial_of(
     spec: &proto::QueueSpec,
@@ -258,51 +312,7 @@ impl Queues {
         let kind = proto::QueuePolicy::try_from(spec.policy)
             .map_err(|_| Status::invalid_argument(format!("unknown policy {}", spec.policy)))?;
         let partial = partial_of(spec, kind, team_size)?;
-        if let Some((k, _)) = party
-            .player_ids
-            .iter()
-            .enumerate()
-            .find(|(_, id)| id.is_empty())
-        {
-            return Err(Status::invalid_argument(format!(
-                "player {k}: the id is empty"
-            )));
-        }
-        if let Some(id) = first_twice(&party.player_ids) {
-            return Err(Status::invalid_argument(format!(
-                "player {id} is twice in the party"
-            )));
-        }
-        let in_party = party.player_ids.len() > 1;
-        let members: Vec<Member> = party
-            .player_ids
-            .iter()
-            .map(|id| match known(id) {
-                Some(s) => Member::from_state(art, &s, party.start_ms, in_party),
-                None => Member::lookup(art, id, party.start_ms, in_party),
-            })
-            .collect();
-        let mut pings: Vec<(u16, f32)> = Vec::with_capacity(party.pings_ms.len());
-        for (&dc, &ms) in &party.pings_ms {
-            let dc = u16::try_from(dc).map_err(|_| {
-                Status::invalid_argument(format!("data centre {dc} is above 65535"))
-            })?;
-            pings.push((dc, ms));
-        }
-        pings.sort_by_key(|p| p.0);
-        let search = Search {
-            id: party.search_id,
-            members,
-            start_ms: party.start_ms,
-            lat: party.lat,
-            lon: party.lon,
-            input: input_of(&party.input)?,
-            platform: u8::try_from(party.platform).map_err(|_| {
-                Status::invalid_argument(format!("platform {} is above 255", party.platform))
-            })?,
-            crossplay: party.crossplay,
-            pings,
-        };
+        let search = search_of(art, party, known)?;
         let mut queues = self.lock();
         if !queues.contains_key(&spec.name) {
             let models = LobbyModels::from_artifact(art).ok_or_else(|| {
@@ -477,10 +487,7 @@ impl Queues {
                 let in_party = players.len() > 1;
                 let fresh: Vec<Member> = players
                     .iter()
-                    .map(|id| match known(id) {
-                        Some(s) => Member::from_state(art, &s, req.now_ms, in_party),
-                        None => Member::lookup(art, id, req.now_ms, in_party),
-                    })
+                    .map(|id| member_of(art, known, id, req.now_ms, in_party))
                     .collect();
                 q.lobbies
                     .set_members(req.lobby_id, search, fresh)
