@@ -301,42 +301,8 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
     }
     let metrics = Metrics::new();
     metrics.serving(&reloader.current().manifest.model_version);
-    let live = match cfg.results.clone() {
-        Some(r) => {
-            let (art, m) = (reloader.current(), metrics.clone());
-            let live = tokio::task::spawn_blocking(move || Live::start(art, r, m))
-                .await
-                .map_err(|e| ServeError::Config {
-                    field: "lake",
-                    reason: format!("opening the results stopped: {e}"),
-                })??;
-            Some(Arc::new(live))
-        }
-        None => None,
-    };
-    let mut metrics_addr = None;
-    let metrics_task = match cfg.metrics {
-        Some(want) => {
-            let l = tokio::net::TcpListener::bind(want)
-                .await
-                .map_err(|source| ServeError::Bind { addr: want, source })?;
-            let at = l
-                .local_addr()
-                .map_err(|source| ServeError::Bind { addr: want, source })?;
-            metrics_addr = Some(at);
-            tracing::info!(
-                model_version = %reloader.current().manifest.model_version,
-                "metrics at {}",
-                metrics::describe(at)
-            );
-            Some(tokio::spawn(metrics::serve_http(
-                l,
-                metrics.clone(),
-                std::future::pending(),
-            )))
-        }
-        None => None,
-    };
+    let live = open_live(cfg, &reloader, &metrics).await?;
+    let (metrics_addr, metrics_task) = start_metrics(cfg, &reloader, &metrics).await?;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<proto::matcher_server::MatcherServer<MatcherService>>()
@@ -358,25 +324,7 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
     };
     let service = MatcherService::new(Arc::clone(&reloader), metrics)
         .with_results(live.clone(), cfg.auth.clone());
-    let limit = cfg.max_seconds;
-    let stopping = Arc::clone(&reloader);
-    let shutdown = async move {
-        match limit {
-            Some(s) => {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs_f64(s)) => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-        tracing::info!(
-            model_version = %stopping.current().manifest.model_version,
-            "stopping"
-        );
-    };
+    let shutdown = stop_signal(cfg.max_seconds, Arc::clone(&reloader));
     ready(Bound {
         grpc: addr,
         metrics: metrics_addr,
@@ -573,4 +521,73 @@ async fn catch_up(live: &Arc<Live>, reloader: &Arc<Reloader>, metrics: &Metrics)
         }
         Err(e) => tracing::error!(error = %e, "rebuilding the players for {to} stopped"),
     }
+}
+
+/// Opens the results' lake and write-ahead log (`--lake`), when the service records matches.
+async fn open_live(
+    cfg: &ServeConfig,
+    reloader: &Arc<Reloader>,
+    metrics: &Metrics,
+) -> Result<Option<Arc<Live>>, ServeError> {
+    let Some(r) = cfg.results.clone() else {
+        return Ok(None);
+    };
+    let (art, m) = (reloader.current(), metrics.clone());
+    let live = tokio::task::spawn_blocking(move || Live::start(art, r, m))
+        .await
+        .map_err(|e| ServeError::Config {
+            field: "lake",
+            reason: format!("opening the results stopped: {e}"),
+        })??;
+    Ok(Some(Arc::new(live)))
+}
+
+/// The HTTP task serving the metrics.
+type MetricsTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// Serves the metrics over HTTP (`--metrics`): the address bound and the task.
+async fn start_metrics(
+    cfg: &ServeConfig,
+    reloader: &Arc<Reloader>,
+    metrics: &Metrics,
+) -> Result<(Option<SocketAddr>, Option<MetricsTask>), ServeError> {
+    let Some(want) = cfg.metrics else {
+        return Ok((None, None));
+    };
+    let l = tokio::net::TcpListener::bind(want)
+        .await
+        .map_err(|source| ServeError::Bind { addr: want, source })?;
+    let at = l
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr: want, source })?;
+    tracing::info!(
+        model_version = %reloader.current().manifest.model_version,
+        "metrics at {}",
+        metrics::describe(at)
+    );
+    let task = tokio::spawn(metrics::serve_http(
+        l,
+        metrics.clone(),
+        std::future::pending(),
+    ));
+    Ok((Some(at), Some(task)))
+}
+
+/// Resolves when the service should stop: Ctrl-C, or `--max-seconds` passed.
+async fn stop_signal(limit: Option<f64>, reloader: Arc<Reloader>) {
+    match limit {
+        Some(s) => {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs_f64(s)) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!(
+        model_version = %reloader.current().manifest.model_version,
+        "stopping"
+    );
 }
