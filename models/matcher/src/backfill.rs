@@ -542,7 +542,8 @@ pub struct SlotExplanation {
     pub open_since_ms: Option<i64>,
     /// (rule, searches it refuses), most first. A search larger than the open slots counts
     /// under [`Rule::LobbyFull`]; one that passes every rule but on its own would worsen the
-    /// team size differential (it needs a partner search) under [`Rule::TeamBalance`].
+    /// team size differential (it needs a partner search) under [`Rule::TeamBalance`]; with
+    /// [`Lobbies::explain_by`], one the policy's own rule refuses under its rule.
     pub refused: Vec<(Rule, usize)>,
     /// Searches that would join on their own.
     pub admissible: usize,
@@ -560,6 +561,23 @@ impl Lobbies {
         queue: &Queue,
         cfg: &CodConfig,
     ) -> Result<SlotExplanation, LobbyError> {
+        self.explain_by(id, now_ms, queue, cfg, None)
+    }
+
+    /// [`Lobbies::explain`] under a policy's own backfill rule too: a search the CoD rules
+    /// admit alone but the policy's rule refuses counts under [`Rule::Quality`] (the threshold
+    /// policy) or [`Rule::Imbalance`] (team EOMM's balance bound).
+    ///
+    /// # Errors
+    /// The lobby is not in play.
+    pub fn explain_by(
+        &self,
+        id: LobbyId,
+        now_ms: i64,
+        queue: &Queue,
+        cfg: &CodConfig,
+        own: Option<&BackfillRule>,
+    ) -> Result<SlotExplanation, LobbyError> {
         let l = self.live.get(&id).ok_or(LobbyError::Unknown(id))?;
         let t = self.mode.team_size;
         let players = l.players();
@@ -570,17 +588,26 @@ impl Lobbies {
         for p in l.parties() {
             group.push(p, open_age, cfg);
         }
+        let own = own.filter(|r| in_force(r, open_age));
+        let ages: Vec<f64> = queue
+            .searches()
+            .iter()
+            .map(|s| age_s(now_ms, s.start_ms))
+            .collect();
         let mut counts: BTreeMap<Rule, usize> = BTreeMap::new();
         let mut admissible = 0;
-        for s in queue.searches() {
+        for (i, s) in queue.searches().iter().enumerate() {
             let rule = if s.members.len() > open {
                 Some(Rule::LobbyFull)
             } else {
-                let age = age_s(now_ms, s.start_ms);
+                let age = ages[i];
                 match group.admits(cfg, l.data_centre, s, &side(s, age, cfg), age) {
                     Err(r) => Some(r),
                     Ok(()) => match assign(players, skill, &[s.members.len()], &[raw_sum(s)], t) {
-                        Some((_, d)) if d <= l.differential() => None,
+                        Some((team, d)) if d <= l.differential() => own.and_then(|r| {
+                            let joins = [(i, team[0])];
+                            judge(r, l, &joins, queue.searches(), &ages, now_ms, open_age, t).err()
+                        }),
                         _ => Some(Rule::TeamBalance),
                     },
                 }
@@ -817,42 +844,16 @@ fn fill_one(
         c,
         taken,
     };
-    // Slots open for the maximum wait are filled by the CoD rules alone, as the maximum-wait
-    // rule places a search its policy could not.
-    let own = own.filter(|r| {
-        let (BackfillRule::Quality { rule, .. } | BackfillRule::Churn { rule, .. }) = r;
-        open_age < rule.max_wait_s
-    });
-    let Some(BackfillRule::Churn {
-        rule,
-        balance,
-        alternatives,
-    }) = own
-    else {
-        let gate = |joins: &Joins| match own {
-            Some(BackfillRule::Quality { rule, threshold }) => {
-                let scored = score_joined(rule, l, joins, c.searches, now_ms, t);
-                scored.is_some_and(|s| s.quality.total >= threshold.at(open_age) - EPS)
-            }
-            _ => true,
-        };
-        return grow(&fill, None, &gate);
+    let own = own.filter(|r| in_force(r, open_age));
+    let judged = |joins: &Joins| {
+        own.map_or(Ok(0.0), |r| {
+            judge(r, l, joins, c.searches, c.ages, now_ms, open_age, t)
+        })
     };
-    // Within the balance bound, at the least of the lobby's open age and the joiners' ages.
-    let bounded = |joins: &Joins| -> Option<f64> {
-        let scored = score_joined(rule, l, joins, c.searches, now_ms, t)?;
-        if let Some(b) = balance {
-            let cap = joins
-                .iter()
-                .map(|&(i, _)| b.at(c.ages[i]))
-                .fold(b.at(open_age), f64::min);
-            let a_wins = scored.p[0] / (scored.p[0] + scored.p[2]).max(1e-12);
-            if (a_wins - 0.5).abs() > cap + EPS {
-                return None;
-            }
-        }
-        Some(scored.churn)
+    let Some(BackfillRule::Churn { alternatives, .. }) = own else {
+        return grow(&fill, None, &|joins| judged(joins).is_ok());
     };
+    let bounded = |joins: &Joins| judged(joins).ok();
     let in_bound = |joins: &Joins| bounded(joins).is_some();
     let filled = |joins: &Joins| -> usize {
         joins
@@ -878,6 +879,55 @@ fn fill_one(
         }
     }
     best.0
+}
+
+/// Whether a policy's own backfill rule is in force for slots open `open_age` s: slots open
+/// for the maximum wait are filled by the CoD rules alone, as the maximum-wait rule places a
+/// search its policy could not.
+fn in_force(own: &BackfillRule, open_age: f64) -> bool {
+    let (BackfillRule::Quality { rule, .. } | BackfillRule::Churn { rule, .. }) = own;
+    open_age < rule.max_wait_s
+}
+
+/// A policy's own rule on lobby `l` with `joins` added (`ages`: the queue's searches' ages,
+/// s): the lobby's expected churn when it passes, or the rule it breaks (the threshold
+/// policy's [`Rule::Quality`]; team EOMM's balance bound, [`Rule::Imbalance`], at the least of
+/// the lobby's open age and the joiners' ages).
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    own: &BackfillRule,
+    l: &LiveLobby,
+    joins: &Joins,
+    searches: &[Search],
+    ages: &[f64],
+    now_ms: i64,
+    open_age: f64,
+    t: usize,
+) -> Result<f64, Rule> {
+    match own {
+        BackfillRule::Quality { rule, threshold } => {
+            let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Quality)?;
+            if s.quality.total >= threshold.at(open_age) - EPS {
+                Ok(s.churn)
+            } else {
+                Err(Rule::Quality)
+            }
+        }
+        BackfillRule::Churn { rule, balance, .. } => {
+            let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Imbalance)?;
+            if let Some(b) = balance {
+                let cap = joins
+                    .iter()
+                    .map(|&(i, _)| b.at(ages[i]))
+                    .fold(b.at(open_age), f64::min);
+                let a_wins = s.p[0] / (s.p[0] + s.p[2]).max(1e-12);
+                if (a_wins - 0.5).abs() > cap + EPS {
+                    return Err(Rule::Imbalance);
+                }
+            }
+            Ok(s.churn)
+        }
+    }
 }
 
 /// Searches joining a lobby: (index into the queue, team).

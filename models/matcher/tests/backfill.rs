@@ -829,3 +829,27 @@ fn a_policy_s_own_backfill_rule_yields_at_the_maximum_wait() {
         assert_eq!(lobbies.get(l).unwrap().differential(), 0);
     }
 }
+
+/// Explain with a policy's own rule: the stacked lobby's two average singles pass the CoD rules
+/// (open) but not the quality floor, so both count under `Quality`; team EOMM's bound puts them
+/// under `Imbalance`; the plain explanation finds them admissible.
+#[test]
+fn explain_names_the_policy_s_own_rule() {
+    let cfg = CodConfig::open(6);
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(1, 0.9); 5], &[(1, 0.1); 6]);
+    let q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
+    let plain = lobbies.explain(l, T0, &q, &cfg).unwrap();
+    assert_eq!((plain.admissible, plain.refused.clone()), (2, vec![]));
+    let by = |own: BackfillRule| lobbies.explain_by(l, T0, &q, &cfg, Some(&own)).unwrap();
+    let quality = by(gate(6, 0.7));
+    assert_eq!(
+        (quality.admissible, quality.refused),
+        (0, vec![(Rule::Quality, 2)])
+    );
+    let eomm = by(churn_rule(6, Some(0.1), 2));
+    assert_eq!(
+        (eomm.admissible, eomm.refused),
+        (0, vec![(Rule::Imbalance, 2)])
+    );
+}

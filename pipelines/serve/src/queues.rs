@@ -564,7 +564,13 @@ impl Queues {
         if let Some(lobby) = req.lobby_id {
             let e = q
                 .lobbies
-                .explain(lobby, req.now_ms, &q.queue, &q.cod)
+                .explain_by(
+                    lobby,
+                    req.now_ms,
+                    &q.queue,
+                    &q.cod,
+                    q.policy.backfill_rule().as_ref(),
+                )
                 .map_err(|e| Status::not_found(e.to_string()))?;
             return Ok(proto::ExplainResponse {
                 wait_ms: e.open_since_ms.map_or(0, |t| (req.now_ms - t).max(0)),
