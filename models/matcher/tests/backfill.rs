@@ -7,39 +7,14 @@ use std::collections::HashSet;
 
 use mm_matcher::backfill::{Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules};
-use mm_matcher::queue::{
-    BackfillRule, Input, LobbyModels, Member, Mode, Policy, Queue, Rule, Search,
-};
+use mm_matcher::queue::{BackfillRule, LobbyModels, Mode, Policy, Queue, Rule, Search};
 use proptest::prelude::*;
+
+mod common;
+use common::search;
 use proptest::strategy::ValueTree;
 
 const T0: i64 = 1_700_000_000_000;
-
-fn member(pct: f64) -> Member {
-    Member {
-        raw_skill: 2.0 * pct - 1.0,
-        outcome_skill: 2.0 * pct - 1.0,
-        percentile: pct,
-        games: 10,
-        churn: [0.1, 0.15, 0.2],
-        churn_by_loss: None,
-    }
-}
-
-/// A party of `pcts.len()` players searching since `start_ms`.
-fn search(id: u64, pcts: &[f64], start_ms: i64) -> Search {
-    Search {
-        id,
-        members: pcts.iter().map(|&p| member(p)).collect(),
-        start_ms,
-        lat: 48.0,
-        lon: 2.0,
-        input: Input::Controller,
-        platform: 0,
-        crossplay: true,
-        pings: Vec::new(),
-    }
-}
 
 fn party(id: u64, size: usize, pct: f64) -> Search {
     search(id, &vec![pct; size], T0)
@@ -676,39 +651,10 @@ fn a_quality_gate_at_its_bounds_changes_nothing_or_everything() {
     let mut placed = 0;
     for _ in 0..200 {
         let c = case().new_tree(&mut runner).unwrap().current();
-        let run = |g: Option<BackfillRule>| {
-            let cfg = CodConfig::new(c.t);
-            let now = T0 + 200_000;
-            let mut lobbies = Lobbies::new(Mode { team_size: c.t });
-            let mut next = 10_000u64;
-            for (teams, open_age) in &c.lobbies {
-                let mut mk = |ps: &Vec<(usize, f64)>| -> Vec<Search> {
-                    ps.iter()
-                        .map(|&(n, p)| {
-                            next += 1;
-                            party(next, n, p)
-                        })
-                        .collect()
-                };
-                let l = lobbies.insert([mk(&teams[0]), mk(&teams[1])], None);
-                lobbies.open_backfill(l, now - open_age * 1000).unwrap();
-            }
-            let mut q = Queue::new(Mode { team_size: c.t }).unwrap();
-            for (k, &(n, centre, _, age, platform, cross)) in c.searches.iter().enumerate() {
-                let mut s = search(k as u64, &vec![centre; n], now - age * 1000);
-                s.platform = platform;
-                s.crossplay = cross;
-                q.push(s).unwrap();
-            }
-            let done = lobbies.backfill_by(now, &mut q, &cfg, g.as_ref());
-            done.iter()
-                .map(|b| (b.lobby, b.search, b.team))
-                .collect::<Vec<_>>()
-        };
-        let plain = run(None);
+        let plain = check_case_by(&c, None).unwrap();
         placed += plain.len();
-        assert_eq!(run(Some(gate(c.t, 0.0))), plain);
-        assert!(run(Some(gate(c.t, 1.01))).is_empty());
+        assert_eq!(check_case_by(&c, Some(gate(c.t, 0.0))).unwrap(), plain);
+        assert!(check_case_by(&c, Some(gate(c.t, 1.01))).unwrap().is_empty());
     }
     assert!(placed > 100, "{placed} searches placed in all");
 }

@@ -8,35 +8,17 @@ use std::collections::HashSet;
 
 use mm_matcher::backfill::{Lobbies, tick_with_backfill};
 use mm_matcher::cod::{CodConfig, CodRules, PartialLobbies};
-use mm_matcher::queue::{Input, LobbyModels, Member, Mode, Policy, Queue, Search};
+use mm_matcher::queue::{LobbyModels, Mode, Policy, Queue, Search};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod common;
+use common::{member, search};
+
 const T0: i64 = 1_700_000_000_000;
 
-fn member(pct: f64) -> Member {
-    Member {
-        raw_skill: 2.0 * pct - 1.0,
-        outcome_skill: 2.0 * pct - 1.0,
-        percentile: pct,
-        games: 10,
-        churn: [0.1, 0.15, 0.2],
-        churn_by_loss: None,
-    }
-}
-
 fn party(id: u64, size: usize, pct: f64, start_ms: i64) -> Search {
-    Search {
-        id,
-        members: vec![member(pct); size],
-        start_ms,
-        lat: 48.0,
-        lon: 2.0,
-        input: Input::Controller,
-        platform: 0,
-        crossplay: true,
-        pings: Vec::new(),
-    }
+    search(id, &vec![pct; size], start_ms)
 }
 
 fn queue(t: usize, parties: &[usize]) -> Queue {

@@ -635,6 +635,18 @@ mod tests {
         (mm_artifact::Store::new(&dir).open_latest().unwrap(), dir)
     }
 
+    /// One tick of the tests' queue "duos".
+    fn tick_duos(qs: &Queues, now_ms: i64) -> proto::TickResponse {
+        qs.tick(
+            "v1",
+            &proto::TickRequest {
+                queue: "duos".into(),
+                now_ms,
+            },
+        )
+        .unwrap()
+    }
+
     fn enqueue(id: u64, players: &[String], policy: proto::QueuePolicy) -> proto::EnqueueRequest {
         proto::EnqueueRequest {
             queue: Some(proto::QueueSpec {
@@ -815,16 +827,7 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::FailedPrecondition);
         qs.enqueue(&art, &with(1, 1, cod, Some(60.0), 2), &none)
             .unwrap();
-        let tick = |now_ms| {
-            qs.tick(
-                "v1",
-                &proto::TickRequest {
-                    queue: "duos".into(),
-                    now_ms,
-                },
-            )
-            .unwrap()
-        };
+        let tick = |now_ms| tick_duos(&qs, now_ms);
         let t = tick(200_000);
         assert_eq!(t.lobbies.len(), 1, "{t:?}");
         assert_eq!(
@@ -858,15 +861,7 @@ mod tests {
             )
             .unwrap();
         }
-        let t = qs
-            .tick(
-                "v1",
-                &proto::TickRequest {
-                    queue: "duos".into(),
-                    now_ms: 200_000,
-                },
-            )
-            .unwrap();
+        let t = tick_duos(&qs, 200_000);
         let l = &t.lobbies[0];
         let team_a: Vec<String> = l.team_a.iter().map(|&k| id(k as usize)).collect();
         let states: HashMap<String, mm_artifact::snapshot::PlayerState> = (0..4)
@@ -919,16 +914,7 @@ mod tests {
             qs.enqueue(&art, &enqueue(k, &[id(k as usize)], open), &none)
                 .unwrap();
         }
-        let tick = |now_ms| {
-            qs.tick(
-                "v1",
-                &proto::TickRequest {
-                    queue: "duos".into(),
-                    now_ms,
-                },
-            )
-            .unwrap()
-        };
+        let tick = |now_ms| tick_duos(&qs, now_ms);
         // Past the maximum wait: the four form one lobby whatever their skills.
         let t = tick(200_000);
         assert_eq!((t.lobbies.len(), t.backfills.len()), (1, 0));

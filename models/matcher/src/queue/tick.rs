@@ -157,17 +157,13 @@ impl<'q> TickState<'q> {
         party: Option<PartyAdjustment>,
         dist: Distance,
     ) -> TickState<'q> {
-        let searches = queue.searches();
-        let views: Vec<View> = searches
-            .iter()
-            .map(|s| View::of(s, now_ms, party))
-            .collect();
+        let mut st = TickState::for_scoring(queue, now_ms, party, dist);
         // The index coordinates of a search: the point on the sphere (km) and the weighted
         // skill.
-        let index = KdIndex::new(
-            views
+        st.index = KdIndex::new(
+            st.views
                 .iter()
-                .zip(searches)
+                .zip(st.searches)
                 .map(|(v, s)| IndexPoint {
                     coords: [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill],
                     device: input_slot(s.input),
@@ -177,13 +173,7 @@ impl<'q> TickState<'q> {
                 .collect(),
             dist.input_km,
         );
-        TickState {
-            searches,
-            taken: vec![false; views.len()],
-            index,
-            views,
-            dist,
-        }
+        st
     }
 
     /// The views of `queue`'s searches at `now_ms` for scoring a lobby of them, without the
