@@ -134,76 +134,8 @@ impl Metrics {
             "Reload checks that swapped in a new version or refused one",
             reloads.clone(),
         );
-        let results = Results {
-            reports: Family::default(),
-            log_bytes: Gauge::default(),
-            pending: Gauge::default(),
-            flushes: Family::default(),
-            // 1 ms to about 65 s, doubling.
-            flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
-            flush_lag_ms: Gauge::default(),
-            follow_lag_ms: Gauge::default(),
-            lake_version: Gauge::default(),
-            dedupe_ids: Gauge::default(),
-            lake_lookups: Counter::default(),
-            log_syncs: Counter::default(),
-        };
-        let r = &results;
-        registry.register(
-            "reports",
-            "ReportMatch calls by result (recorded, duplicate, refused, unauthenticated) and the rule a refused one broke",
-            r.reports.clone(),
-        );
-        registry.register(
-            "log_bytes",
-            "Size of the write-ahead log on disk",
-            r.log_bytes.clone(),
-        );
-        registry.register(
-            "pending_matches",
-            "Reported matches not yet committed to the lake",
-            r.pending.clone(),
-        );
-        registry.register(
-            "flushes",
-            "Flushes of the log into the lake by outcome (committed, failed)",
-            r.flushes.clone(),
-        );
-        registry.register(
-            "flush_seconds",
-            "Time of a flush into the lake (write and Delta commit), seconds",
-            r.flush_seconds.clone(),
-        );
-        registry.register(
-            "flush_lag_ms",
-            "Age of the oldest reported match not yet in the lake, ms",
-            r.flush_lag_ms.clone(),
-        );
-        registry.register(
-            "follow_lag_ms",
-            "Time since the players last caught up with the lake's commits, ms",
-            r.follow_lag_ms.clone(),
-        );
-        registry.register(
-            "lake_version",
-            "The matches table version the players have caught up with",
-            r.lake_version.clone(),
-        );
-        registry.register(
-            "dedupe_ids",
-            "Ids of the recent matches the lake holds, kept to answer a retried report",
-            r.dedupe_ids.clone(),
-        );
-        registry.register(
-            "log_syncs",
-            "Syncs of the write-ahead log (each acknowledges a group of reports)",
-            r.log_syncs.clone(),
-        );
-        registry.register(
-            "lake_lookups",
-            "Reports of matches older than the kept ids' horizon, looked up in the lake",
-            r.lake_lookups.clone(),
-        );
+        let results = Results::new();
+        results.register(&mut registry);
         Metrics {
             registry: Arc::new(registry),
             requests,
@@ -396,6 +328,84 @@ pub(crate) async fn serve_http(
 /// The address the metrics are served on, for the log.
 pub(crate) fn describe(addr: SocketAddr) -> String {
     format!("http://{addr}/metrics")
+}
+
+impl Results {
+    fn new() -> Results {
+        Results {
+            reports: Family::default(),
+            log_bytes: Gauge::default(),
+            pending: Gauge::default(),
+            flushes: Family::default(),
+            // 1 ms to about 65 s, doubling.
+            flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            flush_lag_ms: Gauge::default(),
+            follow_lag_ms: Gauge::default(),
+            lake_version: Gauge::default(),
+            dedupe_ids: Gauge::default(),
+            lake_lookups: Counter::default(),
+            log_syncs: Counter::default(),
+        }
+    }
+
+    /// Registers the results' metrics in `registry`.
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "reports",
+            "ReportMatch calls by result (recorded, duplicate, refused, unauthenticated) and the rule a refused one broke",
+            self.reports.clone(),
+        );
+        registry.register(
+            "log_bytes",
+            "Size of the write-ahead log on disk",
+            self.log_bytes.clone(),
+        );
+        registry.register(
+            "pending_matches",
+            "Reported matches not yet committed to the lake",
+            self.pending.clone(),
+        );
+        registry.register(
+            "flushes",
+            "Flushes of the log into the lake by outcome (committed, failed)",
+            self.flushes.clone(),
+        );
+        registry.register(
+            "flush_seconds",
+            "Time of a flush into the lake (write and Delta commit), seconds",
+            self.flush_seconds.clone(),
+        );
+        registry.register(
+            "flush_lag_ms",
+            "Age of the oldest reported match not yet in the lake, ms",
+            self.flush_lag_ms.clone(),
+        );
+        registry.register(
+            "follow_lag_ms",
+            "Time since the players last caught up with the lake's commits, ms",
+            self.follow_lag_ms.clone(),
+        );
+        registry.register(
+            "lake_version",
+            "The matches table version the players have caught up with",
+            self.lake_version.clone(),
+        );
+        registry.register(
+            "dedupe_ids",
+            "Ids of the recent matches the lake holds, kept to answer a retried report",
+            self.dedupe_ids.clone(),
+        );
+        registry.register(
+            "log_syncs",
+            "Syncs of the write-ahead log (each acknowledges a group of reports)",
+            self.log_syncs.clone(),
+        );
+        registry.register(
+            "lake_lookups",
+            "Reports of matches older than the kept ids' horizon, looked up in the lake",
+            self.lake_lookups.clone(),
+        );
+    }
 }
 
 #[cfg(test)]
