@@ -359,20 +359,16 @@ pub fn fit_newton_weighted(
     fit_newton_weighted_from(x, y, how, weights, None)
 }
 
-/// [`fit_newton_weighted`] started from `start` (coefficients on the original features and
-/// the intercept; say, the optimum of a neighbouring penalty) instead of the base rate. The
-/// problem is strictly convex, so the optimum is the same; a start near it takes fewer Newton
-/// steps. A start of the wrong length is refused.
-///
-/// # Errors
-/// As [`fit_newton_weighted`].
-pub fn fit_newton_weighted_from(
+/// The inputs of [`fit_newton_weighted_from`] checked: a start of the right length, finite
+/// non-negative penalty weights (one a column, or none), a label a row, both classes with an
+/// intercept, a finite penalty, finite features. Returns the positive labels.
+fn check_inputs(
     x: ArrayView2<'_, f64>,
     y: &[bool],
     how: &NewtonFit,
     weights: &[f64],
     start: Option<(&[f64], f64)>,
-) -> Result<NewtonResult, String> {
+) -> Result<usize, String> {
     if let Some((w, _)) = start
         && w.len() != x.ncols()
     {
@@ -382,8 +378,6 @@ pub fn fit_newton_weighted_from(
             x.ncols()
         ));
     }
-    // A view borrowed here: its lifetime is the one `Problem` needs for both `x` and `y`.
-    let x = x.view();
     if !weights.is_empty()
         && (weights.len() != x.ncols() || weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)))
     {
@@ -413,6 +407,26 @@ pub fn fit_newton_weighted_from(
             i % x.ncols().max(1)
         ));
     }
+    Ok(pos)
+}
+
+/// [`fit_newton_weighted`] started from `start` (coefficients on the original features and
+/// the intercept; say, the optimum of a neighbouring penalty) instead of the base rate. The
+/// problem is strictly convex, so the optimum is the same; a start near it takes fewer Newton
+/// steps. A start of the wrong length is refused.
+///
+/// # Errors
+/// As [`fit_newton_weighted`].
+pub fn fit_newton_weighted_from(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    how: &NewtonFit,
+    weights: &[f64],
+    start: Option<(&[f64], f64)>,
+) -> Result<NewtonResult, String> {
+    // A view borrowed here: its lifetime is the one `Problem` needs for both `x` and `y`.
+    let x = x.view();
+    let pos = check_inputs(x, y, how, weights, start)?;
     let alpha = if weights.is_empty() {
         Array1::from_elem(x.ncols(), how.alpha)
     } else {
