@@ -853,21 +853,33 @@ fn fill_one(
     let Some(BackfillRule::Churn { alternatives, .. }) = own else {
         return grow(&fill, None, &|joins| judged(joins).is_ok());
     };
-    let bounded = |joins: &Joins| judged(joins).ok();
-    let in_bound = |joins: &Joins| bounded(joins).is_some();
+    // The churn of the set `in_bound` last accepted: `grow` returns the set it accepts last, so
+    // each set is scored once.
+    let last = std::cell::Cell::new(None);
+    let in_bound = |joins: &Joins| {
+        let churn = judged(joins).ok();
+        last.set(churn);
+        churn.is_some()
+    };
     let filled = |joins: &Joins| -> usize {
         joins
             .iter()
             .map(|&(i, _)| c.searches[i].members.len())
             .sum()
     };
-    // The searches to leave out one at a time: those of the fill without the bound.
+    // The searches to leave out one at a time: those of the fill without the bound. When that
+    // fill is within the bound it is also the first try's (the longest prefix that fits).
     let base = grow(&fill, None, &|_| true);
     let mut best: (Vec<(usize, usize)>, Option<f64>) = (Vec::new(), None);
     let tries = std::iter::once(None).chain(base.iter().take(*alternatives).map(|&(i, _)| Some(i)));
     for left_out in tries {
-        let joins = grow(&fill, left_out, &in_bound);
-        let Some(churn) = bounded(&joins).filter(|_| !joins.is_empty()) else {
+        last.set(None);
+        let joins = if left_out.is_none() && in_bound(&base) {
+            base.clone()
+        } else {
+            grow(&fill, left_out, &in_bound)
+        };
+        let Some(churn) = last.get().filter(|_| !joins.is_empty()) else {
             continue;
         };
         let better = best.1.is_none_or(|y| {
