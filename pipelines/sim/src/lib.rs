@@ -13,7 +13,9 @@
 //! - [`matchmaker`]: skill-and-region bucketing with backoff; 6v6 lobbies pass the
 //!   Karmarkar-Karp check and are split by `mm-matcher`'s exhaustive balancer.
 //! - [`game`]: 6v6 team deathmatch (a kill race to 75 within ten minutes; blowout above a
-//!   30-kill margin; late joins, early quits, self-kills, assists) and a 1v1 with 20% draws.
+//!   30-kill margin; late joins, self-kills, assists, and quits whose rate grows with how far
+//!   the player's team is behind, a short-handed team taking fewer kills) and a 1v1 with 20%
+//!   draws.
 //!   Parties play above their members' skill by a bonus that grows with their skill spread.
 //! - [`behaviour`]: after each match a player stops with a probability that depends on their
 //!   outcomes, blowouts, performance and experience, and comes back after a gap whose
@@ -286,6 +288,8 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
             "tdm_target": game::TDM_TARGET, "tdm_limit_s": game::TDM_LIMIT_S,
             "blowout_diff": game::BLOWOUT_DIFF, "kill_interval_s": game::KILL_INTERVAL_S,
             "kill_logit_per_skill": game::KILL_LOGIT_PER_SKILL, "form_sd": game::FORM_SD,
+            "quit_base_per_min": game::QUIT_BASE_PER_MIN, "quit_deficit_kills": game::QUIT_DEFICIT_KILLS,
+            "late_join_p": game::LATE_JOIN_P,
             "duel_draw": game::DUEL_DRAW, "duel_k": game::DUEL_K,
             "gap_quick_share": behaviour::R_QUICK, "gap_quick_mean_s": behaviour::QUICK_MEAN_S,
             "gap_long_mean_s": behaviour::LONG_MEAN_S, "gap_min_daily_s": behaviour::MIN_DAILY_S,
