@@ -37,6 +37,7 @@
 pub mod config;
 pub mod error;
 pub mod history;
+mod leavers;
 mod measures;
 mod paired;
 mod pool1v1;

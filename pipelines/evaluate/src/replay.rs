@@ -45,9 +45,9 @@ use crate::truth::{TeamTruth, TruthSearches};
 pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
 
 /// A search of the replay with the searchers (indices into the history) of its seats.
-struct Arrival {
-    start_ms: i64,
-    seats: Vec<u32>,
+pub(crate) struct Arrival {
+    pub start_ms: i64,
+    pub seats: Vec<u32>,
 }
 
 /// The most common team size among the real two-team matches with equal teams.
@@ -94,7 +94,7 @@ fn arrivals(h: &EvalHistory, team_size: usize) -> (Vec<Arrival>, u64) {
     (out, split)
 }
 
-fn policy(
+pub(crate) fn policy(
     name: &str,
     team_size: usize,
     models: LobbyModels,
@@ -108,6 +108,15 @@ fn policy(
         )),
         _ => Box::new(EommTeams::new(eomm, models)),
     }
+}
+
+fn team_models(art: &Artifact) -> Result<LobbyModels, EvalError> {
+    LobbyModels::from_artifact(art).ok_or_else(|| {
+        EvalError::Input(format!(
+            "{}: the artifact has no team win model",
+            art.dir.display()
+        ))
+    })
 }
 
 fn uniform(seed: u64, a: u64, b: u64) -> f64 {
@@ -143,9 +152,9 @@ struct Acc {
 
 /// The simulator's truth for the team replay: the race's outcome model and each searcher's
 /// true skill, party bonus and churn by outcome.
-struct Truth<'a> {
+pub(crate) struct Truth<'a> {
     game: TeamTruth,
-    t: &'a TruthSearches,
+    pub t: &'a TruthSearches,
     loss: &'a [[f64; 2]],
 }
 
@@ -170,6 +179,18 @@ impl Truth<'_> {
         let c = self.t.churn_if[k as usize];
         let [close, blowout] = self.loss[k as usize];
         [c[0], c[1], close, blowout]
+    }
+
+    /// Seat `k`'s true churn after a played-out result `o` (0 win, 1 draw, 2 loss) of their
+    /// team, a blowout or not.
+    pub fn churn_by_result(&self, k: u32, o: u8, blowout: bool) -> f64 {
+        let c = self.churn_if(k);
+        match (o, blowout) {
+            (0, _) => c[0],
+            (1, _) => c[1],
+            (_, false) => c[2],
+            (_, true) => c[3],
+        }
     }
 
     /// Seat `k`'s true expected churn on side `side` of a lobby with outcome `o`.
@@ -363,6 +384,9 @@ pub(crate) fn replay(
             ..base
         }
     };
+    let truth_rules = truth
+        .and_then(|t| t.tdm)
+        .and_then(|c| Some((c.rules()?, c.form_sd)));
     let truth = truth.and_then(|t| {
         Some(Truth {
             game: TeamTruth::new(&t.tdm?, team_size),
@@ -377,12 +401,7 @@ pub(crate) fn replay(
     let mut moments = Vec::new();
     let mut by_seat: Vec<Vec<f64>> = Vec::new();
     for &(art, sc) in arts {
-        let models = LobbyModels::from_artifact(art).ok_or_else(|| {
-            EvalError::Input(format!(
-                "{}: the artifact has no team win model",
-                art.dir.display()
-            ))
-        })?;
+        let models = team_models(art)?;
         let names = TEAM_POLICIES
             .iter()
             .copied()
@@ -539,8 +558,18 @@ pub(crate) fn replay(
         }
     }
     let oracle = team_oracle(&stats, &tests);
+    // With leavers: the first artifact, on a simulated lake whose truth has the quit rates.
+    let leavers = match (&truth, truth_rules, arts.first()) {
+        (Some(t), Some(rules), Some(&(art, sc))) => {
+            let models = team_models(art)?;
+            let setup = crate::leavers::Setup::new(h, &arr, sc, models, team_size, t, rules);
+            Some(crate::leavers::replay(&setup, cfg)?)
+        }
+        _ => None,
+    };
     Ok(TeamQueueResult {
         oracle,
+        leavers,
         team_size,
         tick_s,
         drain_s,

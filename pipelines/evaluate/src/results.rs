@@ -325,7 +325,67 @@ pub struct TeamQueueResult {
     /// On a simulated lake: the team oracle against team EOMM.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oracle: Option<TeamOracle>,
+    /// On a simulated lake whose truth records the quit rates: the replay with leavers, every
+    /// policy with and without backfill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leavers: Option<LeaverResult>,
     pub seconds: f64,
+}
+
+/// The team-queue replay with leavers ([`crate::leavers`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaverResult {
+    /// The game's quit rate: per player-minute in a level match, and the kills behind that
+    /// multiply it by e.
+    pub quit_base_per_min: f64,
+    pub quit_deficit_kills: f64,
+    /// Each policy with backfill, then without.
+    pub runs: Vec<LeaverRun>,
+    pub seconds: f64,
+}
+
+/// One policy's replay with leavers, with or without backfill.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaverRun {
+    pub policy: String,
+    pub backfill: bool,
+    /// Searches dropped because a player was still queued (a player still playing searches
+    /// when their match ends).
+    pub superseded: u64,
+    pub lobbies: u64,
+    /// Players placed in new lobbies, and by backfill.
+    pub players: u64,
+    pub backfilled_players: u64,
+    /// Players who quit a match in progress, and their share of the players who played.
+    pub quits: u64,
+    pub quit_share: f64,
+    /// Open slots filled, and the time from the quit to the join (s).
+    pub slots_filled: u64,
+    pub fill_s_p50: f64,
+    pub fill_s_p95: f64,
+    /// The new lobbies' median and 95th-percentile wait (s).
+    pub wait_s_p50: f64,
+    pub wait_s_p95: f64,
+    /// Share of matches that ended with a team short, with its 95% Wilson interval.
+    pub short_handed: f64,
+    pub short_handed_ci95: (f64, f64),
+    /// Mean team size differential at the end of a match.
+    pub size_diff_end: f64,
+    /// Backfills (one per lobby and tick), their mean team size differential and mean
+    /// difference of the teams' mean percentiles after joining, and how many worsened the
+    /// size differential.
+    pub backfills: u64,
+    pub size_diff_after_backfill: f64,
+    pub skill_diff_after_backfill: f64,
+    pub worsened: u64,
+    /// Blowouts per match, played out.
+    pub true_blowouts: f64,
+    /// True churn per player who played, by their team's result, with its 95% interval.
+    pub true_churn: f64,
+    pub true_churn_ci95: (f64, f64),
+    /// With backfill: retention over the same policy without (Welch test on true churn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_vs_no_backfill: Option<Welch>,
 }
 
 /// True retention per placed player over the CoD rules (paired over the players both placed):

@@ -136,9 +136,25 @@ pub(crate) struct TdmConstants {
     pub blowout_diff: i32,
     pub kill_logit: f64,
     pub form_sd: f64,
+    /// Quits per player-minute in a level match and the kills behind that multiply the rate
+    /// by e, when the truth records them (worlds from before them do not).
+    pub quit: Option<(f64, f64)>,
 }
 
 impl TdmConstants {
+    /// The game's rules for the replay with leavers, when the truth records the quit rates.
+    pub fn rules(&self) -> Option<mm_sim::game::TdmRules> {
+        let (quit_base_per_min, quit_deficit_kills) = self.quit?;
+        Some(mm_sim::game::TdmRules {
+            target: self.target,
+            limit_s: self.limit_s,
+            interval_s: self.interval_s,
+            kill_logit: self.kill_logit,
+            quit_base_per_min,
+            quit_deficit_kills,
+        })
+    }
+
     fn of(c: &serde_json::Value) -> Option<TdmConstants> {
         Some(TdmConstants {
             target: i32::try_from(c["tdm_target"].as_i64()?).ok()?,
@@ -147,6 +163,9 @@ impl TdmConstants {
             blowout_diff: i32::try_from(c["blowout_diff"].as_i64()?).ok()?,
             kill_logit: c["kill_logit_per_skill"].as_f64()?,
             form_sd: c["form_sd"].as_f64()?,
+            quit: c["quit_base_per_min"]
+                .as_f64()
+                .zip(c["quit_deficit_kills"].as_f64()),
         })
     }
 }
@@ -432,6 +451,7 @@ mod tests {
             blowout_diff: game::BLOWOUT_DIFF,
             kill_logit: game::KILL_LOGIT_PER_SKILL,
             form_sd: game::FORM_SD,
+            quit: Some((game::QUIT_BASE_PER_MIN, game::QUIT_DEFICIT_KILLS)),
         }
     }
 
