@@ -383,6 +383,9 @@ impl Day<'_> {
             slots_filled: acc.fills.len() as u64,
             fill_s_p50: quantile(&mut acc.fills, 0.5),
             fill_s_p95: quantile(&mut acc.fills, 0.95),
+            fill_s_quantiles: (0..=20)
+                .map(|k| quantile(&mut acc.fills, f64::from(k) / 20.0))
+                .collect(),
             wait_s_p50: quantile(&mut acc.waits, 0.5),
             wait_s_p95: quantile(&mut acc.waits, 0.95),
             short_handed: acc.short as f64 / lob,

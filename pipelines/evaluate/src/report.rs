@@ -8,8 +8,8 @@ use mm_fit::html::{decimals, escape, interval_chart, line_chart, no_chart, page_
 
 use crate::error::EvalError;
 use crate::results::{
-    DecileStats, DiffCi, EvalReport, HoldoutDiff, OracleGain, PAPER_TABLE2, PairTest, SizeResult,
-    TeamQueueResult,
+    DecileStats, DiffCi, EvalReport, HoldoutDiff, LeaverResult, OracleGain, PAPER_TABLE2, PairTest,
+    SizeResult, TeamQueueResult,
 };
 
 /// Writes both files, each atomically (temporary file, then rename).
@@ -821,6 +821,9 @@ fn team_section(h: &mut String, t: &TeamQueueResult) {
     let names: Vec<String> = t.policies.iter().map(|x| x.label.clone()).collect();
     welch_matrix(h, &names, &t.tests, 5);
     team_truth_section(h, t);
+    if let Some(l) = &t.leavers {
+        leaver_section(h, l);
+    }
     h.push_str("<div class=\"charts\">");
     h.push_str(&wait_chart(t));
     h.push_str("</div>");
@@ -850,6 +853,164 @@ fn team_section(h: &mut String, t: &TeamQueueResult) {
         h.push_str("</tr>");
     }
     h.push_str("</table></details>");
+}
+
+/// The replay with leavers: each policy with and without backfill, and two charts.
+fn leaver_section(h: &mut String, l: &LeaverResult) {
+    let _ = write!(
+        h,
+        "<h3>Leavers and backfill</h3><p>Each lobby plays the simulator's kill race on its \
+         players' true skills; a player quits at {} per minute in a level match, times e for \
+         every {} kills their team is behind, and a quit opens a slot. With backfill the slot \
+         is offered at once and filled from the queue by the CoD backfill rules and the \
+         policy's own; without, it stays empty. A player still in a match searches again when \
+         it ends. {:.1} s.</p><table><tr><th>policy</th><th>backfill</th><th>matches</th>\
+         <th>quits (share)</th><th>slots filled</th><th>fill s: median, p95</th><th>new-lobby \
+         wait s: median, p95</th><th>searches superseded</th><th>finished short-handed (95% \
+         CI)</th><th>size differential after backfill (worsened)</th><th>skill differential \
+         after backfill</th><th>true blowouts</th><th>true churn per player (95% CI)</th>\
+         <th>retention over no backfill (Welch p)</th></tr>",
+        decimals(l.quit_base_per_min, 4),
+        decimals(l.quit_deficit_kills, 0),
+        l.seconds
+    );
+    for r in &l.runs {
+        let vs = r.retention_vs_no_backfill.map_or_else(
+            || "–".to_string(),
+            |w| format!("{:+.5} (p {})", w.diff, decimals(w.p, 3)),
+        );
+        let after = if r.backfills > 0 {
+            (
+                format!(
+                    "{} ({})",
+                    decimals(r.size_diff_after_backfill, 3),
+                    r.worsened
+                ),
+                decimals(r.skill_diff_after_backfill, 3),
+            )
+        } else {
+            ("–".to_string(), "–".to_string())
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({}%)</td><td>{}</td><td>{}, {}</td>\
+             <td>{}, {}</td><td>{}</td><td>{}% ({} – {})</td><td>{}</td><td>{}</td><td>{}%</td>\
+             <td>{} ({} – {})</td><td>{}</td></tr>",
+            escape(&r.policy),
+            if r.backfill { "yes" } else { "no" },
+            r.lobbies,
+            r.quits,
+            decimals(100.0 * r.quit_share, 1),
+            r.slots_filled,
+            decimals(r.fill_s_p50, 0),
+            decimals(r.fill_s_p95, 0),
+            decimals(r.wait_s_p50, 0),
+            decimals(r.wait_s_p95, 0),
+            r.superseded,
+            decimals(100.0 * r.short_handed, 1),
+            decimals(100.0 * r.short_handed_ci95.0, 1),
+            decimals(100.0 * r.short_handed_ci95.1, 1),
+            after.0,
+            after.1,
+            decimals(100.0 * r.true_blowouts, 1),
+            decimals(r.true_churn, 4),
+            decimals(r.true_churn_ci95.0, 4),
+            decimals(r.true_churn_ci95.1, 4),
+            vs
+        );
+    }
+    h.push_str("</table><div class=\"charts\">");
+    h.push_str(&fill_chart(l));
+    h.push_str(&short_chart(l));
+    h.push_str("</div>");
+}
+
+/// Time to fill a slot per policy (with backfill): the share of filled slots within x seconds.
+fn fill_chart(l: &LeaverResult) -> String {
+    let series: Vec<(String, Vec<(f64, f64)>)> = l
+        .runs
+        .iter()
+        .filter(|r| r.backfill && r.slots_filled > 0)
+        .map(|r| {
+            let pts = r
+                .fill_s_quantiles
+                .iter()
+                .enumerate()
+                .map(|(k, &x)| (x, 5.0 * k as f64))
+                .collect();
+            (r.policy.clone(), pts)
+        })
+        .collect();
+    let title = "Time to fill an open slot: share of filled slots within x seconds";
+    if series.is_empty() {
+        return no_chart(title, "no slot was filled");
+    }
+    let xmax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max);
+    let refs: Vec<mm_fit::html::Series<'_>> = series
+        .iter()
+        .map(|(n, pts)| (n.as_str(), pts.clone(), false))
+        .collect();
+    line_chart(
+        title,
+        "time to fill (s)",
+        "filled slots (%)",
+        (0.0, xmax * 1.05 + 1.0),
+        (0.0, 102.0),
+        &refs,
+    )
+}
+
+/// Matches finished short-handed per policy (x: the policy's place in the table), with and
+/// without backfill, with 95% intervals.
+fn short_chart(l: &LeaverResult) -> String {
+    let names: Vec<&str> = l
+        .runs
+        .iter()
+        .filter(|r| r.backfill)
+        .map(|r| r.policy.as_str())
+        .collect();
+    let series: Vec<mm_fit::html::IntervalSeries<'_>> =
+        [(true, "with backfill"), (false, "without")]
+            .into_iter()
+            .map(|(b, label)| {
+                let pts = l
+                    .runs
+                    .iter()
+                    .filter(|r| r.backfill == b)
+                    .enumerate()
+                    .map(|(i, r)| {
+                        (
+                            (i + 1) as f64,
+                            100.0 * r.short_handed,
+                            100.0 * r.short_handed_ci95.0,
+                            100.0 * r.short_handed_ci95.1,
+                        )
+                    })
+                    .collect();
+                (label, pts)
+            })
+            .collect();
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.3))
+        .fold(0.0f64, f64::max);
+    let x_desc = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("{} {n}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    interval_chart(
+        "Matches finished short-handed, with and without backfill (95% CI)",
+        &format!("policy ({x_desc})"),
+        "matches (%)",
+        (0.5, names.len() as f64 + 0.5),
+        (0.0, ymax * 1.1 + 1.0),
+        &series,
+    )
 }
 
 /// The distribution of waits per team policy: the share of placed searches that waited at most

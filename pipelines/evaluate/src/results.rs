@@ -363,6 +363,8 @@ pub struct LeaverRun {
     pub slots_filled: u64,
     pub fill_s_p50: f64,
     pub fill_s_p95: f64,
+    /// Fill times at the 5% quantiles (0, 5, ..., 100%).
+    pub fill_s_quantiles: Vec<f64>,
     /// The new lobbies' median and 95th-percentile wait (s).
     pub wait_s_p50: f64,
     pub wait_s_p95: f64,

@@ -308,6 +308,8 @@ fn team_queue_replay_accounts_for_every_search() {
     let html = std::fs::read_to_string(dir.path().join("eval/evaluation.html")).unwrap();
     assert!(html.contains("Team-queue policies replayed"));
     assert!(html.contains("Under the simulator's truth") && html.contains("of the available gain"));
+    leavers_account_for_every_slot(t);
+    assert!(html.contains("Leavers and backfill") && html.contains("Time to fill an open slot"));
 
     // Deterministic, and an artifact compared with itself gives identical rows.
     cfg.compare = Some(model.clone());
@@ -325,5 +327,80 @@ fn team_queue_replay_accounts_for_every_search() {
             assert_eq!(p.expected_churn, q.expected_churn);
             assert_eq!(p.retained_share, q.retained_share);
         }
+    }
+    // The replay with leavers runs for the first artifact, the same again.
+    let (l, l2) = (t.leavers.as_ref().unwrap(), t2.leavers.as_ref().unwrap());
+    for (a, b) in l.runs.iter().zip(&l2.runs) {
+        assert_eq!(
+            (a.lobbies, a.quits, a.slots_filled, a.true_churn),
+            (b.lobbies, b.quits, b.slots_filled, b.true_churn)
+        );
+    }
+}
+
+/// The replay with leavers: each policy with and without backfill; every quit opens a slot,
+/// every filled slot is a backfilled player, no backfill worsens a team size differential, and
+/// backfill leaves fewer matches short-handed.
+fn leavers_account_for_every_slot(t: &mm_eval::results::TeamQueueResult) {
+    let l = t
+        .leavers
+        .as_ref()
+        .expect("a simulated lake with quit rates");
+    assert_eq!(
+        (l.quit_base_per_min, l.quit_deficit_kills),
+        (
+            mm_sim::game::QUIT_BASE_PER_MIN,
+            mm_sim::game::QUIT_DEFICIT_KILLS
+        )
+    );
+    let names: Vec<(&str, bool)> = l
+        .runs
+        .iter()
+        .map(|r| (r.policy.as_str(), r.backfill))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("cod", true),
+            ("cod", false),
+            ("threshold", true),
+            ("threshold", false),
+            ("eomm", true),
+            ("eomm", false)
+        ]
+    );
+    for pair in l.runs.chunks(2) {
+        let (with, without) = (&pair[0], &pair[1]);
+        for r in pair {
+            assert!(r.lobbies > 30 && r.quits > 0, "{}: {r:?}", r.policy);
+            assert!((0.003..0.1).contains(&r.quit_share), "{r:?}");
+            assert_eq!(r.worsened, 0, "{r:?}");
+            // A match ends short-handed only after a quit.
+            assert!(r.short_handed * (r.lobbies as f64) <= r.quits as f64 + 1e-9);
+            assert!(
+                r.short_handed_ci95.0 <= r.short_handed && r.short_handed <= r.short_handed_ci95.1
+            );
+            assert!(r.true_churn > 0.0 && r.true_churn < 1.0);
+        }
+        assert_eq!(
+            (
+                without.slots_filled,
+                without.backfills,
+                without.backfilled_players
+            ),
+            (0, 0, 0)
+        );
+        assert!(without.retention_vs_no_backfill.is_none());
+        assert!(with.retention_vs_no_backfill.is_some());
+        // Every filled slot is a backfilled player, and no more slots are filled than opened.
+        assert_eq!(with.slots_filled, with.backfilled_players);
+        assert!(with.slots_filled <= with.quits);
+        assert!(with.slots_filled > 0, "{with:?}");
+        assert!(with.fill_s_p50 <= with.fill_s_p95);
+        assert!(with.fill_s_quantiles.windows(2).all(|w| w[0] <= w[1]));
+        assert!(
+            with.short_handed < without.short_handed,
+            "{with:?} {without:?}"
+        );
     }
 }

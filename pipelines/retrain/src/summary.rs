@@ -336,13 +336,16 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
             100.0 * f(&o["share"])
         ));
     }
+    lines.extend(leaver_lines(&tq["leavers"]));
     let Some(cod) = rows.iter().find(|p| p["policy"] == "cod") else {
         return lines;
     };
     let base = f(&cod["blowout_rate"]);
     for p in &rows {
         let rate = f(&p["blowout_rate"]);
-        if p["policy"] != "cod" && rate > BLOWOUT_FLAG_RATIO * base {
+        // A rate both 1.5 times the CoD rules' and a point above it (a few lobbies of a
+        // handful are not a factory).
+        if p["policy"] != "cod" && rate > BLOWOUT_FLAG_RATIO * base && rate - base > 0.01 {
             lines.push(format!(
                 "  FLAG      {} makes blowouts in {:.1}% of its lobbies, more than {} times the \
                  CoD rules' {:.1}%: players leave after blowouts, so its churn figure flatters it",
@@ -352,6 +355,40 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
                 100.0 * base
             ));
         }
+    }
+    lines
+}
+
+/// The replay with leavers: per policy, matches finished short-handed with and without
+/// backfill, and the median time to fill a slot against the new lobbies' median wait.
+fn leaver_lines(l: &Value) -> Vec<String> {
+    let Some(runs) = l["runs"].as_array() else {
+        return Vec::new();
+    };
+    let mut lines = vec![
+        "  backfill  with leavers (the true race): finished short-handed with backfill vs \
+         without; slot fill vs new-lobby wait"
+            .to_string(),
+    ];
+    for w in runs.iter().filter(|r| r["backfill"] == true) {
+        let Some(wo) = runs
+            .iter()
+            .find(|r| r["backfill"] == false && r["policy"] == w["policy"])
+        else {
+            continue;
+        };
+        lines.push(format!(
+            "            {:<10} short-handed {:.1}% vs {:.1}%, fill {:.0} s (p95 {:.0} s) vs wait \
+             {:.0} s, quits {:.1}%, {} searches superseded",
+            w["policy"].as_str().unwrap_or("?"),
+            100.0 * f(&w["short_handed"]),
+            100.0 * f(&wo["short_handed"]),
+            f(&w["fill_s_p50"]),
+            f(&w["fill_s_p95"]),
+            f(&w["wait_s_p50"]),
+            100.0 * f(&w["quit_share"]),
+            w["superseded"]
+        ));
     }
     lines
 }
@@ -447,5 +484,41 @@ mod tests {
         // Below 1.5 times is not flagged, nor are the CoD rules against themselves.
         let fine = eval_lines(&team_queue(0.020));
         assert!(fine.iter().all(|l| !l.contains("FLAG")), "{fine:?}");
+        // Over 1.5 times a tiny rate but not a point above it: 2 lobbies in 700 against none.
+        let mut few = team_queue(0.003);
+        for k in [0, 1] {
+            few["team_queue"]["policies"][k]["blowout_rate"] = serde_json::json!(0.0);
+        }
+        let few = eval_lines(&few);
+        assert!(few.iter().all(|l| !l.contains("FLAG")), "{few:?}");
+    }
+
+    /// The leaver lines pair each policy's run with backfill with its run without.
+    #[test]
+    fn the_leaver_lines_pair_each_policy_with_and_without_backfill() {
+        let run = |policy: &str, backfill: bool, short: f64| {
+            serde_json::json!({"policy": policy, "backfill": backfill, "short_handed": short,
+                "fill_s_p50": 65.0, "fill_s_p95": 195.0, "wait_s_p50": 85.0,
+                "quit_share": 0.026, "superseded": 61})
+        };
+        let mut e = team_queue(0.014);
+        e["team_queue"]["leavers"] = serde_json::json!({"runs": [
+            run("cod", true, 0.094), run("cod", false, 0.264)
+        ]});
+        let lines = eval_lines(&e);
+        let cod = lines
+            .iter()
+            .find(|l| l.contains("short-handed 9.4%"))
+            .unwrap();
+        assert_eq!(
+            cod.trim(),
+            "cod        short-handed 9.4% vs 26.4%, fill 65 s (p95 195 s) vs wait 85 s, quits \
+             2.6%, 61 searches superseded"
+        );
+        assert!(
+            eval_lines(&team_queue(0.014))
+                .iter()
+                .all(|l| !l.contains("backfill"))
+        );
     }
 }
