@@ -236,7 +236,7 @@ impl Race {
         for s in slots {
             race.push_slot(*s);
         }
-        race.p_start = race.kill_share(0.0);
+        race.p_start = race.lineup_share();
         race
     }
 
@@ -255,8 +255,19 @@ impl Race {
         }
     }
 
+    /// Team A's chance of each kill with every player of the lineup present.
+    fn lineup_share(&self) -> f64 {
+        let (mut d, mut n) = (0.0, [0usize; 2]);
+        for s in &self.slots {
+            d += if s.team == 0 { s.eff } else { -s.eff };
+            n[s.team] += 1;
+        }
+        let x = self.rules.kill_logit * d + (n[0].max(1) as f64 / n[1].max(1) as f64).ln();
+        1.0 / (1.0 + (-x).exp())
+    }
+
     /// Team A's chance of each kill at time `t`, from the players present then.
-    fn kill_share(&mut self, t: f64) -> f64 {
+    pub fn kill_share(&mut self, t: f64) -> f64 {
         self.refresh(t);
         let [a, b] = &self.present;
         if a.is_empty() || b.is_empty() {
@@ -267,7 +278,7 @@ impl Race {
         1.0 / (1.0 + (-x).exp())
     }
 
-    /// Team A's chance of each kill with the starting players.
+    /// Team A's chance of each kill with the whole lineup present (what the truth records).
     #[must_use]
     pub fn p_start(&self) -> f64 {
         self.p_start
@@ -516,13 +527,20 @@ mod tests {
     #[test]
     fn a_short_handed_team_takes_fewer_kills() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        // Equal skills, one of team B's players not there yet: team A's share is 6/11.
+        // Equal skills, one of team B's players not there yet: team A's share is 6/11 until
+        // they join; the lineup's share stays 1/2.
         let mut joins = vec![0.0; 12];
         joins[11] = 500.0;
-        let race = Race::new(TdmRules::GAME, &level(12), &joins, &mut rng);
-        assert!((race.p_start() - 6.0 / 11.0).abs() < 1e-12);
-        let full = Race::new(TdmRules::GAME, &level(12), &[0.0; 12], &mut rng);
-        assert!((full.p_start() - 0.5).abs() < 1e-12);
+        let mut race = Race::new(TdmRules::GAME, &level(12), &joins, &mut rng);
+        assert!((race.kill_share(0.0) - 6.0 / 11.0).abs() < 1e-12);
+        assert!((race.kill_share(500.0) - 0.5).abs() < 1e-12);
+        assert!((race.p_start() - 0.5).abs() < 1e-12);
+        // A stronger team B (sum +1) with one player short.
+        let mut slots = level(12);
+        slots[6].eff = 1.0;
+        let mut race = Race::new(TdmRules::GAME, &slots, &joins, &mut rng);
+        let want = 1.0 / (1.0 + (-(KILL_LOGIT_PER_SKILL * -1.0 + (6.0f64 / 5.0).ln())).exp());
+        assert!((race.kill_share(0.0) - want).abs() < 1e-12);
     }
 
     #[test]
