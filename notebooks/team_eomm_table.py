@@ -1,11 +1,14 @@
 """The team EOMM table of docs/eomm.md from `mm evaluate`'s evaluation.json files.
 
     python3 notebooks/team_eomm_table.py [--rows eomm,oracle] LABEL=PATH/evaluation.json ...
+    python3 notebooks/team_eomm_table.py --bounds BOUND=PATH/evaluation.json ...
 
 One markdown table per file: every team-queue policy's waits, predicted blowouts and balance,
 skill disparity, expected churn under the churn model and under the simulator's truth, true
 blowouts and true retention over the CoD rules (paired over the players both placed); then the
-team oracle's line. Standard library only.
+team oracle's line. With `--bounds`, one row per file of a balance-bound sweep (`task
+evaluate:balance`): team EOMM's wait, balance and true blowouts, its true retention over the CoD
+rules and the oracle's, and the share. Standard library only.
 """
 
 import json
@@ -52,7 +55,44 @@ def table(label, path, only=None):
     return "\n".join(out)
 
 
+def bound_row(label, path):
+    t = json.load(open(path))["team_queue"]
+    rows = {p["policy"]: p for p in t["policies"]}
+    e, o = rows["eomm"], t["oracle"]
+    return (
+        f"| {label} | {e['wait_s_mean']:.1f} s | {e['mean_abs_pwin_minus_half']:.3f} "
+        f"| {100 * e['truth']['blowout_rate']:.1f}% "
+        f"| {o['realised_gain']:+.5f} (p {o['realised_p']:.3f}) "
+        f"| {o['available_gain']:+.5f} (p {o['available_p']:.3f}) | {100 * o['share']:.0f}% |"
+    )
+
+
+def bounds(args):
+    out = [
+        "| bound | EOMM wait | EOMM mean abs(P(win) - 1/2) | EOMM true blowouts "
+        "| EOMM true retention over CoD (p) | oracle's (p) | share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    cod = None
+    for a in args:
+        label, _, path = a.rpartition("=")
+        out.append(bound_row(label, path))
+        if cod is None:
+            t = json.load(open(path))["team_queue"]
+            cod = next(p for p in t["policies"] if p["policy"] == "cod")
+    out.append("")
+    out.append(
+        f"(The CoD rules on the same day: {cod['wait_s_mean']:.1f} s, "
+        f"{cod['mean_abs_pwin_minus_half']:.3f}, true blowouts "
+        f"{100 * cod['truth']['blowout_rate']:.1f} %.)"
+    )
+    return "\n".join(out)
+
+
 def main(args):
+    if args[:1] == ["--bounds"]:
+        print(bounds(args[1:]))
+        return
     only = None
     if args[:1] == ["--rows"]:
         only, args = args[1].split(","), args[2:]
