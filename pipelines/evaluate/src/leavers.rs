@@ -8,6 +8,9 @@
 //! before the policy forms new lobbies ([`tick_with_backfill`], the CoD backfill rules and the
 //! policy's own); a search that joins plays from that moment. Without backfill the slot stays
 //! empty. A match ends at the race's end; it finished short-handed when a team was short then.
+//! A player still in a match (which began later than their real one) searches again when it
+//! ends; a player still queued keeps the older search (superseded, as in the replay without
+//! leavers).
 //!
 //! Figures per policy, with and without backfill: time to fill a slot (from the quit to the
 //! join, p50 and p95, beside the new lobbies' median wait), the share of matches finished
