@@ -191,8 +191,9 @@ pub fn open_lobbies(
 }
 
 /// The lobby models the benchmarks and the demo run: raw skill's win model (4 per unit of
-/// raw-skill sum) with the blowout model of the main job's 6v6 fit (artifact format 6), so
-/// team EOMM weighs blowouts as it does on a real artifact.
+/// raw-skill sum) with a blowout model fitted on the main job's 6v6 world (artifact format 6;
+/// the world as it was before the simulator's players quit by the score gap), so team EOMM
+/// weighs blowouts as it does on a real artifact. Fixed, so the benchmarks stay comparable.
 #[must_use]
 pub fn bench_models() -> crate::queue::LobbyModels {
     let mut models = crate::queue::LobbyModels::skill_only(4.0);

@@ -207,6 +207,10 @@ pub struct Race {
     over: bool,
     p_start: f64,
     present: [Vec<usize>; 2],
+    /// `present` needs recomputing: someone quit or joined, or a late joiner's time came.
+    stale: bool,
+    /// The earliest join time after the last refresh.
+    next_join: f64,
 }
 
 impl Race {
@@ -232,6 +236,8 @@ impl Race {
             over: false,
             p_start: 0.5,
             present: [Vec::with_capacity(6), Vec::with_capacity(6)],
+            stale: true,
+            next_join: 0.0,
         };
         for s in slots {
             race.push_slot(*s);
@@ -246,7 +252,18 @@ impl Race {
         self.slots.push(s);
     }
 
+    /// Recomputes who is present at `t` when that can have changed.
     fn refresh(&mut self, t: f64) {
+        if !self.stale && t < self.next_join {
+            return;
+        }
+        self.stale = false;
+        self.next_join = self
+            .lines
+            .iter()
+            .map(|l| l.join_s)
+            .filter(|&j| j > t)
+            .fold(f64::INFINITY, f64::min);
         for (k, p) in self.present.iter_mut().enumerate() {
             p.clear();
             p.extend((0..self.slots.len()).filter(|&i| {
@@ -269,6 +286,11 @@ impl Race {
     /// Team A's chance of each kill at time `t`, from the players present then.
     pub fn kill_share(&mut self, t: f64) -> f64 {
         self.refresh(t);
+        self.share_now()
+    }
+
+    /// Team A's chance of each kill from the players present now.
+    fn share_now(&self) -> f64 {
         let [a, b] = &self.present;
         if a.is_empty() || b.is_empty() {
             return if a.len() > b.len() { 1.0 } else { 0.0 };
@@ -304,6 +326,7 @@ impl Race {
     /// A player joins team `slot.team` at `t` seconds (not before the last kill); returns
     /// their index.
     pub fn join(&mut self, slot: Slot, t: f64) -> usize {
+        self.stale = true;
         self.push_slot(slot);
         self.lines.push(Line {
             join_s: t.max(self.t),
@@ -338,12 +361,14 @@ impl Race {
                     let i = self.present[k][rng.random_range(0..n)];
                     self.lines[i].leave_s = t;
                     self.lines[i].quit_early = true;
+                    self.stale = true;
                     quits.push(i);
                 }
             }
             self.t = t;
             self.next = t + exp(self.rules.interval_s, rng);
-            let q = self.kill_share(t);
+            self.refresh(t);
+            let q = self.share_now();
             let team = usize::from(rng.random::<f64>() >= q);
             let (Some(killer), Some(victim)) = (
                 pick(&self.present[team], &self.kw, rng),
