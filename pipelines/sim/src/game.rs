@@ -564,7 +564,7 @@ mod tests {
         let mut slots = level(12);
         slots[6].eff = 1.0;
         let mut race = Race::new(TdmRules::GAME, &slots, &joins, &mut rng);
-        let want = 1.0 / (1.0 + (-(KILL_LOGIT_PER_SKILL * -1.0 + (6.0f64 / 5.0).ln())).exp());
+        let want = 1.0 / (1.0 + (-(-KILL_LOGIT_PER_SKILL + (6.0f64 / 5.0).ln())).exp());
         assert!((race.kill_share(0.0) - want).abs() < 1e-12);
     }
 
