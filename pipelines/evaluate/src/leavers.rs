@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, VecDeque};
 use mm_matcher::backfill::{Backfill, Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::CodConfig;
 use mm_matcher::eomm_teams::EommTeamsConfig;
-use mm_matcher::queue::{Input, Lobby, LobbyModels, Mode, Queue, Search, SearchId};
+use mm_matcher::queue::{Lobby, LobbyModels, Mode, Queue, Search, SearchId};
 use mm_sim::game::{Race, Slot, TdmRules};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -122,22 +122,7 @@ impl<'a> Setup<'a> {
 
     /// Arrival `id` as a search that started at `start_ms`.
     fn search(&self, id: usize, start_ms: i64) -> Search {
-        let a = &self.arr[id];
-        Search {
-            id: id as u64,
-            members: a
-                .seats
-                .iter()
-                .map(|&k| self.sc.members[k as usize])
-                .collect(),
-            start_ms,
-            lat: 0.0,
-            lon: 0.0,
-            input: Input::Controller,
-            platform: 0,
-            crossplay: true,
-            pings: Vec::new(),
-        }
+        self.arr[id].search(id, start_ms, self.sc)
     }
 
     fn slot(&self, k: u32, team: usize, rng: &mut ChaCha8Rng) -> Slot {

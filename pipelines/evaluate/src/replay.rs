@@ -50,6 +50,24 @@ pub(crate) struct Arrival {
     pub seats: Vec<u32>,
 }
 
+impl Arrival {
+    /// The queue's search `id` for this arrival, started at `start_ms`: the members' states
+    /// from `sc`, all at one location with one input and platform.
+    pub fn search(&self, id: usize, start_ms: i64, sc: &Scored) -> Search {
+        Search {
+            id: id as u64,
+            members: self.seats.iter().map(|&k| sc.members[k as usize]).collect(),
+            start_ms,
+            lat: 0.0,
+            lon: 0.0,
+            input: Input::Controller,
+            platform: 0,
+            crossplay: true,
+            pings: Vec::new(),
+        }
+    }
+}
+
 /// The most common team size among the real two-team matches with equal teams.
 pub(crate) fn team_size(h: &EvalHistory) -> Option<usize> {
     let mut counts = [0usize; mm_matcher::queue::MAX_TEAM_SIZE + 1];
@@ -442,17 +460,7 @@ pub(crate) fn replay(
                             queued[p] = true;
                         }
                         queue
-                            .push(Search {
-                                id: next as u64,
-                                members: a.seats.iter().map(|&k| sc.members[k as usize]).collect(),
-                                start_ms: a.start_ms,
-                                lat: 0.0,
-                                lon: 0.0,
-                                input: Input::Controller,
-                                platform: 0,
-                                crossplay: true,
-                                pings: Vec::new(),
-                            })
+                            .push(a.search(next, a.start_ms, sc))
                             .map_err(|e| EvalError::Input(format!("search {next}: {e}")))?;
                     }
                     next += 1;

@@ -927,36 +927,43 @@ fn leaver_section(h: &mut String, l: &LeaverResult) {
 
 /// Time to fill a slot per policy (with backfill): the share of filled slots within x seconds.
 fn fill_chart(l: &LeaverResult) -> String {
-    let series: Vec<(String, Vec<(f64, f64)>)> = l
+    let series: Vec<(String, &[f64])> = l
         .runs
         .iter()
         .filter(|r| r.backfill && r.slots_filled > 0)
-        .map(|r| {
-            let pts = r
-                .fill_s_quantiles
-                .iter()
-                .enumerate()
-                .map(|(k, &x)| (x, 5.0 * k as f64))
-                .collect();
-            (r.policy.clone(), pts)
-        })
+        .map(|r| (r.policy.clone(), r.fill_s_quantiles.as_slice()))
         .collect();
     let title = "Time to fill an open slot: share of filled slots within x seconds";
     if series.is_empty() {
         return no_chart(title, "no slot was filled");
     }
-    let xmax = series
+    quantile_chart(title, "time to fill (s)", "filled slots (%)", &series)
+}
+
+/// A distribution per series from its 5% quantiles (0, 5, ..., 100%): the share within x.
+fn quantile_chart(title: &str, x_desc: &str, y_desc: &str, series: &[(String, &[f64])]) -> String {
+    let pts: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(name, q)| {
+            let pts = q
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.is_finite())
+                .map(|(k, &x)| (x, 5.0 * k as f64))
+                .collect();
+            (name.as_str(), pts)
+        })
+        .collect();
+    let xmax = pts
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.0))
         .fold(0.0f64, f64::max);
-    let refs: Vec<mm_fit::html::Series<'_>> = series
-        .iter()
-        .map(|(n, pts)| (n.as_str(), pts.clone(), false))
-        .collect();
+    let refs: Vec<mm_fit::html::Series<'_>> =
+        pts.iter().map(|(n, p)| (*n, p.clone(), false)).collect();
     line_chart(
         title,
-        "time to fill (s)",
-        "filled slots (%)",
+        x_desc,
+        y_desc,
         (0.0, xmax * 1.05 + 1.0),
         (0.0, 102.0),
         &refs,
@@ -1016,36 +1023,16 @@ fn short_chart(l: &LeaverResult) -> String {
 /// The distribution of waits per team policy: the share of placed searches that waited at most
 /// x seconds (from the 5% quantiles).
 fn wait_chart(t: &TeamQueueResult) -> String {
-    let title = "Waits per policy: share of placed searches within x seconds";
-    let series: Vec<(String, Vec<(f64, f64)>)> = t
+    let series: Vec<(String, &[f64])> = t
         .policies
         .iter()
-        .map(|p| {
-            let pts = p
-                .wait_s_quantiles
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| w.is_finite())
-                .map(|(k, &w)| (w, 5.0 * k as f64))
-                .collect();
-            (p.label.clone(), pts)
-        })
+        .map(|p| (p.label.clone(), p.wait_s_quantiles.as_slice()))
         .collect();
-    let xmax = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.0))
-        .fold(0.0f64, f64::max);
-    let refs: Vec<mm_fit::html::Series<'_>> = series
-        .iter()
-        .map(|(n, pts)| (n.as_str(), pts.clone(), false))
-        .collect();
-    line_chart(
-        title,
+    quantile_chart(
+        "Waits per policy: share of placed searches within x seconds",
         "wait (s)",
         "placed searches (%)",
-        (0.0, xmax * 1.05 + 1.0),
-        (0.0, 102.0),
-        &refs,
+        &series,
     )
 }
 

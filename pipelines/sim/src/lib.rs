@@ -66,6 +66,13 @@ pub const PARTY_BASE: f64 = 0.06;
 pub const PARTY_SPREAD: f64 = 0.18;
 /// Daily drift of latent skill (standard deviation).
 pub const SKILL_DRIFT_SD: f64 = 0.02;
+/// `x` rounded to `1 / per` (100: two decimals), never -0.0: a rating of -0.0004 is written as 0,
+/// which every engine reads back the same (pandas' JSON writer drops the sign of a zero).
+fn round_to(x: f64, per: f64) -> f64 {
+    let r = (x * per).round() / per;
+    if r == 0.0 { 0.0 } else { r }
+}
+
 /// Standard deviation of the matchmaker's rating error (it never sees true skill).
 pub const RATING_ERROR_SD: f64 = 0.35;
 /// Probability that a TDM player starting a session waits for friends who are due online soon.
@@ -579,10 +586,10 @@ impl Sim {
                 input_device: Some(DEVICES[p.device as usize].into()),
                 platform: Some(PLATFORMS[p.platform as usize].into()),
                 region: Some(REGIONS[p.region as usize].name.into()),
-                lat: Some((p.lat * 100.0).round() / 100.0),
-                lon: Some((p.lon * 100.0).round() / 100.0),
+                lat: Some(round_to(p.lat, 100.0)),
+                lon: Some(round_to(p.lon, 100.0)),
                 ping_ms: Some(ping.round()),
-                rating: Some((rating * 1000.0).round() / 1000.0),
+                rating: Some(round_to(rating, 1000.0)),
                 ..PlayerRow::default()
             };
             let p_team = if team == 0 {
@@ -707,5 +714,21 @@ impl Sim {
         ])?;
         txn.write_parquet(&PathBuf::from("truth/players.parquet"), &[b])?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_to;
+
+    /// A value that rounds to zero is written as +0, whatever its sign before.
+    #[test]
+    fn rounding_never_writes_a_negative_zero() {
+        for x in [-0.0004, -0.0, 0.0004, -1e-12] {
+            let r = round_to(x, 1000.0);
+            assert!(r == 0.0 && r.is_sign_positive(), "{x} -> {r}");
+        }
+        assert_eq!(round_to(-0.1234, 1000.0), -0.123);
+        assert_eq!(round_to(52.1849, 100.0), 52.18);
     }
 }
