@@ -26,7 +26,6 @@ use std::collections::{BTreeMap, VecDeque};
 
 use mm_matcher::backfill::{Backfill, Lobbies, LobbyId, tick_with_backfill};
 use mm_matcher::cod::CodConfig;
-use mm_matcher::eomm_teams::EommTeamsConfig;
 use mm_matcher::queue::{Lobby, LobbyModels, Mode, Queue, Search, SearchId};
 use mm_sim::game::{Race, Slot, TdmRules};
 use rand::{Rng, SeedableRng};
@@ -36,7 +35,7 @@ use crate::config::EvalConfig;
 use crate::error::EvalError;
 use crate::history::EvalHistory;
 use crate::measures::{Scored, mix};
-use crate::replay::{Arrival, Truth, policy};
+use crate::replay::{Arrival, Truth, eomm_config, policy};
 use crate::results::{LeaverResult, LeaverRun};
 use crate::stats::{Moments, welch, wilson};
 
@@ -401,12 +400,7 @@ fn run(
 ) -> Result<(LeaverRun, Moments), EvalError> {
     let t = s.team_size;
     let mode = Mode { team_size: t };
-    let base = EommTeamsConfig::for_models(t, &s.models);
-    let eomm = EommTeamsConfig {
-        balance: cfg.eomm_balance.clone().unwrap_or(base.balance.clone()),
-        ..base
-    };
-    let mut pol = policy(name, t, s.models, eomm);
+    let mut pol = policy(name, t, s.models, eomm_config(t, &s.models, cfg));
     let cod = CodConfig::new(t);
     let (Some(first), Some(last)) = (s.arr.first(), s.arr.last()) else {
         return Err(EvalError::Input("no searches to replay".into()));

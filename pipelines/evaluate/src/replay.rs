@@ -382,6 +382,191 @@ fn team_oracle(stats: &[TeamPolicyStats], tests: &[PairTest]) -> Option<TeamOrac
     })
 }
 
+/// Team EOMM's configuration for `models`, with `--eomm-balance` when given.
+pub(crate) fn eomm_config(
+    team_size: usize,
+    models: &LobbyModels,
+    cfg: &EvalConfig,
+) -> EommTeamsConfig {
+    let base = EommTeamsConfig::for_models(team_size, models);
+    EommTeamsConfig {
+        balance: cfg
+            .eomm_balance
+            .clone()
+            .unwrap_or_else(|| base.balance.clone()),
+        ..base
+    }
+}
+
+/// One policy's day over the arrivals: what `record` gathered, the searches offered and those
+/// superseded by the player's still-queued search.
+struct Day {
+    acc: Acc,
+    offered: u64,
+    superseded: u64,
+}
+
+/// Ticks `pol` over the window's arrivals (artifact `sc`'s states) until the queue drains.
+fn play_day(
+    h: &EvalHistory,
+    arr: &[Arrival],
+    sc: &Scored,
+    pol: &mut dyn Policy,
+    cfg: &EvalConfig,
+    (team_size, truth): (usize, Option<&Truth<'_>>),
+) -> Result<Day, EvalError> {
+    let mode = Mode { team_size };
+    let tick_ms = (cfg.tick_s * 1e3).round().max(1.0) as i64;
+    let mut queue =
+        Queue::new(mode).map_err(|e| EvalError::Input(format!("team size {team_size}: {e}")))?;
+    let mut queued = vec![false; h.ids.len()];
+    let mut day = Day {
+        acc: Acc {
+            true_by_seat: vec![f64::NAN; h.searchers.len()],
+            ..Acc::default()
+        },
+        offered: 0,
+        superseded: 0,
+    };
+    let (Some(first), Some(last)) = (arr.first(), arr.last()) else {
+        return Ok(day);
+    };
+    let end = last.start_ms + (cfg.drain_s * 1e3) as i64;
+    let player = |k: u32| h.searchers[k as usize].player as usize;
+    let (mut now, mut next) = (first.start_ms, 0usize);
+    while now <= end {
+        while next < arr.len() && arr[next].start_ms <= now {
+            let a = &arr[next];
+            if a.seats.iter().any(|&k| queued[player(k)]) {
+                day.superseded += 1;
+            } else {
+                day.offered += 1;
+                for &k in &a.seats {
+                    queued[player(k)] = true;
+                }
+                queue
+                    .push(a.search(next, a.start_ms, sc))
+                    .map_err(|e| EvalError::Input(format!("search {next}: {e}")))?;
+            }
+            next += 1;
+        }
+        if queue.players() >= mode.lobby_players() {
+            let t = Instant::now();
+            let lobbies = pol.tick(now, &mut queue);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            day.acc.tick.push(ms);
+            day.acc.tick_max = day.acc.tick_max.max(ms);
+            for l in &lobbies {
+                for id in l.search_ids() {
+                    for &k in &arr[id as usize].seats {
+                        queued[player(k)] = false;
+                    }
+                }
+                record(&mut day.acc, l, arr, sc, (cfg.seed, cfg.blowout_p), truth);
+            }
+        }
+        if next >= arr.len() && queue.players() < mode.lobby_players() {
+            break;
+        }
+        now += tick_ms;
+    }
+    Ok(day)
+}
+
+/// One policy's figures from its day.
+fn policy_stats(
+    name: &str,
+    label: String,
+    sc: &Scored,
+    day: &mut Day,
+    truth: bool,
+) -> TeamPolicyStats {
+    let acc = &mut day.acc;
+    acc.waits.sort_by(f64::total_cmp);
+    let placed_players = acc.churn.n;
+    let by_decile = decile_stats(&acc.dec_players, &acc.dec_retained, &acc.dec_balance);
+    let lob = acc.lobbies.max(1) as f64;
+    TeamPolicyStats {
+        policy: name.to_string(),
+        artifact: sc.label.clone(),
+        label,
+        searches: day.offered,
+        superseded: day.superseded,
+        placed_searches: acc.placed_searches,
+        placed_players,
+        unplaced_searches: day.offered - acc.placed_searches,
+        lobbies: acc.lobbies,
+        rescued: acc.rescued,
+        wait_s_mean: acc.wait.mean,
+        wait_s_ci95: acc.wait.ci(0.95),
+        wait_s_p50: quantile(&acc.waits, 0.5),
+        wait_s_p90: quantile(&acc.waits, 0.9),
+        wait_s_max: acc.waits.last().copied().unwrap_or(f64::NAN),
+        wait_s_quantiles: (0..=20)
+            .map(|k| quantile(&acc.waits, f64::from(k) / 20.0))
+            .collect(),
+        expected_churn: acc.churn.mean,
+        expected_churn_ci95: acc.churn.ci(0.95),
+        retained_share: acc.retained / placed_players.max(1) as f64,
+        retained_ci95: wilson(acc.retained, placed_players as f64),
+        blowout_rate: acc.blowouts / lob,
+        mean_abs_pwin_minus_half: acc.balance / lob,
+        mean_skill_disparity: acc.disparity / lob,
+        party_parity: acc.parity / lob,
+        party_parity_exact: acc.parity_exact / lob,
+        mean_quality: acc.quality / lob,
+        by_decile,
+        tick_ms_mean: acc.tick.mean,
+        tick_ms_max: acc.tick_max,
+        truth: truth.then(|| TeamTruthStats {
+            expected_churn: acc.true_churn.mean,
+            expected_churn_ci95: acc.true_churn.ci(0.95),
+            blowout_rate: acc.true_blowouts / lob,
+        }),
+    }
+}
+
+/// Every ordered pair of policies: Welch tests of predicted retention and, under the truth,
+/// paired tests over the seats both placed.
+fn pair_tests(stats: &[TeamPolicyStats], days: &[Day], truth: bool) -> Vec<PairTest> {
+    let mut tests = Vec::new();
+    for i in 0..stats.len() {
+        for j in 0..stats.len() {
+            if i == j {
+                continue;
+            }
+            let (ci, cj) = (&days[i].acc.churn, &days[j].acc.churn);
+            // Retention is 1 - churn: testing churn j against churn i gives the difference
+            // (and t) of retention i against retention j.
+            tests.push(PairTest {
+                a: stats[i].label.clone(),
+                b: stats[j].label.clone(),
+                welch: welch(cj, ci),
+                relative: (cj.mean - ci.mean) / (1.0 - cj.mean),
+                paired: None,
+                paired_expected: None,
+                paired_truth: truth.then(|| {
+                    // Retention i over j under the truth, seat by seat over the seats both
+                    // placed: churn j minus churn i.
+                    let mut d = Moments::default();
+                    let seats = days[i]
+                        .acc
+                        .true_by_seat
+                        .iter()
+                        .zip(&days[j].acc.true_by_seat);
+                    for (ci, cj) in seats {
+                        if ci.is_finite() && cj.is_finite() {
+                            d.push(cj - ci);
+                        }
+                    }
+                    paired(&d)
+                }),
+            });
+        }
+    }
+    tests
+}
+
 /// Replays every team-queue policy under each artifact over the window's arrivals.
 pub(crate) fn replay(
     h: &EvalHistory,
@@ -391,17 +576,6 @@ pub(crate) fn replay(
     truth: Option<&TruthSearches>,
 ) -> Result<TeamQueueResult, EvalError> {
     let t0 = Instant::now();
-    let (tick_s, drain_s, seed, blowout_p) = (cfg.tick_s, cfg.drain_s, cfg.seed, cfg.blowout_p);
-    let eomm = |team_size: usize, models: &LobbyModels| {
-        let base = EommTeamsConfig::for_models(team_size, models);
-        EommTeamsConfig {
-            balance: cfg
-                .eomm_balance
-                .clone()
-                .unwrap_or_else(|| base.balance.clone()),
-            ..base
-        }
-    };
     let truth_rules = truth
         .and_then(|t| t.tdm)
         .and_then(|c| Some((c.rules()?, c.form_sd)));
@@ -413,11 +587,7 @@ pub(crate) fn replay(
         })
     });
     let (arr, split_parties) = arrivals(h, team_size);
-    let tick_ms = (tick_s * 1e3).round().max(1.0) as i64;
-    let mode = Mode { team_size };
-    let mut stats = Vec::new();
-    let mut moments = Vec::new();
-    let mut by_seat: Vec<Vec<f64>> = Vec::new();
+    let (mut stats, mut days) = (Vec::new(), Vec::new());
     for &(art, sc) in arts {
         let models = team_models(art)?;
         let names = TEAM_POLICIES
@@ -425,146 +595,24 @@ pub(crate) fn replay(
             .copied()
             .chain(truth.as_ref().map(|_| "oracle"));
         for name in names {
+            let eomm = eomm_config(team_size, &models, cfg);
             let mut pol = match (name, &truth) {
-                ("oracle", Some(t)) => Box::new(
-                    EommTeams::new(eomm(team_size, &models), models)
-                        .with_objective(t.objective(&arr)),
-                ),
-                _ => policy(name, team_size, models, eomm(team_size, &models)),
+                ("oracle", Some(t)) => {
+                    Box::new(EommTeams::new(eomm, models).with_objective(t.objective(&arr)))
+                }
+                _ => policy(name, team_size, models, eomm),
             };
-            let mut queue = Queue::new(mode)
-                .map_err(|e| EvalError::Input(format!("team size {team_size}: {e}")))?;
-            let mut queued = vec![false; h.ids.len()];
-            let mut acc = Acc {
-                true_by_seat: vec![f64::NAN; h.searchers.len()],
-                ..Acc::default()
+            let mut day = play_day(h, &arr, sc, pol.as_mut(), cfg, (team_size, truth.as_ref()))?;
+            let label = if arts.len() > 1 {
+                format!("{}/{name}", sc.label)
+            } else {
+                name.to_string()
             };
-            let (mut offered, mut superseded) = (0u64, 0u64);
-            let mut next = 0usize;
-            let Some(first) = arr.first() else { break };
-            let end = arr.last().map_or(first.start_ms, |a| a.start_ms) + (drain_s * 1e3) as i64;
-            let mut now = first.start_ms;
-            while now <= end {
-                while next < arr.len() && arr[next].start_ms <= now {
-                    let a = &arr[next];
-                    let players: Vec<usize> = a
-                        .seats
-                        .iter()
-                        .map(|&k| h.searchers[k as usize].player as usize)
-                        .collect();
-                    if players.iter().any(|&p| queued[p]) {
-                        superseded += 1;
-                    } else {
-                        offered += 1;
-                        for &p in &players {
-                            queued[p] = true;
-                        }
-                        queue
-                            .push(a.search(next, a.start_ms, sc))
-                            .map_err(|e| EvalError::Input(format!("search {next}: {e}")))?;
-                    }
-                    next += 1;
-                }
-                if queue.players() >= mode.lobby_players() {
-                    let t = Instant::now();
-                    let lobbies = pol.tick(now, &mut queue);
-                    let ms = t.elapsed().as_secs_f64() * 1e3;
-                    acc.tick.push(ms);
-                    acc.tick_max = acc.tick_max.max(ms);
-                    for l in &lobbies {
-                        for id in l.search_ids() {
-                            for &k in &arr[id as usize].seats {
-                                queued[h.searchers[k as usize].player as usize] = false;
-                            }
-                        }
-                        record(&mut acc, l, &arr, sc, (seed, blowout_p), truth.as_ref());
-                    }
-                }
-                if next >= arr.len() && queue.players() < mode.lobby_players() {
-                    break;
-                }
-                now += tick_ms;
-            }
-            acc.waits.sort_by(f64::total_cmp);
-            let placed_players = acc.churn.n;
-            let by_decile = decile_stats(&acc.dec_players, &acc.dec_retained, &acc.dec_balance);
-            let lob = acc.lobbies.max(1) as f64;
-            stats.push(TeamPolicyStats {
-                policy: name.to_string(),
-                artifact: sc.label.clone(),
-                label: if arts.len() > 1 {
-                    format!("{}/{name}", sc.label)
-                } else {
-                    name.to_string()
-                },
-                searches: offered,
-                superseded,
-                placed_searches: acc.placed_searches,
-                placed_players,
-                unplaced_searches: offered - acc.placed_searches,
-                lobbies: acc.lobbies,
-                rescued: acc.rescued,
-                wait_s_mean: acc.wait.mean,
-                wait_s_ci95: acc.wait.ci(0.95),
-                wait_s_p50: quantile(&acc.waits, 0.5),
-                wait_s_p90: quantile(&acc.waits, 0.9),
-                wait_s_max: acc.waits.last().copied().unwrap_or(f64::NAN),
-                wait_s_quantiles: (0..=20)
-                    .map(|k| quantile(&acc.waits, f64::from(k) / 20.0))
-                    .collect(),
-                expected_churn: acc.churn.mean,
-                expected_churn_ci95: acc.churn.ci(0.95),
-                retained_share: acc.retained / placed_players.max(1) as f64,
-                retained_ci95: wilson(acc.retained, placed_players as f64),
-                blowout_rate: acc.blowouts / lob,
-                mean_abs_pwin_minus_half: acc.balance / lob,
-                mean_skill_disparity: acc.disparity / lob,
-                party_parity: acc.parity / lob,
-                party_parity_exact: acc.parity_exact / lob,
-                mean_quality: acc.quality / lob,
-                by_decile,
-                tick_ms_mean: acc.tick.mean,
-                tick_ms_max: acc.tick_max,
-                truth: truth.is_some().then(|| TeamTruthStats {
-                    expected_churn: acc.true_churn.mean,
-                    expected_churn_ci95: acc.true_churn.ci(0.95),
-                    blowout_rate: acc.true_blowouts / lob,
-                }),
-            });
-            moments.push(acc.churn);
-            by_seat.push(acc.true_by_seat);
+            stats.push(policy_stats(name, label, sc, &mut day, truth.is_some()));
+            days.push(day);
         }
     }
-    let mut tests = Vec::new();
-    for i in 0..stats.len() {
-        for j in 0..stats.len() {
-            if i == j {
-                continue;
-            }
-            // Retention is 1 - churn: testing churn j against churn i gives the difference
-            // (and t) of retention i against retention j.
-            let w = welch(&moments[j], &moments[i]);
-            tests.push(PairTest {
-                a: stats[i].label.clone(),
-                b: stats[j].label.clone(),
-                welch: w,
-                relative: (moments[j].mean - moments[i].mean) / (1.0 - moments[j].mean),
-                paired: None,
-                paired_expected: None,
-                paired_truth: truth.as_ref().map(|_| {
-                    // Retention i over j under the truth, seat by seat over the seats both
-                    // placed: churn j minus churn i.
-                    let mut d = Moments::default();
-                    for (ci, cj) in by_seat[i].iter().zip(&by_seat[j]) {
-                        if ci.is_finite() && cj.is_finite() {
-                            d.push(cj - ci);
-                        }
-                    }
-                    paired(&d)
-                }),
-            });
-        }
-    }
+    let tests = pair_tests(&stats, &days, truth.is_some());
     let oracle = team_oracle(&stats, &tests);
     // With leavers: the first artifact, on a simulated lake whose truth has the quit rates.
     let leavers = match (&truth, truth_rules, arts.first()) {
@@ -579,8 +627,8 @@ pub(crate) fn replay(
         oracle,
         leavers,
         team_size,
-        tick_s,
-        drain_s,
+        tick_s: cfg.tick_s,
+        drain_s: cfg.drain_s,
         split_parties,
         policies: stats,
         tests,

@@ -215,7 +215,11 @@ pub struct Race {
 
 impl Race {
     /// A match of `slots` whose players join at `joins[i]` seconds (0: at the start).
+    ///
+    /// # Panics
+    /// `joins` does not have one time per slot.
     pub fn new(rules: TdmRules, slots: &[Slot], joins: &[f64], rng: &mut ChaCha8Rng) -> Race {
+        assert_eq!(slots.len(), joins.len(), "one join time per slot");
         let lines = joins
             .iter()
             .map(|&join_s| Line {
