@@ -13,6 +13,7 @@ mod ingest_real;
 mod lake_crash;
 mod locations;
 mod pair;
+mod ratings_peer;
 mod results;
 mod retrain;
 mod roundtrip;

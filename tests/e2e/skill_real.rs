@@ -79,8 +79,8 @@ fn atp_raw_skill_beats_the_baselines() {
 /// Glicko-2 (tau 0.5, one rating period a match) and TrueSkill (the library's defaults at the
 /// data's draw rate, here 0 as the peer sets it) reproduce the peers' log-losses read from
 /// `../shared/peers/results/ratings.json` (`bench_ratings.py`, the same matches less the handful
-/// our lake quarantines). Weng-Lin is not compared: its openskill peer predicts with its own
-/// `predict_win`.
+/// our lake quarantines). Weng-Lin's log-loss is not compared: its openskill peer predicts with
+/// its own `predict_win`; its ratings are, update by update (`ratings_peer.rs`).
 #[test]
 fn atp_baselines_at_their_defaults_reproduce_the_peers() {
     let (Some(real), Some(peers)) = (util::real_dir(), util::shared("peers/results")) else {

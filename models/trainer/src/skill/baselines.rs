@@ -353,6 +353,18 @@ impl Baseline {
         }
     }
 
+    /// A player's uncertainty on the system's own scale: Glicko-2's deviation, TrueSkill's and
+    /// Weng-Lin's standard deviation; 0 for Elo.
+    #[must_use]
+    pub fn uncertainty(&self, i: usize) -> f64 {
+        match &self.ratings {
+            Ratings::Elo(..) => 0.0,
+            Ratings::Glicko2(r, _) => r.get(i).copied().unwrap_or_default().deviation,
+            Ratings::TrueSkill(r, _) => r.get(i).copied().unwrap_or_default().uncertainty,
+            Ratings::WengLin(r, _, _) => r.get(i).copied().unwrap_or_default().uncertainty,
+        }
+    }
+
     /// A player's rating on the system's own scale (its mean for the Bayesian systems).
     #[must_use]
     pub fn rating(&self, i: usize) -> f64 {
