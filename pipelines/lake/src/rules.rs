@@ -263,4 +263,37 @@ mod tests {
         assert!(twice.reason.contains("player a"), "{twice}");
         assert!(player_twice("m", ["a", "b"]).is_none());
     }
+
+    /// The cases `cargo mutants` found untested (CONTRIBUTING.md, Mutation testing): teammates
+    /// repeating the same team score agree; with three teams, one on top wins and two tied
+    /// below both lose (a tie counts only at the top); a win beside a draw is refused while
+    /// two draws are a drawn match; a rejection prints as its category and reason.
+    #[test]
+    fn the_cases_mutation_testing_found() {
+        let (w, d) = (Some(Outcome::Win), Some(Outcome::Draw));
+        let mut out = Vec::new();
+        let same = [
+            claim(0, None, Some(4.0)),
+            claim(0, None, Some(4.0)),
+            claim(1, None, Some(2.0)),
+        ];
+        resolve_outcomes("m", &same, &mut out).unwrap();
+        assert_eq!(out, [Outcome::Win, Outcome::Win, Outcome::Loss]);
+        let three = [
+            claim(0, None, Some(3.0)),
+            claim(1, None, Some(1.0)),
+            claim(2, None, Some(1.0)),
+        ];
+        resolve_outcomes("m", &three, &mut out).unwrap();
+        assert_eq!(out, [Outcome::Win, Outcome::Loss, Outcome::Loss]);
+        let e = resolve_outcomes("m", &[claim(0, w, None), claim(1, d, None)], &mut out);
+        assert_eq!(e.unwrap_err().category, INCONSISTENT_OUTCOMES);
+        resolve_outcomes("m", &[claim(0, d, None), claim(1, d, None)], &mut out).unwrap();
+        assert_eq!(out, [Outcome::Draw, Outcome::Draw]);
+        let r = two_teams("m7", &[2]).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            "match: one team: match m7 has players on only one team (team 2); a match needs two"
+        );
+    }
 }
