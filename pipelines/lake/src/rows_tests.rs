@@ -381,20 +381,27 @@ fn builder_bookkeeping_and_lake_helpers() {
         3
     );
     let without_id = lake.project(&keep(crate::schema::col::MATCH_ID)).unwrap();
-    assert!(conform_to_lake(&without_id).is_err());
+    let e = conform_to_lake(&without_id).unwrap_err().to_string();
+    assert!(e.contains("lake batch lacks column match_id"), "{e}");
 
     let later = lake_of(&[PlayerRow {
         match_id: "m0".into(),
         start_ms: row().start_ms + 60_000,
         ..row()
     }]);
-    let sorted = sort_lake_order(&[later, lake]).unwrap();
-    let ids = sorted
-        .column_by_name("match_id")
-        .unwrap()
-        .as_string::<i32>();
-    assert_eq!(
-        (0..4).map(|i| ids.value(i)).collect::<Vec<_>>(),
-        ["m1", "m1", "m1", "m0"]
-    );
+    // Two rows in reverse order, then the later one among three.
+    for (earlier, want) in [
+        (lake_of(&[row()]), vec!["m1", "m0"]),
+        (lake, vec!["m1", "m1", "m1", "m0"]),
+    ] {
+        let sorted = sort_lake_order(&[later.clone(), earlier]).unwrap();
+        let ids = sorted
+            .column_by_name("match_id")
+            .unwrap()
+            .as_string::<i32>();
+        assert_eq!(
+            (0..want.len()).map(|i| ids.value(i)).collect::<Vec<_>>(),
+            want
+        );
+    }
 }
