@@ -162,6 +162,8 @@ struct Day<'a> {
     state: Vec<u8>,
     /// Arrivals waiting for their players' match to end.
     deferred: Vec<usize>,
+    /// When each arrival was queued (its search's start), ms.
+    queued_at: Vec<i64>,
     superseded: u64,
     acc: Acc,
 }
@@ -205,6 +207,7 @@ impl Day<'_> {
                 } else {
                     now
                 };
+                self.queued_at[id] = start;
                 self.queue
                     .push(self.s.search(id, start))
                     .map_err(|e| EvalError::Input(format!("search {id}: {e}")))?;
@@ -326,7 +329,7 @@ impl Day<'_> {
                 let seats = s.arr[sid as usize].seats.clone();
                 self.acc
                     .waits
-                    .push((now - s.arr[sid as usize].start_ms) as f64 / 1e3);
+                    .push((now - self.queued_at[sid as usize]) as f64 / 1e3);
                 for &k in &seats {
                     slots.push(s.slot(k, team, &mut rng));
                     lines.push((sid, k, team));
@@ -416,6 +419,7 @@ fn run(
         playing: BTreeMap::new(),
         state: vec![FREE; s.h.ids.len()],
         deferred: Vec::new(),
+        queued_at: vec![0; s.arr.len()],
         superseded: 0,
         acc: Acc::default(),
     };
