@@ -6,7 +6,7 @@
 One markdown table per file: every team-queue policy's waits, predicted blowouts and balance,
 skill disparity, expected churn under the churn model and under the simulator's truth, true
 blowouts and true retention over the CoD rules (paired over the players both placed); then the
-team oracle's line. With `--bounds`, one row per file of a balance-bound sweep (`task
+team oracle's line with its two half-oracles. With `--bounds`, one row per file of a balance-bound sweep (`task
 evaluate:balance`): team EOMM's wait, balance and true blowouts, its true retention over the CoD
 rules and the oracle's, and the share. Standard library only.
 """
@@ -50,7 +50,12 @@ def table(label, path, only=None):
         out.append(
             f"Team oracle: {o['available_gain']:+.5f} true retention per player over the CoD "
             f"rules (p {o['available_p']:.3g}); team EOMM {o['realised_gain']:+.5f} "
-            f"(p {o['realised_p']:.3f}): {100 * o['share']:.0f}% of the available gain."
+            f"(p {o['realised_p']:.3f}): {100 * o['share']:.0f}% of the available gain. "
+            f"Half-oracles: the true churn with our win model {o['true_churn_gain']:+.5f} "
+            f"(p {o['true_churn_p']:.3f}, {100 * o['true_churn_gain'] / o['available_gain']:.0f}%), "
+            f"our churn with the true outcomes {o['true_outcomes_gain']:+.5f} "
+            f"(p {o['true_outcomes_p']:.3f}, "
+            f"{100 * o['true_outcomes_gain'] / o['available_gain']:.0f}%)."
         )
     return "\n".join(out)
 

@@ -229,7 +229,7 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
     );
     let e = json("tdm-6v6/evaluation/evaluation.json");
     assert_eq!(e["team_queue"]["team_size"], 6);
-    // The three policies and the team oracle, each also scored under the truth; team EOMM,
+    // The three policies, the team oracle and its halves, each also scored under the truth; team EOMM,
     // inside the CoD rules, makes no more predicted blowouts than they do (so the summary
     // flags nothing).
     let policies = e["team_queue"]["policies"].as_array().unwrap();
@@ -237,7 +237,17 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["cod", "threshold", "eomm", "oracle"]);
+    assert_eq!(
+        names,
+        [
+            "cod",
+            "threshold",
+            "eomm",
+            "oracle",
+            "oracle-churn",
+            "oracle-outcomes"
+        ]
+    );
     assert!(
         policies
             .iter()
@@ -246,6 +256,11 @@ fn the_bundled_world_learns_what_the_simulator_put_in() {
     let blowouts = |k: usize| policies[k]["blowout_rate"].as_f64().unwrap();
     assert!(blowouts(2) <= 1.5 * blowouts(0), "{policies:?}");
     assert!(e["team_queue"]["oracle"]["share"].is_number());
+    assert!(e["team_queue"]["oracle"]["true_outcomes_gain"].is_number());
+    assert!(
+        out.contains("half-oracles: true churn with our win model"),
+        "{out}"
+    );
     assert!(!out.contains("FLAG"), "{out}");
 
     // 1v1: no kills in the rows, so the outcome is the metric; skill still tracks the truth,

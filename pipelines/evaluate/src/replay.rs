@@ -29,7 +29,7 @@ use std::time::Instant;
 use mm_artifact::Artifact;
 use mm_matcher::cod::{CodConfig, CodRules};
 use mm_matcher::eomm_teams::{EommTeams, EommTeamsConfig, Objective};
-use mm_matcher::queue::{Input, Lobby, LobbyModels, Mode, Policy, Queue, Search};
+use mm_matcher::queue::{Input, Lobby, LobbyModels, Member, Mode, Policy, Queue, Search};
 use mm_matcher::threshold::{ThresholdConfig, ThresholdPolicy};
 
 use crate::config::EvalConfig;
@@ -40,9 +40,13 @@ use crate::results::{PairTest, TeamOracle, TeamPolicyStats, TeamQueueResult, Tea
 use crate::stats::{Moments, paired, welch, wilson};
 use crate::truth::{TeamTruth, TruthSearches};
 
-/// The team-queue policies, in report order; on a simulated lake the team oracle follows
-/// (team EOMM choosing by the simulator's true churn, under the same rules).
+/// The team-queue policies, in report order; on a simulated lake the [`ORACLES`] follow.
 pub const TEAM_POLICIES: [&str; 3] = ["cod", "threshold", "eomm"];
+
+/// On a simulated lake, after the policies: the team oracle (team EOMM choosing by the
+/// simulator's true churn and outcome probabilities, under the same rules and bound), then the
+/// half-oracles with the true churn and our win model, and with our churn and the true outcomes.
+pub const ORACLES: [&str; 3] = ["oracle", "oracle-churn", "oracle-outcomes"];
 
 /// A search of the replay with the searchers (indices into the history) of its seats.
 pub(crate) struct Arrival {
@@ -219,6 +223,13 @@ impl Truth<'_> {
     /// The team oracle's objective: a split's true expected churn, from each arrival's seats'
     /// effective skills and churn by outcome.
     fn objective(&self, arr: &[Arrival]) -> Objective {
+        self.objective_with(arr, |k| self.churn_if(k))
+    }
+
+    /// A split's expected churn under the true outcome probabilities (from the seats' effective
+    /// skills) with seat `k`'s churn after a win, a draw, a close and a blowout loss from
+    /// `churn(k)`.
+    fn objective_with(&self, arr: &[Arrival], churn: impl Fn(u32) -> [f64; 4]) -> Objective {
         let seats: Vec<Vec<(f64, [f64; 4])>> = arr
             .iter()
             .map(|a| {
@@ -226,7 +237,7 @@ impl Truth<'_> {
                     .iter()
                     .map(|&k| {
                         let i = k as usize;
-                        (self.t.skill[i] + self.t.party_bonus[i], self.churn_if(k))
+                        (self.t.skill[i] + self.t.party_bonus[i], churn(k))
                     })
                     .collect()
             })
@@ -250,6 +261,38 @@ impl Truth<'_> {
             }
             c
         }))
+    }
+}
+
+/// Seat `k`'s churn after a win, a draw, a close and a blowout loss under our churn model (a
+/// member whose model does not tell the losses apart has the loss's for both).
+fn model_churn(sc: &Scored, k: u32) -> [f64; 4] {
+    let m = &sc.members[k as usize];
+    let [close, blowout] = m.churn_by_loss.unwrap_or([m.churn[2]; 2]);
+    [m.churn[0], m.churn[1], close, blowout]
+}
+
+/// `sc` with every member's churn replaced by the simulator's true churn by outcome: what the
+/// half-oracle `oracle-churn` reads (our win model, the true churn).
+fn with_true_churn(sc: &Scored, t: &Truth<'_>) -> Scored {
+    Scored {
+        label: sc.label.clone(),
+        version: sc.version.clone(),
+        win: sc.win,
+        members: sc
+            .members
+            .iter()
+            .enumerate()
+            .map(|(k, m)| {
+                let [win, draw, close, blowout] = t.churn_if(k as u32);
+                Member {
+                    churn: [win, draw, close],
+                    churn_by_loss: Some([close, blowout]),
+                    ..*m
+                }
+            })
+            .collect(),
+        new_players: sc.new_players,
     }
 }
 
@@ -365,20 +408,26 @@ fn team_oracle(stats: &[TeamPolicyStats], tests: &[PairTest]) -> Option<TeamOrac
             .find(|x| &x.artifact == art && x.policy == p)
             .map(|x| x.label.clone())
     };
-    let (cod, eomm, oracle) = (label("cod")?, label("eomm")?, label("oracle")?);
-    let vs_cod = |a: &str| {
+    let cod = label("cod")?;
+    let vs_cod = |p: &str| {
+        let a = label(p)?;
         tests
             .iter()
             .find(|t| t.a == a && t.b == cod)
             .and_then(|t| t.paired_truth)
     };
-    let (available, realised) = (vs_cod(&oracle)?, vs_cod(&eomm)?);
+    let (available, realised) = (vs_cod("oracle")?, vs_cod("eomm")?);
+    let (churn, outcomes) = (vs_cod("oracle-churn")?, vs_cod("oracle-outcomes")?);
     Some(TeamOracle {
         available_gain: available.diff,
         available_p: available.p,
         realised_gain: realised.diff,
         realised_p: realised.p,
         share: realised.diff / available.diff,
+        true_churn_gain: churn.diff,
+        true_churn_p: churn.p,
+        true_outcomes_gain: outcomes.diff,
+        true_outcomes_p: outcomes.p,
     })
 }
 
@@ -406,11 +455,13 @@ struct Day {
     superseded: u64,
 }
 
-/// Ticks `pol` over the window's arrivals (artifact `sc`'s states) until the queue drains.
+/// Ticks `pol` over the window's arrivals (artifact `sc`'s states) until the queue drains;
+/// the searches carry `shown`'s states (`sc`'s, but for a half-oracle that reads the true
+/// churn), and the lobbies are scored by `sc`.
 fn play_day(
     h: &EvalHistory,
     arr: &[Arrival],
-    sc: &Scored,
+    (sc, shown): (&Scored, &Scored),
     pol: &mut dyn Policy,
     cfg: &EvalConfig,
     (team_size, truth): (usize, Option<&Truth<'_>>),
@@ -445,7 +496,7 @@ fn play_day(
                     queued[player(k)] = true;
                 }
                 queue
-                    .push(a.search(next, a.start_ms, sc))
+                    .push(a.search(next, a.start_ms, shown))
                     .map_err(|e| EvalError::Input(format!("search {next}: {e}")))?;
             }
             next += 1;
@@ -590,19 +641,37 @@ pub(crate) fn replay(
     let (mut stats, mut days) = (Vec::new(), Vec::new());
     for &(art, sc) in arts {
         let models = team_models(art)?;
-        let names = TEAM_POLICIES
-            .iter()
-            .copied()
-            .chain(truth.as_ref().map(|_| "oracle"));
-        for name in names {
+        let oracles = truth.as_ref().map_or(&[][..], |_| &ORACLES[..]);
+        let true_sc = truth.as_ref().map(|t| with_true_churn(sc, t));
+        for &name in TEAM_POLICIES.iter().chain(oracles) {
             let eomm = eomm_config(team_size, &models, cfg);
-            let mut pol = match (name, &truth) {
-                ("oracle", Some(t)) => {
-                    Box::new(EommTeams::new(eomm, models).with_objective(t.objective(&arr)))
+            let (mut pol, read): (Box<dyn Policy>, &Scored) = match (name, &truth, &true_sc) {
+                ("oracle", Some(t), _) => (
+                    Box::new(EommTeams::new(eomm, models).with_objective(t.objective(&arr))),
+                    sc,
+                ),
+                ("oracle-churn", _, Some(true_sc)) => {
+                    (Box::new(EommTeams::new(eomm, models)), true_sc)
                 }
-                _ => policy(name, team_size, models, eomm),
+                ("oracle-outcomes", Some(t), _) => {
+                    let objective = t.objective_with(&arr, |k| model_churn(sc, k));
+                    (
+                        Box::new(EommTeams::new(eomm, models).with_objective(objective)),
+                        sc,
+                    )
+                }
+                _ => (policy(name, team_size, models, eomm), sc),
             };
-            let mut day = play_day(h, &arr, sc, pol.as_mut(), cfg, (team_size, truth.as_ref()))?;
+            // Every policy's lobbies are scored by our models; the half-oracle with the true
+            // churn reads it only to choose.
+            let mut day = play_day(
+                h,
+                &arr,
+                (sc, read),
+                pol.as_mut(),
+                cfg,
+                (team_size, truth.as_ref()),
+            )?;
             let label = if arts.len() > 1 {
                 format!("{}/{name}", sc.label)
             } else {

@@ -747,14 +747,25 @@ fn team_truth_section(h: &mut String, t: &TeamQueueResult) {
     if let Some(o) = &t.oracle {
         let _ = write!(
             h,
-            "<p>The team oracle (team EOMM choosing by the true churn, under the same rules and \
+            "<p>The team oracle (team EOMM choosing by the true churn and outcomes, under the same rules and \
              balance bound) gains {:+.5} true retention per player over the CoD rules (paired p \
-             {}); team EOMM gains {:+.5} (p {}): <strong>{}%</strong> of the available gain.</p>",
+             {}); team EOMM gains {:+.5} (p {}): <strong>{}%</strong> of the available gain.</p>\
+             <p>Where the rest is lost: team EOMM with the true churn but our team win model \
+             (<code>oracle-churn</code>) gains {:+.5} (p {}, {}% of the available gain); with our \
+             churn model but the true outcome probabilities (<code>oracle-outcomes</code>) \
+             {:+.5} (p {}, {}%). The half-oracle that reaches more names the model whose errors \
+             cost more.</p>",
             o.available_gain,
             decimals(o.available_p, 4),
             o.realised_gain,
             decimals(o.realised_p, 4),
-            decimals(100.0 * o.share, 0)
+            decimals(100.0 * o.share, 0),
+            o.true_churn_gain,
+            decimals(o.true_churn_p, 4),
+            decimals(100.0 * o.true_churn_gain / o.available_gain, 0),
+            o.true_outcomes_gain,
+            decimals(o.true_outcomes_p, 4),
+            decimals(100.0 * o.true_outcomes_gain / o.available_gain, 0),
         );
     }
 }
@@ -1198,12 +1209,18 @@ pub fn summary(r: &EvalReport) -> String {
             let _ = writeln!(
                 s,
                 "team oracle: true retention per player over the CoD rules {:+.5} (paired p {:.3}); \
-                 team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain",
+                 team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain; half-oracles: true \
+                 churn with our win model {:+.5} (p {:.3}), our churn with the true outcomes \
+                 {:+.5} (p {:.3})",
                 o.available_gain,
                 o.available_p,
                 o.realised_gain,
                 o.realised_p,
-                100.0 * o.share
+                100.0 * o.share,
+                o.true_churn_gain,
+                o.true_churn_p,
+                o.true_outcomes_gain,
+                o.true_outcomes_p,
             );
         }
     }

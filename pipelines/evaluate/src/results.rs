@@ -391,8 +391,13 @@ pub struct LeaverRun {
 }
 
 /// True retention per placed player over the CoD rules (paired over the players both placed):
-/// the team oracle's (team EOMM on the simulator's true churn, same rules and bound), which is
-/// the gain available, and team EOMM's, which is the gain realised.
+/// the team oracle's (team EOMM on the simulator's true churn and outcome probabilities, same
+/// rules and bound), which is the gain available, and team EOMM's, which is the gain realised.
+///
+/// Two half-oracles tell where the rest is lost: team EOMM with the true churn but our team win
+/// model (`oracle-churn`), and with our churn model but the true outcome probabilities
+/// (`oracle-outcomes`). Whichever half-oracle reaches more of the available gain names the
+/// model whose errors cost more.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct TeamOracle {
     pub available_gain: f64,
@@ -401,4 +406,10 @@ pub struct TeamOracle {
     pub realised_p: f64,
     /// `realised_gain / available_gain`.
     pub share: f64,
+    /// The half-oracle with the true churn and our win model: its gain and paired p.
+    pub true_churn_gain: f64,
+    pub true_churn_p: f64,
+    /// The half-oracle with our churn model and the true outcome probabilities.
+    pub true_outcomes_gain: f64,
+    pub true_outcomes_p: f64,
 }

@@ -259,9 +259,19 @@ fn team_queue_replay_accounts_for_every_search() {
         .as_ref()
         .expect("a team mode gets the queue replay");
     assert_eq!(t.team_size, 6);
-    // The three policies and, on this simulated lake, the team oracle.
+    // The three policies and, on this simulated lake, the team oracle and its two halves.
     let names: Vec<&str> = t.policies.iter().map(|p| p.policy.as_str()).collect();
-    assert_eq!(names, ["cod", "threshold", "eomm", "oracle"]);
+    assert_eq!(
+        names,
+        [
+            "cod",
+            "threshold",
+            "eomm",
+            "oracle",
+            "oracle-churn",
+            "oracle-outcomes"
+        ]
+    );
     let offered = t.policies[0].searches + t.policies[0].superseded;
     for p in &t.policies {
         // Every arrival is either queued or superseded by the player's older search, and every
@@ -304,10 +314,14 @@ fn team_queue_replay_accounts_for_every_search() {
     assert_eq!(o.available_gain, test("oracle", "cod").diff);
     assert_eq!(o.realised_gain, test("eomm", "cod").diff);
     assert!((o.share - o.realised_gain / o.available_gain).abs() < 1e-12);
-    assert_eq!(t.tests.len(), 4 * 3);
+    assert_eq!(o.true_churn_gain, test("oracle-churn", "cod").diff);
+    assert_eq!(o.true_outcomes_gain, test("oracle-outcomes", "cod").diff);
+    assert_eq!(o.true_churn_p, test("oracle-churn", "cod").p);
+    assert_eq!(t.tests.len(), 6 * 5);
     let html = std::fs::read_to_string(dir.path().join("eval/evaluation.html")).unwrap();
     assert!(html.contains("Team-queue policies replayed"));
     assert!(html.contains("Under the simulator's truth") && html.contains("of the available gain"));
+    assert!(html.contains("Where the rest is lost") && html.contains("oracle-outcomes"));
     leavers_account_for_every_slot(t);
     assert!(html.contains("Leavers and backfill") && html.contains("Time to fill an open slot"));
 
@@ -316,7 +330,7 @@ fn team_queue_replay_accounts_for_every_search() {
     cfg.out = dir.path().join("eval2");
     let r2 = evaluate(&cfg).unwrap();
     let t2 = r2.team_queue.as_ref().unwrap();
-    assert_eq!(t2.policies.len(), 8);
+    assert_eq!(t2.policies.len(), 2 * 6);
     for p in &t.policies {
         for q in t2.policies.iter().filter(|q| q.policy == p.policy) {
             assert_eq!(

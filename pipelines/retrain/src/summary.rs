@@ -303,7 +303,7 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
     )];
     for p in &rows {
         lines.push(format!(
-            "            {:<10} wait {:.1} s (p90 {:.0} s), blowouts {:.1}%, |P(win)-1/2| {:.3}, \
+            "            {:<15} wait {:.1} s (p90 {:.0} s), blowouts {:.1}%, |P(win)-1/2| {:.3}, \
              disparity {:.3}, churn {:.4}, retained {:.4}",
             p["policy"].as_str().unwrap_or("?"),
             f(&p["wait_s_mean"]),
@@ -317,7 +317,7 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
         let t = &p["truth"];
         if t.is_object() {
             lines.push(format!(
-                "            {:<10} under the truth: churn {:.4}, blowouts {:.1}%",
+                "            {:<15} under the truth: churn {:.4}, blowouts {:.1}%",
                 "",
                 f(&t["expected_churn"]),
                 100.0 * f(&t["blowout_rate"])
@@ -335,6 +335,17 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
             f(&o["realised_p"]),
             100.0 * f(&o["share"])
         ));
+        let (avail, part) = (f(&o["available_gain"]), |k: &str| f(&o[k]));
+        lines.push(format!(
+            "            half-oracles: true churn with our win model {:+.5} (p {:.3}, {:.0}%), our \
+             churn with the true outcomes {:+.5} (p {:.3}, {:.0}%)",
+            part("true_churn_gain"),
+            part("true_churn_p"),
+            100.0 * part("true_churn_gain") / avail,
+            part("true_outcomes_gain"),
+            part("true_outcomes_p"),
+            100.0 * part("true_outcomes_gain") / avail,
+        ));
     }
     lines.extend(leaver_lines(&tq["leavers"]));
     let Some(cod) = rows.iter().find(|p| p["policy"] == "cod") else {
@@ -345,11 +356,17 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
         let rate = f(&p["blowout_rate"]);
         // A rate both 1.5 times the CoD rules' and a point above it (a few lobbies of a
         // handful are not a factory).
-        if p["policy"] != "cod" && rate > BLOWOUT_FLAG_RATIO * base && rate - base > 0.01 {
+        // The oracles are yardsticks, not policies a queue could run.
+        let policy = p["policy"].as_str().unwrap_or("?");
+        if policy != "cod"
+            && !policy.starts_with("oracle")
+            && rate > BLOWOUT_FLAG_RATIO * base
+            && rate - base > 0.01
+        {
             lines.push(format!(
                 "  FLAG      {} makes blowouts in {:.1}% of its lobbies, more than {} times the \
                  CoD rules' {:.1}%: players leave after blowouts, so its churn figure flatters it",
-                p["policy"].as_str().unwrap_or("?"),
+                policy,
                 100.0 * rate,
                 BLOWOUT_FLAG_RATIO,
                 100.0 * base
@@ -491,6 +508,37 @@ mod tests {
         }
         let few = eval_lines(&few);
         assert!(few.iter().all(|l| !l.contains("FLAG")), "{few:?}");
+        // An oracle is a yardstick, not a policy a queue could run: never flagged.
+        let mut oracle = team_queue(0.020);
+        let mut row = oracle["team_queue"]["policies"][2].clone();
+        row["policy"] = serde_json::json!("oracle-churn");
+        row["blowout_rate"] = serde_json::json!(0.487);
+        oracle["team_queue"]["policies"]
+            .as_array_mut()
+            .unwrap()
+            .push(row);
+        let oracle = eval_lines(&oracle);
+        assert!(oracle.iter().all(|l| !l.contains("FLAG")), "{oracle:?}");
+    }
+
+    /// The vs-truth line gives the team oracle's gain and EOMM's share; the next line the two
+    /// half-oracles' gains as shares of the available gain.
+    #[test]
+    fn the_half_oracles_are_shares_of_the_available_gain() {
+        let mut e = team_queue(0.020);
+        e["team_queue"]["oracle"] = serde_json::json!({
+            "available_gain": 0.0016, "available_p": 0.00001, "realised_gain": 0.0004,
+            "realised_p": 0.2, "share": 0.25, "true_churn_gain": 0.0008, "true_churn_p": 0.04,
+            "true_outcomes_gain": 0.0012, "true_outcomes_p": 0.0001
+        });
+        let lines = eval_lines(&e);
+        let at = lines.iter().position(|l| l.contains("vs truth")).unwrap();
+        assert!(lines[at].ends_with("team EOMM +0.00040 (p 0.200): 25% of the available gain"));
+        assert_eq!(
+            lines[at + 1],
+            "            half-oracles: true churn with our win model +0.00080 (p 0.040, 50%), our \
+             churn with the true outcomes +0.00120 (p 0.000, 75%)"
+        );
     }
 
     /// The leaver lines pair each policy's run with backfill with its run without.
