@@ -339,3 +339,36 @@ fn the_blowout_shift_recovers_known_shifts() {
     assert_eq!(m.counterfactual_blowout(&r0), (plain, None));
     assert!(close < l0 && l0 < blow, "{close} {l0} {blow}");
 }
+
+/// The folds are fitted in parallel and merged in fold order: on one thread (the folds one after
+/// another) and on two, the same grid and the same model to the bit.
+#[test]
+fn cross_validation_is_the_same_on_one_thread_as_on_two() {
+    let spec = FeatureSpec::default();
+    let k = spec.names().len();
+    let (x, y, _, g) = data(400, 11);
+    let x = Array2::from_shape_vec((y.len(), k), x).unwrap();
+    let cfg = ChurnFitConfig {
+        c_grid: vec![1e-3, 1e-1, 10.0],
+        ..ChurnFitConfig::default()
+    };
+    let run = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| ChurnModel::fit(spec.clone(), x.view(), &y, &g, &cfg).unwrap())
+    };
+    let (one, two) = (run(1), run(2));
+    let bits = |m: &ChurnModel| -> Vec<u64> {
+        m.grid
+            .iter()
+            .flat_map(|p| [p.c, p.cv_log_loss, p.cv_auc])
+            .chain(m.coef.iter().copied())
+            .chain([m.intercept, m.c])
+            .map(f64::to_bits)
+            .collect()
+    };
+    assert_eq!(one.grid.len(), 3);
+    assert_eq!(bits(&one), bits(&two));
+}

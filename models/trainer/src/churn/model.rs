@@ -10,6 +10,7 @@
 //! reaches the same optimum more slowly (`mm bench logistic` measures both).
 
 use ndarray::ArrayView2;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::churn::features::FeatureSpec;
@@ -65,15 +66,27 @@ pub enum ChurnFitError {
 
 /// Column means and standard deviations (1 for a constant column).
 fn standardiser(x: ArrayView2<'_, f64>) -> (Vec<f64>, Vec<f64>) {
+    // Two passes over the rows (a pass per column strode across the whole table 2 d times);
+    // each column's sums still run over the rows in order, so the figures are the same.
     let n = x.nrows() as f64;
-    let mut mean = Vec::with_capacity(x.ncols());
-    let mut sd = Vec::with_capacity(x.ncols());
-    for col in x.columns() {
-        let m = col.sum() / n;
-        let v = col.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n;
-        mean.push(m);
-        sd.push(if v > 1e-24 { v.sqrt() } else { 1.0 });
+    let mut sum = vec![0.0; x.ncols()];
+    for row in x.rows() {
+        for (s, &v) in sum.iter_mut().zip(row) {
+            *s += v;
+        }
     }
+    let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
+    let mut sq = vec![0.0; x.ncols()];
+    for row in x.rows() {
+        for ((s, &v), m) in sq.iter_mut().zip(row).zip(&mean) {
+            *s += (v - m).powi(2);
+        }
+    }
+    let sd = sq
+        .iter()
+        .map(|s| s / n)
+        .map(|v| if v > 1e-24 { v.sqrt() } else { 1.0 })
+        .collect();
     (mean, sd)
 }
 
@@ -112,6 +125,58 @@ fn logistic(
         raw_coef: r.coef.to_vec(),
         raw_intercept: r.intercept,
     })
+}
+
+/// One fold's validation rows and, per penalty of the grid (in grid order), the predictions on
+/// them (`None`: the fold has no validation rows or one class only in training).
+type FoldPredictions = (Vec<usize>, Vec<Vec<f64>>);
+
+/// Fits fold `f` of the cross-validation rows `cv_rows` (with their `fold`s) at every penalty of
+/// the grid and predicts its validation rows.
+fn fold_predictions(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    (cv_rows, fold): (&[usize], &[usize]),
+    f: usize,
+    (cfg, cv): (&ChurnFitConfig, &ChurnFitConfig),
+) -> Result<Option<FoldPredictions>, ChurnFitError> {
+    let (tr, va): (Vec<usize>, Vec<usize>) = cv_rows
+        .iter()
+        .zip(fold)
+        .map(|(&i, &fi)| (i, fi))
+        .partition::<Vec<_>, _>(|&(_, fi)| fi != f)
+        .map_pair(|v| v.into_iter().map(|(i, _)| i).collect());
+    let yt: Vec<bool> = tr.iter().map(|&i| y[i]).collect();
+    if va.is_empty() || yt.iter().all(|&v| v) || yt.iter().all(|&v| !v) {
+        return Ok(None);
+    }
+    // One copy of the fold's training rows serves every C.
+    let xt = x.select(ndarray::Axis(0), &tr);
+    // The grid's penalties in increasing C, each fit started from the previous one's optimum
+    // (the same convex problem with a neighbouring penalty): the optimum is the one a cold start
+    // reaches, in fewer Newton steps.
+    let mut order: Vec<usize> = (0..cfg.c_grid.len()).collect();
+    order.sort_by(|&a, &b| cfg.c_grid[a].total_cmp(&cfg.c_grid[b]));
+    let mut by_c = vec![Vec::new(); cfg.c_grid.len()];
+    let mut previous: Option<Standardised> = None;
+    for ci in order {
+        let c = cfg.c_grid[ci];
+        let t = std::time::Instant::now();
+        let m = logistic(xt.view(), &yt, c, cv, previous.as_ref())?;
+        tracing::info!(
+            fold = f + 1,
+            folds = cfg.folds,
+            c,
+            train_rows = tr.len(),
+            seconds = (t.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+            "churn cross-validation: fold {} of {}, C = {c} fitted",
+            f + 1,
+            cfg.folds
+        );
+        by_c[ci] = va.iter().map(|&i| m.predict(x.row(i))).collect();
+        previous = Some(m);
+    }
+    Ok(Some((va, by_c)))
 }
 
 /// `P = sigmoid(intercept + sum coef_k (x_k - mean_k) / sd_k)`.
@@ -282,7 +347,6 @@ impl FitChurnModel for ChurnModel {
     }
 
     /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
-    /// Fits on `x` (rows of `spec`'s features), labels `y` and player `groups`.
     fn fit(
         spec: FeatureSpec,
         x: ArrayView2<'_, f64>,
@@ -321,46 +385,20 @@ impl FitChurnModel for ChurnModel {
             tolerance_per_row: cfg.cv_tolerance_per_row,
             ..cfg.clone()
         };
-        for f in 0..cfg.folds {
-            let (tr, va): (Vec<usize>, Vec<usize>) = cv_rows
-                .iter()
-                .zip(&fold)
-                .map(|(&i, &fi)| (i, fi))
-                .partition::<Vec<_>, _>(|&(_, fi)| fi != f)
-                .map_pair(|v| v.into_iter().map(|(i, _)| i).collect());
-            let yt: Vec<bool> = tr.iter().map(|&i| y[i]).collect();
-            if va.is_empty() || yt.iter().all(|&v| v) || yt.iter().all(|&v| !v) {
-                continue;
-            }
-            // One copy of the fold's training rows serves every C.
-            let xt = x.select(ndarray::Axis(0), &tr);
+        // The folds are fitted in parallel (each fit's own row ranges are parallel too, but
+        // its Newton steps have serial parts) and merged in fold order: the same scores as
+        // fitting them one after another.
+        let folds: Vec<Option<FoldPredictions>> = (0..cfg.folds)
+            .into_par_iter()
+            .map(|f| fold_predictions(x, y, (&cv_rows, &fold), f, (cfg, &cv)))
+            .collect::<Result<_, _>>()?;
+        for (va, by_c) in folds.into_iter().flatten() {
             labels.extend(va.iter().map(|&i| y[i]));
-            // The grid's penalties in increasing C, each fit started from the previous one's
-            // optimum (the same convex problem with a neighbouring penalty): the optimum is the
-            // one a cold start reaches, in fewer Newton steps.
-            let mut order: Vec<usize> = (0..cfg.c_grid.len()).collect();
-            order.sort_by(|&a, &b| cfg.c_grid[a].total_cmp(&cfg.c_grid[b]));
-            let mut previous: Option<Standardised> = None;
-            for ci in order {
-                let c = cfg.c_grid[ci];
-                let t = std::time::Instant::now();
-                let m = logistic(xt.view(), &yt, c, &cv, previous.as_ref())?;
-                tracing::info!(
-                    fold = f + 1,
-                    folds = cfg.folds,
-                    c,
-                    train_rows = tr.len(),
-                    seconds = (t.elapsed().as_secs_f64() * 100.0).round() / 100.0,
-                    "churn cross-validation: fold {} of {}, C = {c} fitted",
-                    f + 1,
-                    cfg.folds
-                );
-                for &i in &va {
-                    let p = m.predict(x.row(i));
+            for (ci, ps) in by_c.iter().enumerate() {
+                for (&i, &p) in va.iter().zip(ps) {
                     scores[ci].add(p, f64::from(u8::from(y[i])));
                     preds[ci].push(p);
                 }
-                previous = Some(m);
             }
         }
         let grid: Vec<GridPoint> = cfg
