@@ -357,7 +357,7 @@ fn cross_validation_is_the_same_on_one_thread_as_on_two() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| ChurnModel::fit(spec.clone(), x.view(), &y, &g, &cfg).unwrap())
+            .install(|| ChurnModel::fit(spec, x.view(), &y, &g, &cfg).unwrap())
     };
     let (one, two) = (run(1), run(2));
     let bits = |m: &ChurnModel| -> Vec<u64> {
