@@ -90,35 +90,7 @@ pub fn evaluate_with(
         "evaluating {}",
         cfg.artifact.display()
     );
-    let mode = cfg.mode.clone().or_else(|| art.manifest.mode.clone());
-    let last_data = art.manifest.snapshot_as_of_ms.max(
-        other
-            .as_ref()
-            .map_or(i64::MIN, |o| o.manifest.snapshot_as_of_ms),
-    );
-    let from_ms = cfg.from_ms.unwrap_or(last_data + 1);
-    let to_ms = cfg.to_ms.unwrap_or(i64::MAX);
-    if to_ms <= from_ms {
-        return Err(EvalError::Input(format!(
-            "the evaluation window [{}, {}) is empty",
-            fmt_ms(from_ms),
-            fmt_ms(to_ms)
-        )));
-    }
-    let h = history::read(&WindowSpec {
-        lake: cfg.lake.clone(),
-        as_of: cfg.as_of,
-        mode: mode.clone(),
-        from_ms,
-        to_ms,
-        horizon_ms: art.churn.horizon_ms,
-        blowout_margin: art.churn.blowout_margin,
-        read_from_ms: art.manifest.snapshot_as_of_ms.min(
-            other
-                .as_ref()
-                .map_or(i64::MAX, |o| o.manifest.snapshot_as_of_ms),
-        ),
-    })?;
+    let (mode, h) = read_window(cfg, &art, other.as_ref())?;
     let mut arts = vec![measures::scored(&h, &art, "candidate")?];
     if let Some(o) = &other {
         arts.push(measures::scored(&h, o, "baseline")?);
@@ -148,17 +120,7 @@ pub fn evaluate_with(
     let mut sizes = Vec::new();
     // On a simulated lake, the truth of every search: the pools then carry the oracle.
     let truth = if !one_v_one || !cfg.pool_sizes.is_empty() {
-        if art.churn.horizon_ms == truth::HORIZON_MS {
-            match truth::load(&cfg.lake, &h)? {
-                Ok(t) => Some(t),
-                Err(why) => {
-                    tracing::info!("no oracle: {why}");
-                    None
-                }
-            }
-        } else {
-            None
-        }
+        simulated_truth(cfg, &h, &art)?
     } else {
         None
     };
@@ -170,62 +132,16 @@ pub fn evaluate_with(
         );
     }
     if one_v_one {
-        let total = (cfg.rounds * cfg.pool_sizes.len()) as u64;
-        let mut meter =
-            mm_lake::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
-        let mut done = 0u64;
-        for &p in &cfg.pool_sizes {
-            let r = pool1v1::run_size(
-                cfg,
-                &arts,
-                &names,
-                &policies,
-                &pools,
-                p,
-                truth.as_ref(),
-                &mut |k| {
-                    progress(done + k, total);
-                    meter.add((done + k).saturating_sub(meter.done()));
-                },
-            )?;
-            done += cfg.rounds as u64;
-            sizes.push(r);
-        }
-        meter.finish();
+        let run = (&arts[..], &names[..], &policies[..], &pools);
+        sizes = pool_sizes(cfg, run, truth.as_ref(), progress)?;
     }
     let mut team_queue = None;
     if !one_v_one {
-        match replay::team_size(&h) {
-            Some(t) => {
-                let mut pairs = vec![(&art, &arts[0])];
-                if let Some(o) = &other {
-                    pairs.push((o, &arts[1]));
-                }
-                team_queue = Some(replay::replay(&h, &pairs, t, cfg, truth.as_ref())?);
-                if team_queue
-                    .as_ref()
-                    .is_some_and(|q| q.policies.iter().any(|p| p.truth.is_some()))
-                {
-                    notes.push(
-                        "Simulated lake: every policy's lobbies are also scored under the \
-                         simulator's truth (the kill race's true win, draw and blowout \
-                         probabilities, each player's true churn after a win, a draw, a close \
-                         and a blowout loss), with paired tests over the players both placed."
-                            .to_string(),
-                    );
-                }
-                notes.push(format!(
-                    "The mode is not 1v1: the pairing policies do not apply. The team-queue \
-                     policies were replayed over the window's {} real searches ({t}v{t}).",
-                    h.searchers.len()
-                ));
-            }
-            None => notes.push(
-                "The mode is not 1v1 and the window has no two-team match of equal teams: no \
-                 policy was run; this report holds the holdout scores and the real lobbies."
-                    .to_string(),
-            ),
+        let mut pairs = vec![(&art, &arts[0])];
+        if let Some(o) = &other {
+            pairs.push((o, &arts[1]));
         }
+        team_queue = team_replay(&h, &pairs, cfg, truth.as_ref(), &mut notes)?;
     }
     let eomm_vs_skill = pool1v1::eomm_vs_skill(&sizes);
     let report = EvalReport {
@@ -270,4 +186,123 @@ pub fn evaluate_with(
     };
     report::write(&cfg.out, &report)?;
     Ok(report)
+}
+
+/// The evaluation window's history: from after the newer artifact's data (or `--from`) to
+/// `--to`, of the configured mode or the artifact's.
+fn read_window(
+    cfg: &EvalConfig,
+    art: &mm_artifact::Artifact,
+    other: Option<&mm_artifact::Artifact>,
+) -> Result<(Option<String>, history::EvalHistory), EvalError> {
+    let mode = cfg.mode.clone().or_else(|| art.manifest.mode.clone());
+    let last_data = art
+        .manifest
+        .snapshot_as_of_ms
+        .max(other.map_or(i64::MIN, |o| o.manifest.snapshot_as_of_ms));
+    let from_ms = cfg.from_ms.unwrap_or(last_data + 1);
+    let to_ms = cfg.to_ms.unwrap_or(i64::MAX);
+    if to_ms <= from_ms {
+        return Err(EvalError::Input(format!(
+            "the evaluation window [{}, {}) is empty",
+            fmt_ms(from_ms),
+            fmt_ms(to_ms)
+        )));
+    }
+    let h = history::read(&WindowSpec {
+        lake: cfg.lake.clone(),
+        as_of: cfg.as_of,
+        mode: mode.clone(),
+        from_ms,
+        to_ms,
+        horizon_ms: art.churn.horizon_ms,
+        blowout_margin: art.churn.blowout_margin,
+        read_from_ms: art
+            .manifest
+            .snapshot_as_of_ms
+            .min(other.map_or(i64::MAX, |o| o.manifest.snapshot_as_of_ms)),
+    })?;
+    Ok((mode, h))
+}
+
+/// The simulator's truth of every search when the lake is simulated and the artifact's churn
+/// horizon is the truth's (`None`, with the reason logged, otherwise).
+fn simulated_truth(
+    cfg: &EvalConfig,
+    h: &history::EvalHistory,
+    art: &mm_artifact::Artifact,
+) -> Result<Option<truth::TruthSearches>, EvalError> {
+    if art.churn.horizon_ms != truth::HORIZON_MS {
+        return Ok(None);
+    }
+    Ok(match truth::load(&cfg.lake, h)? {
+        Ok(t) => Some(t),
+        Err(why) => {
+            tracing::info!("no oracle: {why}");
+            None
+        }
+    })
+}
+
+/// The 1v1 pairing policies at every pool size, `cfg.rounds` rounds each.
+fn pool_sizes(
+    cfg: &EvalConfig,
+    (arts, names, policies, pools): (
+        &[measures::Scored],
+        &[String],
+        &[mm_matcher::pairing::PairPolicy],
+        &pool1v1::Pools,
+    ),
+    truth: Option<&truth::TruthSearches>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<SizeResult>, EvalError> {
+    let total = (cfg.rounds * cfg.pool_sizes.len()) as u64;
+    let mut meter = mm_lake::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
+    let mut done = 0u64;
+    let mut sizes = Vec::new();
+    for &p in &cfg.pool_sizes {
+        let r = pool1v1::run_size(cfg, arts, names, policies, pools, p, truth, &mut |k| {
+            progress(done + k, total);
+            meter.add((done + k).saturating_sub(meter.done()));
+        })?;
+        done += cfg.rounds as u64;
+        sizes.push(r);
+    }
+    meter.finish();
+    Ok(sizes)
+}
+
+/// The team-queue replay of a mode that is not 1v1, with its notes (none when the window has no
+/// two-team match of equal teams).
+fn team_replay(
+    h: &history::EvalHistory,
+    pairs: &[(&mm_artifact::Artifact, &measures::Scored)],
+    cfg: &EvalConfig,
+    truth: Option<&truth::TruthSearches>,
+    notes: &mut Vec<String>,
+) -> Result<Option<TeamQueueResult>, EvalError> {
+    let Some(t) = replay::team_size(h) else {
+        notes.push(
+            "The mode is not 1v1 and the window has no two-team match of equal teams: no \
+             policy was run; this report holds the holdout scores and the real lobbies."
+                .to_string(),
+        );
+        return Ok(None);
+    };
+    let q = replay::replay(h, pairs, t, cfg, truth)?;
+    if q.policies.iter().any(|p| p.truth.is_some()) {
+        notes.push(
+            "Simulated lake: every policy's lobbies are also scored under the simulator's truth \
+             (the kill race's true win, draw and blowout probabilities, each player's true churn \
+             after a win, a draw, a close and a blowout loss), with paired tests over the \
+             players both placed."
+                .to_string(),
+        );
+    }
+    notes.push(format!(
+        "The mode is not 1v1: the pairing policies do not apply. The team-queue policies were \
+         replayed over the window's {} real searches ({t}v{t}).",
+        h.searchers.len()
+    ));
+    Ok(Some(q))
 }

@@ -92,6 +92,25 @@ pub fn html(r: &EvalReport) -> String {
         let _ = write!(h, "<p><b>Note.</b> {}</p>", escape(n));
     }
 
+    holdout_section(&mut h, r);
+    historical_section(&mut h, r);
+
+    if !r.sizes.is_empty() {
+        table2(&mut h, r);
+        for s in &r.sizes {
+            size_section(&mut h, r, s);
+        }
+    }
+    if let Some(t) = &r.team_queue {
+        team_section(&mut h, t);
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The models against what happened: the holdout scores per artifact and, with a baseline, the
+/// paired differences with their bootstrap intervals.
+fn holdout_section(h: &mut String, r: &EvalReport) {
     h.push_str(
         "<h2>The models against what happened</h2><p>Churn after the real outcome against the \
          observed label (censored searches left out); the team win model on the real matches. \
@@ -150,7 +169,10 @@ pub fn html(r: &EvalReport) -> String {
         }
         h.push_str("</table>");
     }
+}
 
+/// What historically happened, under each artifact's models.
+fn historical_section(h: &mut String, r: &EvalReport) {
     h.push_str(
         "<h2>What historically happened, under the same models</h2><table><tr><th>artifact</th>\
          <th>real matches</th><th>players</th><th>expected churn (95% CI)</th>\
@@ -176,18 +198,6 @@ pub fn html(r: &EvalReport) -> String {
         );
     }
     h.push_str("</table>");
-
-    if !r.sizes.is_empty() {
-        table2(&mut h, r);
-        for s in &r.sizes {
-            size_section(&mut h, r, s);
-        }
-    }
-    if let Some(t) = &r.team_queue {
-        team_section(&mut h, t);
-    }
-    h.push_str("</body></html>\n");
-    h
 }
 
 /// EOMM Table 2's layout: policies by pool size, retained players per round, plus the
@@ -257,120 +267,130 @@ fn table2(h: &mut String, r: &EvalReport) {
     }
     h.push_str("</table>");
     if !r.eomm_vs_skill.is_empty() {
+        eomm_over_skill(h, r);
+        improvement_chart(h, r);
+    }
+}
+
+/// EOMM over SkillMM per pool size, with the oracle split under the truth and the verdict.
+fn eomm_over_skill(h: &mut String, r: &EvalReport) {
+    h.push_str(
+        "<h3>EOMM over SkillMM</h3><table><tr><th>pool size</th><th>artifact</th>\
+         <th>retained, relative</th><th>Welch p</th><th>paired p</th>\
+         <th>paired p, expected</th><th>paper</th></tr>",
+    );
+    for e in &r.eomm_vs_skill {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td></tr>",
+            e.pool_size,
+            escape(&e.artifact),
+            pct(e.relative_improvement),
+            pval(e.p_value),
+            pval(e.paired_p_value),
+            pval(e.paired_expected_p_value),
+            e.paper_relative_improvement.map_or("–".into(), pct)
+        );
+    }
+    h.push_str("</table>");
+    if r.eomm_vs_skill.iter().any(|e| e.truth.is_some()) {
         h.push_str(
-            "<h3>EOMM over SkillMM</h3><table><tr><th>pool size</th><th>artifact</th>\
-             <th>retained, relative</th><th>Welch p</th><th>paired p</th>\
-             <th>paired p, expected</th><th>paper</th></tr>",
+            "<h3>How much of the available gain our EOMM realises (simulator's truth)</h3>\
+             <p>Every pairing scored with the simulator's true win and churn probabilities \
+             (expected retained players per round), beside the oracle: EOMM pairing on \
+             those probabilities themselves, the most any EOMM could retain in this world. \
+             The paired t-tests compare each with SkillMM round by round. The last two \
+             columns split the gap: the share EOMM realises when it pairs on the true win \
+             probabilities with our churn model, and on our win model with the true churn \
+             probabilities.</p><table><tr>\
+             <th>pool size</th><th>artifact</th><th>SkillMM</th><th>our EOMM</th>\
+             <th>oracle</th><th>oracle gain</th><th>realised gain</th><th>share</th>\
+             <th>paired p, ours</th><th>paired p, oracle</th>\
+             <th>share, true win + our churn</th><th>share, our win + true churn</th></tr>",
         );
         for e in &r.eomm_vs_skill {
-            let _ = write!(
-                h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td></tr>",
-                e.pool_size,
-                escape(&e.artifact),
-                pct(e.relative_improvement),
-                pval(e.p_value),
-                pval(e.paired_p_value),
-                pval(e.paired_expected_p_value),
-                e.paper_relative_improvement.map_or("–".into(), pct)
-            );
+            if let Some(t) = &e.truth {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                     <td>{}</td><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    e.pool_size,
+                    escape(&e.artifact),
+                    decimals(t.skill, 2),
+                    decimals(t.eomm, 2),
+                    decimals(t.oracle, 2),
+                    pct(t.oracle_gain),
+                    pct(t.realised_gain),
+                    decimals(100.0 * t.share, 0),
+                    pval(t.realised_p),
+                    pval(t.oracle_p),
+                    share_cell(t.true_win_share),
+                    share_cell(t.true_churn_share),
+                );
+            }
         }
         h.push_str("</table>");
-        if r.eomm_vs_skill.iter().any(|e| e.truth.is_some()) {
-            h.push_str(
-                "<h3>How much of the available gain our EOMM realises (simulator's truth)</h3>\
-                 <p>Every pairing scored with the simulator's true win and churn probabilities \
-                 (expected retained players per round), beside the oracle: EOMM pairing on \
-                 those probabilities themselves, the most any EOMM could retain in this world. \
-                 The paired t-tests compare each with SkillMM round by round. The last two \
-                 columns split the gap: the share EOMM realises when it pairs on the true win \
-                 probabilities with our churn model, and on our win model with the true churn \
-                 probabilities.</p><table><tr>\
-                 <th>pool size</th><th>artifact</th><th>SkillMM</th><th>our EOMM</th>\
-                 <th>oracle</th><th>oracle gain</th><th>realised gain</th><th>share</th>\
-                 <th>paired p, ours</th><th>paired p, oracle</th>\
-                 <th>share, true win + our churn</th><th>share, our win + true churn</th></tr>",
-            );
-            for e in &r.eomm_vs_skill {
-                if let Some(t) = &e.truth {
-                    let _ = write!(
-                        h,
-                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                         <td>{}</td><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                        e.pool_size,
-                        escape(&e.artifact),
-                        decimals(t.skill, 2),
-                        decimals(t.eomm, 2),
-                        decimals(t.oracle, 2),
-                        pct(t.oracle_gain),
-                        pct(t.realised_gain),
-                        decimals(100.0 * t.share, 0),
-                        pval(t.realised_p),
-                        pval(t.oracle_p),
-                        share_cell(t.true_win_share),
-                        share_cell(t.true_churn_share),
-                    );
-                }
-            }
-            h.push_str("</table>");
-        }
-        h.push_str("<ul>");
-        for line in table2_verdict(r) {
-            let _ = write!(h, "<li>{}</li>", escape(&line));
-        }
-        h.push_str("</ul>");
-        let series: Vec<(String, Vec<(f64, f64)>)> = {
-            let mut by: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-            for e in &r.eomm_vs_skill {
-                let name = if e.artifact.is_empty() {
-                    "measured".to_string()
-                } else {
-                    format!("measured ({})", e.artifact)
-                };
-                match by.iter_mut().find(|b| b.0 == name) {
-                    Some(b) => {
-                        b.1.push((e.pool_size as f64, 100.0 * e.relative_improvement))
-                    }
-                    None => by.push((
-                        name,
-                        vec![(e.pool_size as f64, 100.0 * e.relative_improvement)],
-                    )),
-                }
-            }
-            by.push((
-                "EOMM paper".into(),
-                PAPER_TABLE2
-                    .iter()
-                    .map(|e| (e.0 as f64, 100.0 * (e.1[3] / e.1[1] - 1.0)))
-                    .collect(),
-            ));
-            by
-        };
-        let ys: Vec<f64> = series
-            .iter()
-            .flat_map(|s| s.1.iter().map(|p| p.1))
-            .collect();
-        let (lo, hi) = ys
-            .iter()
-            .fold((0.0f64, 0.0f64), |(a, b), &y| (a.min(y), b.max(y)));
-        let pad = 0.1 * (hi - lo).max(0.5);
-        let refs: Vec<mm_fit::html::Series<'_>> = series
-            .iter()
-            .map(|(n, pts)| (n.as_str(), pts.clone(), true))
-            .collect();
-        h.push_str("<div class=\"charts\">");
-        h.push_str(&retention_by_size(r));
-        h.push_str(&line_chart(
-            "EOMM over SkillMM: retained players",
-            "pool size",
-            "relative improvement (%)",
-            (50.0, 550.0),
-            (lo - pad, hi + pad),
-            &refs,
-        ));
-        h.push_str("</div>");
     }
+    h.push_str("<ul>");
+    for line in table2_verdict(r) {
+        let _ = write!(h, "<li>{}</li>", escape(&line));
+    }
+    h.push_str("</ul>");
+}
+
+/// The retention chart by pool size and EOMM over SkillMM against the paper's, by pool size.
+fn improvement_chart(h: &mut String, r: &EvalReport) {
+    let series: Vec<(String, Vec<(f64, f64)>)> = {
+        let mut by: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for e in &r.eomm_vs_skill {
+            let name = if e.artifact.is_empty() {
+                "measured".to_string()
+            } else {
+                format!("measured ({})", e.artifact)
+            };
+            match by.iter_mut().find(|b| b.0 == name) {
+                Some(b) => {
+                    b.1.push((e.pool_size as f64, 100.0 * e.relative_improvement))
+                }
+                None => by.push((
+                    name,
+                    vec![(e.pool_size as f64, 100.0 * e.relative_improvement)],
+                )),
+            }
+        }
+        by.push((
+            "EOMM paper".into(),
+            PAPER_TABLE2
+                .iter()
+                .map(|e| (e.0 as f64, 100.0 * (e.1[3] / e.1[1] - 1.0)))
+                .collect(),
+        ));
+        by
+    };
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .collect();
+    let (lo, hi) = ys
+        .iter()
+        .fold((0.0f64, 0.0f64), |(a, b), &y| (a.min(y), b.max(y)));
+    let pad = 0.1 * (hi - lo).max(0.5);
+    let refs: Vec<mm_fit::html::Series<'_>> = series
+        .iter()
+        .map(|(n, pts)| (n.as_str(), pts.clone(), true))
+        .collect();
+    h.push_str("<div class=\"charts\">");
+    h.push_str(&retention_by_size(r));
+    h.push_str(&line_chart(
+        "EOMM over SkillMM: retained players",
+        "pool size",
+        "relative improvement (%)",
+        (50.0, 550.0),
+        (lo - pad, hi + pad),
+        &refs,
+    ));
+    h.push_str("</div>");
 }
 
 /// The Table 2 findings in words: per pool size, whether EOMM retains more than SkillMM and at
@@ -1178,54 +1198,59 @@ pub fn summary(r: &EvalReport) -> String {
         let _ = writeln!(s, "{line}");
     }
     if let Some(t) = &r.team_queue {
-        let _ = writeln!(
-            s,
-            "team queue replay ({n}v{n}, tick {} s): policy, placed/unplaced searches, mean wait s, \
-             p90 wait s, predicted blowouts, |P(win)-1/2|, skill disparity, party parity, \
-             predicted churn per player; under the truth: churn, blowouts",
-            t.tick_s,
-            n = t.team_size
-        );
-        for x in &t.policies {
-            let truth = x.truth.as_ref().map_or_else(String::new, |tr| {
-                format!(" {:>8.4} {:>6.3}", tr.expected_churn, tr.blowout_rate)
-            });
-            let _ = writeln!(
-                s,
-                "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>7.4} {:>8.4} {:>7.4} {:>7.3} {:>10.4}{truth}",
-                x.label,
-                x.placed_searches,
-                x.unplaced_searches,
-                x.wait_s_mean,
-                x.wait_s_p90,
-                x.blowout_rate,
-                x.mean_abs_pwin_minus_half,
-                x.mean_skill_disparity,
-                x.party_parity,
-                x.expected_churn,
-            );
-        }
-        if let Some(o) = &t.oracle {
-            let _ = writeln!(
-                s,
-                "team oracle: true retention per player over the CoD rules {:+.5} (paired p {:.3}); \
-                 team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain; half-oracles: true \
-                 churn with our win model {:+.5} (p {:.3}), our churn with the true outcomes \
-                 {:+.5} (p {:.3})",
-                o.available_gain,
-                o.available_p,
-                o.realised_gain,
-                o.realised_p,
-                100.0 * o.share,
-                o.true_churn_gain,
-                o.true_churn_p,
-                o.true_outcomes_gain,
-                o.true_outcomes_p,
-            );
-        }
+        team_summary(&mut s, t);
     }
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// The summary's team-queue lines: one per policy, then the team oracle's.
+fn team_summary(s: &mut String, t: &TeamQueueResult) {
+    let _ = writeln!(
+        s,
+        "team queue replay ({n}v{n}, tick {} s): policy, placed/unplaced searches, mean wait s, \
+         p90 wait s, predicted blowouts, |P(win)-1/2|, skill disparity, party parity, \
+         predicted churn per player; under the truth: churn, blowouts",
+        t.tick_s,
+        n = t.team_size
+    );
+    for x in &t.policies {
+        let truth = x.truth.as_ref().map_or_else(String::new, |tr| {
+            format!(" {:>8.4} {:>6.3}", tr.expected_churn, tr.blowout_rate)
+        });
+        let _ = writeln!(
+            s,
+            "  {:<22} {:>7}/{:<6} {:>8.1} {:>8.0} {:>7.4} {:>8.4} {:>7.4} {:>7.3} {:>10.4}{truth}",
+            x.label,
+            x.placed_searches,
+            x.unplaced_searches,
+            x.wait_s_mean,
+            x.wait_s_p90,
+            x.blowout_rate,
+            x.mean_abs_pwin_minus_half,
+            x.mean_skill_disparity,
+            x.party_parity,
+            x.expected_churn,
+        );
+    }
+    if let Some(o) = &t.oracle {
+        let _ = writeln!(
+            s,
+            "team oracle: true retention per player over the CoD rules {:+.5} (paired p {:.3}); \
+             team EOMM {:+.5} (p {:.3}): {:.0}% of the available gain; half-oracles: true \
+             churn with our win model {:+.5} (p {:.3}), our churn with the true outcomes \
+             {:+.5} (p {:.3})",
+            o.available_gain,
+            o.available_p,
+            o.realised_gain,
+            o.realised_p,
+            100.0 * o.share,
+            o.true_churn_gain,
+            o.true_churn_p,
+            o.true_outcomes_gain,
+            o.true_outcomes_p,
+        );
+    }
 }

@@ -45,7 +45,7 @@ use mm_lake::Lake;
 use mm_trainer::skill::team::TeamFitConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::window::{ChurnRows, Window, counts_before, refit_churn, window_days};
+use crate::window::{ChurnRefit, ChurnRows, Window, counts_before, refit_churn, window_days};
 use crate::{DAY_MS, RetrainError, io};
 
 /// Players whose last match is at most this many days before the data's end make the
@@ -391,22 +391,7 @@ pub fn continue_model(
             touched.insert(s.player_id.clone(), s);
         }
     }
-    // Every player: the snapshot's, updated where they played, then the new ones, by id.
-    let mut players: Vec<PlayerState> = Vec::with_capacity(art.snapshot.len() + touched.len());
-    for p in art.snapshot.iter() {
-        players.push(touched.remove(&p.player_id).unwrap_or(p));
-    }
-    c.new_players = touched.len() as u64;
-    players.extend(touched.into_values());
-    players.sort_by(|a, b| a.player_id.cmp(&b.player_id));
-    c.players = players.len() as u64;
-
-    for p in &mut players {
-        p.window_counts = starts
-            .get(p.player_id.as_str())
-            .map_or([0; 4], |s| counts_before(s, end));
-        p.counts_as_of_ms = end;
-    }
+    let mut players = merged_players(art, touched, &starts, end, c);
     let active: Vec<f64> = players
         .iter()
         .filter(|p| p.last_seen_ms >= end - ACTIVE_DAYS * DAY_MS)
@@ -420,19 +405,73 @@ pub fn continue_model(
     }
 
     let team = refit_team(art, &samples, window, cutoff_ms)?;
-    c.team_model = team.note;
+    c.team_model = team.note.clone();
     let churn = refit_churn(art, &rows, &starts, end, window, cutoff_ms)?;
-    c.churn_model = churn.note;
+    c.churn_model = churn.note.clone();
 
-    // The base's files, but for the snapshot, the percentile map and a refitted team model.
+    let files = artifact_files(art, &players, &map, &team, &churn)?;
+    let mut manifest: Manifest = art.manifest.clone();
+    manifest.created_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    manifest.code_version = env!("CARGO_PKG_VERSION").to_string();
+    manifest.data.lake_version = Some(c.to_lake_version);
+    manifest.data.last_match_ms = end;
+    manifest.data.rows += c.new_rows + c.late_rows;
+    manifest.data.matches += c.new_matches + c.late_matches;
+    manifest.data.players = c.players;
+    if let Some(m) = &churn.model {
+        manifest.data.churn_train_rows = m.rows;
+    }
+    manifest.snapshot_as_of_ms = end;
+    manifest.metrics.insert(
+        "continued".into(),
+        serde_json::to_value(&*c).map_err(|e| RetrainError::Input(e.to_string()))?,
+    );
+    write_artifact(out, &files, &manifest)
+}
+
+/// Every player: the snapshot's, updated where they played (`touched`), then the new ones, by
+/// id, with their window counts at `end`.
+fn merged_players(
+    art: &Artifact,
+    mut touched: HashMap<String, PlayerState>,
+    starts: &HashMap<String, Vec<i64>>,
+    end: i64,
+    c: &mut Continued,
+) -> Vec<PlayerState> {
+    let mut players: Vec<PlayerState> = Vec::with_capacity(art.snapshot.len() + touched.len());
+    for p in art.snapshot.iter() {
+        players.push(touched.remove(&p.player_id).unwrap_or(p));
+    }
+    c.new_players = touched.len() as u64;
+    players.extend(touched.into_values());
+    players.sort_by(|a, b| a.player_id.cmp(&b.player_id));
+    c.players = players.len() as u64;
+    for p in &mut players {
+        p.window_counts = starts
+            .get(p.player_id.as_str())
+            .map_or([0; 4], |s| counts_before(s, end));
+        p.counts_as_of_ms = end;
+    }
+    players
+}
+
+/// The base's files, but for the snapshot, the percentile map and the refitted team and churn
+/// models.
+fn artifact_files(
+    art: &Artifact,
+    players: &[PlayerState],
+    map: &PercentileMap,
+    team: &TeamRefit,
+    churn: &ChurnRefit,
+) -> Result<Files, RetrainError> {
     let win_skill = art.snapshot.has_win_skill();
     let history = art.churn.model.spec.history;
     let mut files: Files = Vec::new();
     for f in &art.manifest.files {
         let bytes = match f.path.as_str() {
-            PLAYERS_FILE => write_snapshot(history, &players, win_skill)
+            PLAYERS_FILE => write_snapshot(history, players, win_skill)
                 .map_err(|e| RetrainError::Input(format!("writing the snapshot: {e}")))?,
-            PERCENTILES_FILE => json_bytes(&map),
+            PERCENTILES_FILE => json_bytes(map),
             TEAM_WIN_FILE if team.model.is_some() => json_bytes(&team.model),
             PARTY_FILE if team.model.is_some() => {
                 json_bytes(&team.model.and_then(|t| t.party_adjustment()))
@@ -451,30 +490,19 @@ pub fn continue_model(
         };
         files.push((f.path.clone(), bytes));
     }
-    let mut manifest: Manifest = art.manifest.clone();
-    manifest.created_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    manifest.code_version = env!("CARGO_PKG_VERSION").to_string();
-    manifest.data.lake_version = Some(c.to_lake_version);
-    manifest.data.last_match_ms = end;
-    manifest.data.rows += c.new_rows + c.late_rows;
-    manifest.data.matches += c.new_matches + c.late_matches;
-    manifest.data.players = c.players;
-    if let Some(m) = &churn.model {
-        manifest.data.churn_train_rows = m.rows;
-    }
-    manifest.snapshot_as_of_ms = end;
-    manifest.metrics.insert(
-        "continued".into(),
-        serde_json::to_value(&*c).map_err(|e| RetrainError::Input(e.to_string()))?,
-    );
+    Ok(files)
+}
+
+/// Writes the continued artifact's files into `out`, each atomically, the manifest last.
+fn write_artifact(out: &Path, files: &Files, manifest: &Manifest) -> Result<(), RetrainError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
-    for (name, bytes) in &files {
+    for (name, bytes) in files {
         let p = out.join(name);
         mm_eval::report::write_atomic(&p, bytes)?;
     }
     let p = out.join("manifest.json");
     let bytes =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| RetrainError::Input(e.to_string()))?;
+        serde_json::to_vec_pretty(manifest).map_err(|e| RetrainError::Input(e.to_string()))?;
     mm_eval::report::write_atomic(&p, &bytes)?;
     Ok(())
 }
