@@ -512,3 +512,99 @@ pub fn parse_parquet(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use arrow_array::types::Int64Type;
+    use arrow_array::{ArrayRef, Int64Array, TimestampMillisecondArray};
+
+    use super::*;
+
+    const DAY: i64 = 86_400_000;
+
+    /// Rows at the given days (ms at noon), with their position in column `k`.
+    fn batch(days: &[i64]) -> RecordBatch {
+        let start: ArrayRef = Arc::new(TimestampMillisecondArray::from(
+            days.iter().map(|d| d * DAY + DAY / 2).collect::<Vec<_>>(),
+        ));
+        let k: ArrayRef = Arc::new(Int64Array::from((0..days.len() as i64).collect::<Vec<_>>()));
+        RecordBatch::try_from_iter([(mm_lake::schema::col::START_TIME, start), ("k", k)]).unwrap()
+    }
+
+    fn positions(b: &RecordBatch) -> Vec<i64> {
+        let k = b.column_by_name("k").unwrap().as_primitive::<Int64Type>();
+        k.values().to_vec()
+    }
+
+    /// Time-ordered rows: one zero-copy slice per day (the slice's values are the batch's own
+    /// buffer, at the day's first row).
+    #[test]
+    fn contiguous_days_are_slices_of_the_batch() {
+        let b = batch(&[3, 3, 4, 4, 4, 6]);
+        let parts = split_days(b.clone()).unwrap();
+        let days: Vec<i32> = parts.iter().map(|p| p.0).collect();
+        assert_eq!(days, [3, 4, 6]);
+        let rows: Vec<Vec<i64>> = parts.iter().map(|p| positions(&p.1)).collect();
+        assert_eq!(rows, [vec![0, 1], vec![2, 3, 4], vec![5]]);
+        let base = b.column_by_name("k").unwrap().to_data().buffers()[0].as_ptr();
+        for (p, first) in parts.iter().zip([0usize, 2, 5]) {
+            let data = p.1.column_by_name("k").unwrap().to_data();
+            let at = data.buffers()[0].as_ptr().wrapping_add(8 * data.offset());
+            assert_eq!(at, base.wrapping_add(8 * first), "day {} is a copy", p.0);
+        }
+    }
+
+    /// A day that comes back later in the batch: each day once, its rows in batch order.
+    #[test]
+    fn interleaved_days_are_gathered_once_each() {
+        let parts = split_days(batch(&[5, 2, 5, 5, 2, 9])).unwrap();
+        let got: Vec<(i32, Vec<i64>)> = parts.iter().map(|p| (p.0, positions(&p.1))).collect();
+        assert_eq!(got, [(2, vec![1, 4]), (5, vec![0, 2, 3]), (9, vec![5])]);
+        assert!(split_days(batch(&[])).unwrap().is_empty());
+    }
+
+    /// A quarantined record's raw text is the record as CSV: fields that need it quoted, quotes
+    /// doubled, no line terminator.
+    #[test]
+    fn a_record_renders_as_its_csv_line() {
+        let rec = ByteRecord::from(vec!["m1", "a,b", "say \"hi\"", ""]);
+        assert_eq!(render_record(&rec), r#"m1,"a,b","say ""hi""","#);
+    }
+
+    /// The report's group of an entry: a bad field by name, a record-level reason up to its
+    /// first colon, a match rule by its own name.
+    #[test]
+    fn entries_group_by_field_reason_or_rule() {
+        let q = |stage: &'static str, field: Option<&str>, reason: &str| QEntry {
+            file_idx: 0,
+            line: 1,
+            stage,
+            field: field.map(str::to_string),
+            reason: reason.into(),
+            match_id: None,
+            player_id: None,
+            raw: None,
+        };
+        assert_eq!(
+            q("row", Some("kills"), "not a number: x").category(),
+            "bad kills"
+        );
+        assert_eq!(
+            q("row", None, "invalid JSON: EOF at 1").category(),
+            "invalid JSON"
+        );
+        assert_eq!(
+            q("row", None, "not a JSON object").category(),
+            "not a JSON object"
+        );
+        assert_eq!(
+            q("match", Some("match: one team"), "only team 1").category(),
+            "match: one team"
+        );
+        assert_eq!(q("match", None, "no rule").category(), "match");
+    }
+}
