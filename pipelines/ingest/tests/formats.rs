@@ -349,3 +349,82 @@ fn json_lines_and_parquet_land_as_csv_does() {
         }
     }
 }
+
+/// Each JSON line is read by its own keys: a line with one more key than the line before (a
+/// column kept in `extra`) keeps it.
+#[test]
+fn each_json_line_is_read_by_its_own_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |m: &str, p: &str, team: u8, outcome: &str, zone: Option<&str>| {
+        let zone = zone.map_or(String::new(), |z| format!(r#", "zone": "{z}""#));
+        format!(
+            r#"{{"match_id": "{m}", "player_id": "{p}", "team": {team}, "start_ts": {T0}, "outcome": "{outcome}"{zone}}}"#
+        )
+    };
+    let text = [
+        line("m1", "a", 0, "win", None),
+        line("m1", "b", 1, "loss", Some("north")),
+        line("m2", "c", 0, "win", Some("south")),
+        line("m2", "d", 1, "loss", None),
+    ]
+    .join("\n")
+        + "\n";
+    let path = dir.path().join("keys.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let r = run(&dir.path().join("lake"), &path);
+    assert_eq!((r.totals.read, r.totals.accepted), (4, 4));
+    let rows = lake_rows(&dir.path().join("lake"));
+    let extra = |p: &str| rows.iter().find(|(k, _)| k.1 == p).unwrap().1.4.clone();
+    assert_eq!(extra("a"), "null");
+    assert!(extra("b").contains(r#""zone":"north""#), "{}", extra("b"));
+    assert!(extra("c").contains(r#""zone":"south""#), "{}", extra("c"));
+    assert_eq!(extra("d"), "null");
+}
+
+/// A JSON-lines file whose last line is cut off (no newline after it) is refused, naming that
+/// line; a bad line before it is only quarantined.
+#[test]
+fn a_json_lines_file_cut_off_mid_line_is_refused_at_its_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.jsonl");
+    let good = format!(
+        r#"{{"match_id": "m1", "player_id": "a", "team": 0, "start_ts": {T0}, "outcome": "win"}}"#
+    );
+    std::fs::write(&path, format!("{good}\n{{bad}}\n{{\"match_id\": \"m")).unwrap();
+    let mut cfg = IngestConfig::new(dir.path().join("lake"), vec![path.clone()]);
+    cfg.chunk_bytes = 4096;
+    let e = ingest(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("the last line (3) is cut off"), "{e}");
+    assert!(e.contains("cut.jsonl"), "{e}");
+}
+
+/// A Parquet file read in more than one batch (65,536 rows each) numbers its rows across the
+/// batches: a bad row in the second batch is quarantined at its own 1-based row.
+#[test]
+fn parquet_rows_are_numbered_across_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows: Vec<Row> = Vec::new();
+    for m in 0..35_000i64 {
+        for (p, team, outcome) in [("a", 0, "win"), ("b", 1, "loss")] {
+            let kills = if m == 34_000 && p == "b" { "x" } else { "1" };
+            rows.push((
+                format!("m{m}"),
+                format!("{p}{m}"),
+                team,
+                T0 + m,
+                outcome.into(),
+                kills.into(),
+                "eu".into(),
+            ));
+        }
+    }
+    let bad = rows.iter().position(|r| r.5 == "x").unwrap() as i64 + 1;
+    assert!(bad > 65_536);
+    let path = write_parquet(dir.path(), &rows);
+    let r = run(&dir.path().join("lake"), &path);
+    assert_eq!((r.totals.read, r.totals.quarantined), (70_000, 2));
+    let q = quarantine(&dir.path().join("lake"));
+    assert_eq!(q[&bad].1, "kills");
+    // The bad row's teammate in the match (the row before it) goes with it.
+    assert_eq!(q.keys().copied().collect::<Vec<_>>(), [bad - 1, bad]);
+}
