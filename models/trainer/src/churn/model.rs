@@ -387,10 +387,12 @@ impl FitChurnModel for ChurnModel {
         };
         // The folds are fitted in parallel (each fit's own row ranges are parallel too, but
         // its Newton steps have serial parts) and merged in fold order: the same scores as
-        // fitting them one after another.
+        // fitting them one after another. Each fold's log lines keep the caller's span (the
+        // run and stage of a retrain), which the pool's threads do not inherit.
+        let span = tracing::Span::current();
         let folds: Vec<Option<FoldPredictions>> = (0..cfg.folds)
             .into_par_iter()
-            .map(|f| fold_predictions(x, y, (&cv_rows, &fold), f, (cfg, &cv)))
+            .map(|f| span.in_scope(|| fold_predictions(x, y, (&cv_rows, &fold), f, (cfg, &cv))))
             .collect::<Result<_, _>>()?;
         for (va, by_c) in folds.into_iter().flatten() {
             labels.extend(va.iter().map(|&i| y[i]));
