@@ -264,14 +264,6 @@ impl Truth<'_> {
     }
 }
 
-/// Seat `k`'s churn after a win, a draw, a close and a blowout loss under our churn model (a
-/// member whose model does not tell the losses apart has the loss's for both).
-fn model_churn(sc: &Scored, k: u32) -> [f64; 4] {
-    let m = &sc.members[k as usize];
-    let [close, blowout] = m.churn_by_loss.unwrap_or([m.churn[2]; 2]);
-    [m.churn[0], m.churn[1], close, blowout]
-}
-
 /// `sc` with every member's churn replaced by the simulator's true churn by outcome: what the
 /// half-oracle `oracle-churn` reads (our win model, the true churn).
 fn with_true_churn(sc: &Scored, t: &Truth<'_>) -> Scored {
@@ -654,7 +646,12 @@ pub(crate) fn replay(
                     (Box::new(EommTeams::new(eomm, models)), true_sc)
                 }
                 ("oracle-outcomes", Some(t), _) => {
-                    let objective = t.objective_with(&arr, |k| model_churn(sc, k));
+                    // Our churn model's by outcome, the loss split as the matcher splits it.
+                    let objective = t.objective_with(&arr, |k| {
+                        let m = &sc.members[k as usize];
+                        let [close, blowout] = m.churn_after_losses();
+                        [m.churn[0], m.churn[1], close, blowout]
+                    });
                     (
                         Box::new(EommTeams::new(eomm, models).with_objective(objective)),
                         sc,

@@ -335,7 +335,11 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
             f(&o["realised_p"]),
             100.0 * f(&o["share"])
         ));
-        let (avail, part) = (f(&o["available_gain"]), |k: &str| f(&o[k]));
+    }
+    // The half-oracles (evaluations from before them have none).
+    if o["true_churn_gain"].is_number() {
+        let avail = f(&o["available_gain"]);
+        let part = |k: &str| f(&o[k]);
         lines.push(format!(
             "            half-oracles: true churn with our win model {:+.5} (p {:.3}, {:.0}%), our \
              churn with the true outcomes {:+.5} (p {:.3}, {:.0}%)",

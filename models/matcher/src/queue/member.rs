@@ -40,6 +40,13 @@ pub struct Member {
 }
 
 impl Member {
+    /// Churn after a close and after a blowout loss (the loss's for both when the churn model
+    /// does not tell them apart).
+    #[must_use]
+    pub fn churn_after_losses(&self) -> [f64; 2] {
+        self.churn_by_loss.unwrap_or([self.churn[2]; 2])
+    }
+
     /// A member from the artifact: skill and percentile from the snapshot, churn from the churn
     /// model on the player's state at `now_ms` for each hypothetical outcome.
     #[must_use]

@@ -66,7 +66,7 @@ impl View {
             v.pct_max = v.pct_max.max(m.percentile);
             v.raw_sum += m.raw_skill;
             v.outcome_sum += m.outcome_skill;
-            let [close, blowout] = m.churn_by_loss.unwrap_or([m.churn[2]; 2]);
+            let [close, blowout] = m.churn_after_losses();
             for (k, c) in m.churn.iter().chain(&[close, blowout]).enumerate() {
                 v.churn[k] += c;
             }
