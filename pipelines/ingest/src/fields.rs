@@ -107,6 +107,7 @@ pub fn int(field: &str, raw: &[u8]) -> Result<i64, RowError> {
         return Ok(v);
     }
     match s.parse::<f64>() {
+        // Below 9e15 (under 2^53): every such integer is exact in an f64.
         Ok(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9e15 => Ok(f as i64),
         _ => Err(RowError::field(
             field,
@@ -330,6 +331,35 @@ mod tests {
         assert!(time_ms("start_time", b"yesterday").is_err());
         assert!(time_ms("start_time", b"2024-13-01").is_err());
         assert!(time_ms("start_time", b"2024-01-01 00:00:00+0").is_err());
+    }
+
+    #[test]
+    fn values_are_quoted_and_cut_after_sixty_characters() {
+        assert_eq!(show(b"abc"), "'abc'");
+        assert_eq!(show(b""), "''");
+        // Characters, not bytes: sixty two-byte characters are shown whole.
+        let sixty = "é".repeat(60);
+        assert_eq!(show(sixty.as_bytes()), format!("'{sixty}'"));
+        assert_eq!(show("é".repeat(61).as_bytes()), format!("'{sixty}…'"));
+        assert_eq!(show(b"\xffa"), "'\u{FFFD}a'");
+        // The quoted value is in the error a refused field gives.
+        let e = int("kills", b"12x").unwrap_err();
+        assert!(e.to_string().contains("'12x' is not an integer"), "{e}");
+    }
+
+    #[test]
+    fn integers_written_as_floats_stop_below_nine_quadrillion() {
+        // `3.0`-style integers go through f64: exact below 9e15 (under 2^53), refused from it.
+        assert_eq!(
+            int("k", b"8999999999999999.0").unwrap(),
+            8_999_999_999_999_999
+        );
+        assert_eq!(
+            int("k", b"-8999999999999999.0").unwrap(),
+            -8_999_999_999_999_999
+        );
+        assert!(int("k", b"9000000000000000.0").is_err());
+        assert!(int("k", b"-9e15").is_err());
     }
 
     #[test]

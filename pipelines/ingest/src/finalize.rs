@@ -533,6 +533,151 @@ mod tests {
 
     use super::*;
 
+    /// Rows `(file, line, record_rows, fate)` of one day, as a staging batch.
+    fn staged(rows: &[(u32, u64, u8, Fate)]) -> (RecordBatch, Fates) {
+        let mut b = mm_lake::rows::RowsBuilder::with_capacity(rows.len());
+        for (i, &(file, line, record_rows, _)) in rows.iter().enumerate() {
+            let row = mm_lake::rows::PlayerRow {
+                match_id: format!("m{file}-{line}").into(),
+                mode: "duel".into(),
+                start_ms: 1_704_067_200_000,
+                team: (i % 2) as i32,
+                player_id: format!("p{i}").into(),
+                outcome: Some(Outcome::Win),
+                ..Default::default()
+            };
+            b.push(&row, "in.csv", line, file, record_rows);
+        }
+        let fates = Fates {
+            fate: rows.iter().map(|r| r.3).collect(),
+            why: HashMap::new(),
+        };
+        (b.finish(), fates)
+    }
+
+    /// A record that became several rows lands whole or not at all, and counts once: one
+    /// quarantined row quarantines the rest of its record with its reason (and nothing in
+    /// another file at the same line); a record of a duplicate and a new row is accepted; a
+    /// record of duplicates is one duplicate; the quarantine holds one entry per record.
+    #[test]
+    fn a_record_of_several_rows_lands_whole_and_counts_once() {
+        use Fate::{Accepted as A, Duplicate as D, Quarantined as Q};
+        let (batch, mut f) = staged(&[
+            (0, 5, 3, A),
+            (0, 5, 3, Q),
+            (0, 5, 3, Q),
+            (0, 6, 2, D),
+            (0, 6, 2, A),
+            (1, 5, 2, A),
+            (1, 5, 2, A),
+            (1, 9, 2, D),
+            (1, 9, 2, D),
+            (1, 10, 1, Q),
+            (1, 11, 1, A),
+        ]);
+        f.why.insert(1, ("player_twice".into(), "why".into()));
+        f.why.insert(2, ("two_teams".into(), "later".into()));
+        f.why.insert(9, ("two_teams".into(), "alone".into()));
+        let cols = Cols::of(&batch).unwrap();
+        let records = whole_records(&cols, batch.num_rows(), &mut f);
+        assert_eq!(f.fate, [Q, Q, Q, D, A, A, A, D, D, Q, A]);
+        // The record's first quarantined row decides its reason.
+        assert_eq!(f.why[&0], ("player_twice".to_string(), "why".to_string()));
+        let mut result = DayResult {
+            day: 0,
+            written: None,
+            per_file: HashMap::new(),
+            quarantine: Vec::new(),
+        };
+        account(&cols, batch.num_rows(), &f, records, &mut result);
+        let c = |file: u32| {
+            let c = &result.per_file[&file];
+            (c.accepted, c.duplicates, c.quarantined, c.lake_rows)
+        };
+        assert_eq!(
+            c(0),
+            (1, 0, 1, 1),
+            "file 0: records 6 (accepted) and 5 (quarantined)"
+        );
+        assert_eq!(
+            c(1),
+            (2, 1, 1, 3),
+            "file 1: records 5 and 11, 9 (duplicates), 10"
+        );
+        let entries: Vec<(u32, u64, &str, &str, &str)> = result
+            .quarantine
+            .iter()
+            .map(|q| {
+                (
+                    q.file_idx,
+                    q.line,
+                    q.field.as_deref().unwrap(),
+                    q.reason.as_str(),
+                    q.player_id.as_deref().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                (0, 5, "player_twice", "why", "p0"),
+                (1, 10, "two_teams", "alone", "p9"),
+            ],
+            "one entry per record (its line), with the reason of the row that decided it"
+        );
+    }
+
+    /// A player twice in a match is a duplicate only when every lake column agrees, the last
+    /// one (`extra`) included; otherwise both rows are quarantined.
+    #[test]
+    fn a_player_twice_differing_in_any_lake_column_is_quarantined() {
+        for (extra, want) in [
+            ("{\"a\":1}", Fate::Duplicate),
+            ("{\"a\":2}", Fate::Quarantined),
+        ] {
+            let mut b = mm_lake::rows::RowsBuilder::with_capacity(3);
+            let row =
+                |player: &str, team: i32, outcome: Outcome, extra: &str| mm_lake::rows::PlayerRow {
+                    match_id: "m".into(),
+                    mode: "duel".into(),
+                    start_ms: 1_704_067_200_000,
+                    team,
+                    player_id: player.to_string().into(),
+                    outcome: Some(outcome),
+                    extra: Some(extra.into()),
+                    ..Default::default()
+                };
+            b.push(&row("p1", 0, Outcome::Win, "{\"a\":1}"), "in.csv", 2, 0, 1);
+            b.push(&row("p2", 1, Outcome::Loss, "{}"), "in.csv", 3, 0, 1);
+            b.push(&row("p1", 0, Outcome::Win, extra), "in.csv", 4, 0, 1);
+            let batch = b.finish();
+            let cols = Cols::of(&batch).unwrap();
+            let mut f = Fates {
+                fate: vec![Fate::Accepted; 3],
+                why: HashMap::new(),
+            };
+            let (mut derived, mut scratch) = (HashMap::new(), (Vec::new(), Vec::new()));
+            let existing = HashMap::new();
+            let group = [0, 2, 1];
+            judge_match(
+                &batch,
+                &cols,
+                &group,
+                &existing,
+                &mut f,
+                &mut derived,
+                &mut scratch,
+            );
+            assert_eq!(f.fate[2], want, "{extra}");
+            if want == Fate::Quarantined {
+                assert_eq!(f.fate[0], Fate::Quarantined);
+                assert!(f.why[&2].1.contains("appears twice"), "{:?}", f.why);
+            } else {
+                assert_eq!(&f.fate[..2], [Fate::Accepted; 2]);
+            }
+        }
+    }
+
     proptest! {
         /// The one-pass order check and grouping agree with the plain definition: sorted by
         /// (start, match, team) exactly when every neighbour pair is in order, and then the
