@@ -65,16 +65,18 @@ pub fn run(
                 .map_or_else(|| c.to_string(), |d| d.format("%Y-%m-%d").to_string())
         );
     }
-    // The stages' times: the shared ones on a line, then one line per mode.
+    // The stages' times: the shared ones on a line, then one line per mode, in the run's mode
+    // order (modes run side by side, so their stages interleave in the state).
     let mut lines: Vec<(String, Vec<String>)> = Vec::new();
     for (key, s) in &st.timings_s {
         let (group, stage) = key.split_once('/').unwrap_or(("", key.as_str()));
         let item = format!("{stage} {s:.2} s");
-        match lines.last_mut() {
-            Some((g, items)) if g == group => items.push(item),
-            _ => lines.push((group.to_string(), vec![item])),
+        match lines.iter_mut().find(|(g, _)| g == group) {
+            Some((_, items)) => items.push(item),
+            None => lines.push((group.to_string(), vec![item])),
         }
     }
+    lines.sort_by_key(|(g, _)| (!g.is_empty(), st.modes.iter().position(|m| m.mode == *g)));
     for (group, items) in lines {
         let head = if group.is_empty() {
             String::new()

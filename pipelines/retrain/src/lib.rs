@@ -21,7 +21,9 @@
 //! - **Run log.** `<work>/runs.jsonl` gets one line per finished run: stages with timings, the
 //!   gate's figures and the decision.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +91,9 @@ pub struct RetrainConfig {
     /// A continued run refits the churn model once those rows hold at least this many
     /// labelled ones.
     pub churn_min_rows: usize,
+    /// How many modes' chains (fit skill to promote) run at once, each on its own thread; at
+    /// least 1. Peak memory is about that of the largest such modes' fits together.
+    pub parallel_modes: usize,
     /// The settings the ingest stage starts from (`mm ingest`'s: `mm.toml`'s `[ingest]`
     /// table); the run sets the lake and the inputs. `None`: `mm ingest`'s defaults.
     pub ingest: Option<mm_ingest::IngestConfig>,
@@ -215,6 +220,11 @@ impl RetrainConfig {
                 stage_names().join(", ")
             )));
         }
+        if self.parallel_modes < 1 {
+            return Err(RetrainError::Input(
+                "--parallel-modes is 0: at least 1 (one mode at a time)".into(),
+            ));
+        }
         if !(self.tick_s > 0.0 && self.tick_s.is_finite()) {
             return Err(RetrainError::Input(format!(
                 "--tick-s is {}: the queue replay's tick must be a positive number of seconds",
@@ -275,7 +285,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RetrainError + '_ {
         source,
     }
 }
-pub(crate) fn save(work: &Path, st: &RunState) -> Result<(), RetrainError> {
+fn save(work: &Path, st: &RunState) -> Result<(), RetrainError> {
     let path = work.join("state.json");
     let bytes = serde_json::to_vec_pretty(st).map_err(|e| RetrainError::Input(e.to_string()))?;
     mm_eval::report::write_atomic(&path, &bytes)?;
@@ -332,13 +342,9 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
         st.done.retain(|d| d == "ingest");
     }
     for stage in SharedStage::ALL {
-        run_stage(cfg, &mut st, Stage::Shared(stage))?;
+        run_stage(cfg, &mut st, Stage::Shared(stage), &Saver::Direct)?;
     }
-    for m in 0..st.modes.len() {
-        for stage in ModeStage::ALL {
-            run_stage(cfg, &mut st, Stage::Mode(stage, m))?;
-        }
-    }
+    let st = run_modes(cfg, st)?;
     // Finished: append to the run log, keep the last state beside it, clear the state.
     let line = serde_json::to_string(&st).map_err(|e| RetrainError::Input(e.to_string()))?;
     let runs = cfg.work.join("runs.jsonl");
@@ -369,8 +375,110 @@ enum Stage {
     Mode(ModeStage, usize),
 }
 
+/// How a stage saves the run's state: straight to `state.json` (the shared stages, which run
+/// alone), or, for one mode's chain running beside others, by merging what this chain changed
+/// (its mode's entry, its finished stages, its notes) into the run's state under a lock and
+/// saving that, so that `state.json` always holds every chain's progress.
+pub(crate) enum Saver<'a> {
+    Direct,
+    Merged {
+        run: &'a Mutex<RunState>,
+        mode: usize,
+        /// How many of the chain's own notes are merged already.
+        notes_merged: Cell<usize>,
+    },
+}
+
+impl Saver<'_> {
+    /// Saves `st` (a chain's own copy of the state, for [`Saver::Merged`]).
+    pub(crate) fn save(&self, work: &Path, st: &RunState) -> Result<(), RetrainError> {
+        let Saver::Merged {
+            run,
+            mode,
+            notes_merged,
+        } = self
+        else {
+            return save(work, st);
+        };
+        let mut run = run.lock().unwrap_or_else(PoisonError::into_inner);
+        run.modes[*mode] = st.modes[*mode].clone();
+        for d in &st.done {
+            if !run.done.contains(d) {
+                run.done.push(d.clone());
+            }
+        }
+        for t in &st.timings_s {
+            if !run.timings_s.iter().any(|(k, _)| *k == t.0) {
+                run.timings_s.push(t.clone());
+            }
+        }
+        run.notes.extend_from_slice(&st.notes[notes_merged.get()..]);
+        notes_merged.set(st.notes.len());
+        save(work, &run)
+    }
+}
+
+/// Runs every mode's chain, `cfg.parallel_modes` at a time, each from its own copy of the
+/// state (the shared stages are done: the cutoff, the lake version and the modes are fixed).
+/// A chain that fails does not stop the others (each saves what it finished); the first
+/// failure, in mode order, is returned.
+fn run_modes(cfg: &RetrainConfig, st: RunState) -> Result<RunState, RetrainError> {
+    let n = st.modes.len();
+    let run = Mutex::new(st);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut failed: Vec<(usize, RetrainError)> = Vec::new();
+    // Each chain's log lines keep the caller's span (the run id), which threads do not inherit.
+    let span = tracing::Span::current();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..cfg.parallel_modes.min(n))
+            .map(|_| {
+                let (run, next, span) = (&run, &next, span.clone());
+                s.spawn(move || {
+                    let mut failed = Vec::new();
+                    loop {
+                        let m = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if m >= n {
+                            return failed;
+                        }
+                        if let Err(e) = span.in_scope(|| run_mode(cfg, run, m)) {
+                            failed.push((m, e));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            failed.extend(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+    });
+    failed.sort_by_key(|(m, _)| *m);
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(run.into_inner().unwrap_or_else(PoisonError::into_inner)),
+    }
+}
+
+/// Mode `m`'s stages, in order, on a copy of the run's state.
+fn run_mode(cfg: &RetrainConfig, run: &Mutex<RunState>, m: usize) -> Result<(), RetrainError> {
+    let mut st = run.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let saver = Saver::Merged {
+        run,
+        mode: m,
+        notes_merged: Cell::new(st.notes.len()),
+    };
+    for stage in ModeStage::ALL {
+        run_stage(cfg, &mut st, Stage::Mode(stage, m), &saver)?;
+    }
+    Ok(())
+}
+
 /// Runs one stage unless the state says it is done, then saves the state.
-fn run_stage(cfg: &RetrainConfig, st: &mut RunState, stage: Stage) -> Result<(), RetrainError> {
+fn run_stage(
+    cfg: &RetrainConfig,
+    st: &mut RunState,
+    stage: Stage,
+    saver: &Saver<'_>,
+) -> Result<(), RetrainError> {
     let (name, mode) = match stage {
         Stage::Shared(s) => (s.name(), None),
         Stage::Mode(s, m) => (s.name(), Some(m)),
@@ -394,12 +502,12 @@ fn run_stage(cfg: &RetrainConfig, st: &mut RunState, stage: Stage) -> Result<(),
     match stage {
         Stage::Shared(SharedStage::Ingest) => stages::ingest_stage(cfg, st)?,
         Stage::Shared(SharedStage::Cutoff) => stages::cutoff_stage(cfg, st)?,
-        Stage::Mode(s, m) => stages::mode_stage(cfg, st, s, m)?,
+        Stage::Mode(s, m) => stages::mode_stage(cfg, st, s, m, saver)?,
     }
     st.done.push(key.clone());
     let seconds = t.elapsed().as_secs_f64();
     st.timings_s.push((key.clone(), seconds));
-    save(&cfg.work, st)?;
+    saver.save(&cfg.work, st)?;
     let m = mode.map(|m| &st.modes[m]);
     tracing::info!(
         seconds = (seconds * 1000.0).round() / 1000.0,
@@ -420,4 +528,75 @@ fn run_stage(cfg: &RetrainConfig, st: &mut RunState, stage: Stage) -> Result<(),
 pub(crate) fn pinned(st: &RunState) -> mm_lake::AsOf {
     st.lake_version
         .map_or(mm_lake::AsOf::Latest, mm_lake::AsOf::Version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(name: &str) -> ModeRun {
+        ModeRun {
+            mode: name.into(),
+            name: name.into(),
+            ..ModeRun::default()
+        }
+    }
+
+    /// Two chains saving in turn, each from its own copy: `state.json` holds both chains'
+    /// stages, timings, notes and mode entries after every save, and a chain never undoes the
+    /// other's progress.
+    #[test]
+    fn merged_saves_keep_every_chains_progress() {
+        let work = tempfile::tempdir().unwrap();
+        let run = Mutex::new(RunState {
+            run_id: "r".into(),
+            done: vec!["ingest".into(), "cutoff".into()],
+            modes: vec![mode("a"), mode("b")],
+            notes: vec!["shared".into()],
+            ..RunState::default()
+        });
+        let mut copies = [0, 1].map(|_| run.lock().unwrap().clone());
+        let savers = [0, 1].map(|m| Saver::Merged {
+            run: &run,
+            mode: m,
+            notes_merged: Cell::new(1),
+        });
+        let read = || -> RunState {
+            serde_json::from_slice(&std::fs::read(work.path().join("state.json")).unwrap()).unwrap()
+        };
+        for (step, stage) in ["fit-skill", "fit-churn", "export"].iter().enumerate() {
+            for m in [1, 0] {
+                let st = &mut copies[m];
+                let key = format!("{}/{stage}", st.modes[m].mode);
+                st.done.push(key.clone());
+                st.timings_s.push((key.clone(), step as f64));
+                st.notes.push(format!("note {key}"));
+                st.modes[m].version = Some(format!("v{step}{m}"));
+                savers[m].save(work.path(), st).unwrap();
+                let saved = read();
+                assert!(saved.done.contains(&key), "{:?}", saved.done);
+                assert_eq!(
+                    saved.modes[m].version.as_deref(),
+                    Some(&*format!("v{step}{m}"))
+                );
+                assert_eq!(
+                    saved
+                        .notes
+                        .iter()
+                        .filter(|n| **n == format!("note {key}"))
+                        .count(),
+                    1
+                );
+            }
+        }
+        let saved = read();
+        assert_eq!(saved.done.len(), 2 + 6, "{:?}", saved.done);
+        assert_eq!(saved.timings_s.len(), 6);
+        assert_eq!(saved.notes.len(), 1 + 6, "{:?}", saved.notes);
+        assert_eq!(saved.modes[0].version.as_deref(), Some("v20"));
+        assert_eq!(saved.modes[1].version.as_deref(), Some("v21"));
+        // The other chain's entry is untouched by a save: mode b's copy still has mode a at
+        // its start, and saving it did not write that back.
+        assert_eq!(copies[1].modes[0].version, None);
+    }
 }

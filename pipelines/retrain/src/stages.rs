@@ -8,8 +8,8 @@ use mm_eval::{EvalConfig, EvalError};
 use serde::Deserialize;
 
 use crate::{
-    DAY_MS, MIN_MODE_ROWS, ModeRun, RetrainConfig, RetrainError, RunState, daily, gate, pinned,
-    save,
+    DAY_MS, MIN_MODE_ROWS, ModeRun, RetrainConfig, RetrainError, RunState, Saver, daily, gate,
+    pinned,
 };
 
 /// The stages run once per run, in order.
@@ -374,6 +374,7 @@ pub(crate) fn mode_stage(
     st: &mut RunState,
     stage: ModeStage,
     m: usize,
+    saver: &Saver<'_>,
 ) -> Result<(), RetrainError> {
     let run = st.modes[m].clone();
     let dir = run.dir(&cfg.work);
@@ -402,7 +403,7 @@ pub(crate) fn mode_stage(
             }
             // The churn model is the base's (refitted by full runs).
             ModeStage::FitChurn => return Ok(()),
-            ModeStage::Export => return export_stage(cfg, st, m, &skill_dir, &churn_dir),
+            ModeStage::Export => return export_stage(cfg, st, m, &skill_dir, &churn_dir, saver),
             ModeStage::Evaluate | ModeStage::Promote => {}
         }
     }
@@ -442,7 +443,7 @@ pub(crate) fn mode_stage(
             }
             mm_fit::churn::fit_churn(&c)?;
         }
-        ModeStage::Export => export_stage(cfg, st, m, &skill_dir, &churn_dir)?,
+        ModeStage::Export => export_stage(cfg, st, m, &skill_dir, &churn_dir, saver)?,
         ModeStage::Evaluate => {
             let store = Store::new(cfg.models.join(&run.name));
             let version = run.version.clone().unwrap_or_default();
@@ -492,6 +493,7 @@ fn export_stage(
     m: usize,
     skill_dir: &Path,
     churn_dir: &Path,
+    saver: &Saver<'_>,
 ) -> Result<(), RetrainError> {
     let name = st.modes[m].name.clone();
     let store = Store::new(cfg.models.join(&name));
@@ -499,7 +501,7 @@ fn export_stage(
         // Fix the version name before exporting, so a crash after the publish is found.
         st.modes[m].version = Some(store.next_version()?);
         st.modes[m].baseline = store.latest().ok().flatten();
-        save(&cfg.work, st)?;
+        saver.save(&cfg.work, st)?;
     }
     let version = st.modes[m].version.clone().unwrap_or_default();
     if store.dir(&version).is_dir() && store.open(&version).is_ok() {

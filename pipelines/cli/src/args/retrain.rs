@@ -80,6 +80,12 @@ pub struct RetrainArgs {
     /// labelled rows; the promoted model's is kept until then.
     #[arg(long, default_value_t = 20_000)]
     pub churn_min_rows: usize,
+    /// Fit and evaluate this many modes at once, each mode's chain (fit skill to promote) on a
+    /// thread of its own; 1 runs them one after another. Peak memory is about that of this many
+    /// modes' fits together (the churn fit holds its training sample in memory:
+    /// `--max-train-rows` in `[fit.churn]`)
+    #[arg(long, default_value_t = 2)]
+    pub parallel_modes: usize,
     /// Test hook: exit right after this stage, as a crash would.
     #[arg(long, hide = true)]
     pub crash_after: Option<String>,
@@ -112,6 +118,7 @@ impl RetrainArgs {
             window_days: self.window_days,
             churn_window_days: self.churn_window_days,
             churn_min_rows: self.churn_min_rows,
+            parallel_modes: self.parallel_modes,
             // The stages' own settings come from the config file's tables (`retrain::run`).
             ingest: None,
             skill: None,
