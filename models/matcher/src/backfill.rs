@@ -16,8 +16,9 @@
 //! least size differential, the one with the least difference of the teams' raw-skill sums.
 //!
 //! Each search in a backfill passes the CoD rules against every party already there, with the
-//! backoff of its own wait and, for the lobby's parties, of the time the lobby's slots have been
-//! open: skill similarity (each of the two within the other's accepted range), skill disparity
+//! backoff of its own wait and, for the lobby's parties, of the wait each had when it joined the
+//! lobby plus the time the lobby's slots have been open (the bounds the lobby formed at, loosening
+//! while its slots stay open): skill similarity (each of the two within the other's accepted range), skill disparity
 //! (the lobby's spread of player percentiles within every party's acceptable disparity, unless
 //! the search does not widen it), delta ping to the lobby's data centre, and platforms.
 //!
@@ -66,6 +67,10 @@ pub struct LiveLobby {
     pub open_since_ms: Option<i64>,
     /// The data centre it plays on, when pings are known.
     pub data_centre: Option<u16>,
+    /// How long each party had searched when it joined the lobby (formed with it, or
+    /// backfilled), ms, by search id; none for a lobby formed elsewhere ([`Lobbies::insert`]).
+    /// A party's backoff in a backfill starts from there ([`Lobbies::backfill`]).
+    pub waited_ms: BTreeMap<SearchId, i64>,
 }
 
 impl LiveLobby {
@@ -167,11 +172,20 @@ impl Lobbies {
                 .iter()
                 .map(|&id| find(id))
                 .collect::<Result<_, _>>()?;
-            teams.push(([a, b], lobby.data_centre));
+            let waited = a
+                .iter()
+                .chain(&b)
+                .map(|s| (s.id, (lobby.formed_ms - s.start_ms).max(0)))
+                .collect();
+            teams.push(([a, b], lobby.data_centre, waited));
         }
         Ok(teams
             .into_iter()
-            .map(|(t, dc)| self.insert(t, dc))
+            .map(|(t, dc, waited)| {
+                let id = self.insert(t, dc);
+                self.live.get_mut(&id).expect("just inserted").waited_ms = waited;
+                id
+            })
             .collect())
     }
 
@@ -186,6 +200,7 @@ impl Lobbies {
                 teams,
                 open_since_ms: None,
                 data_centre,
+                waited_ms: BTreeMap::new(),
             },
         );
         id
@@ -366,6 +381,8 @@ impl Lobbies {
             let added = fill_one(l, t, now_ms, cfg, &cands, &taken, own);
             for (i, team) in added {
                 taken[i] = true;
+                l.waited_ms
+                    .insert(searches[i].id, (now_ms - searches[i].start_ms).max(0));
                 l.teams[team].push(searches[i].clone());
                 out.push(Backfill {
                     lobby: id,
@@ -584,10 +601,7 @@ impl Lobbies {
         let open = (2 * t).saturating_sub(players[0] + players[1]);
         let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
         let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
-        let mut group = Group::new();
-        for p in l.parties() {
-            group.push(p, open_age, cfg);
-        }
+        let group = lobby_group(l, open_age, cfg);
         let own = own.filter(|r| in_force(r, open_age));
         let ages: Vec<f64> = queue
             .searches()
@@ -737,6 +751,20 @@ impl<'a> Group<'a> {
         }
         Ok(())
     }
+}
+
+/// Lobby `l`'s parties as a backfill's rules see them when its slots have been open
+/// `open_age` s: each with the backoff of the wait it had when it joined the lobby plus
+/// `open_age`. A lobby's parties held together at those bounds when it formed; starting them
+/// again from a fresh search's bounds would refuse every search until the parties' own ranges
+/// overlapped again, which took them their whole wait the first time.
+fn lobby_group<'a>(l: &'a LiveLobby, open_age: f64, cfg: &CodConfig) -> Group<'a> {
+    let mut group = Group::new();
+    for p in l.parties() {
+        let waited = l.waited_ms.get(&p.id).map_or(0.0, |&w| w as f64 / 1e3);
+        group.push(p, waited + open_age, cfg);
+    }
+    group
 }
 
 /// Whether search `s` may join, at `now_ms`, a lobby playing on `data_centre` whose parties
@@ -979,10 +1007,7 @@ fn grow(
     }
     let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
     let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
-    let mut group = Group::new();
-    for p in l.parties() {
-        group.push(p, open_age, cfg);
-    }
+    let mut group = lobby_group(l, open_age, cfg);
     let mut added: Vec<usize> = Vec::new();
     let (mut sizes, mut skills) = (Vec::new(), Vec::new());
     let mut filled = 0;

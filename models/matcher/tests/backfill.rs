@@ -118,6 +118,61 @@ fn skill_similarity_loosens_with_the_open_slot_s_age() {
     assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
 }
 
+/// A lobby's parties keep the backoff they had reached when it formed: a lobby that formed
+/// after a minute's wait takes, a second after its slot opens, a search 0.4 from its skill
+/// (half-width 0.5 at 60 s), which the same lobby formed elsewhere (no waits known, so its
+/// parties start from a fresh search's bounds) refuses.
+#[test]
+fn a_lobby_s_parties_backfill_with_the_backoff_they_formed_at() {
+    let cfg = CodConfig::new(2);
+    let mode = Mode { team_size: 2 };
+    let mut policy = CodRules::new(CodConfig::open(2), LobbyModels::skill_only(4.0));
+    let mut lobbies = Lobbies::new(mode);
+    let mut q = Queue::new(mode).unwrap();
+    for id in 1..=4 {
+        q.push(search(id, &[0.5], T0)).unwrap();
+    }
+    let (_, formed) = tick_with_backfill(&mut policy, &mut lobbies, &cfg, T0 + 60_000, &mut q);
+    let (id, lobby) = &formed[0];
+    assert_eq!(
+        lobbies
+            .get(*id)
+            .unwrap()
+            .waited_ms
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
+        [60_000; 4]
+    );
+    let leaver = lobby.teams[0][0];
+    lobbies.leave(*id, leaver, 0).unwrap();
+    lobbies.open_backfill(*id, T0 + 100_000).unwrap();
+    let elsewhere = {
+        let l = lobbies.get(*id).unwrap().clone();
+        let other = lobbies.insert(l.teams, None);
+        lobbies.open_backfill(other, T0 + 100_000).unwrap();
+        other
+    };
+    let far = || search(9, &[0.9], T0 + 40_000);
+    let done = lobbies.backfill(T0 + 101_000, &mut queue(vec![far()]), &cfg);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(
+        done[0].lobby, *id,
+        "the lobby that formed after a minute takes it"
+    );
+    assert_eq!(lobbies.get(*id).unwrap().waited_ms[&9], 61_000);
+    lobbies.close(*id).unwrap();
+    let done = lobbies.backfill(T0 + 101_000, &mut queue(vec![far()]), &cfg);
+    assert!(
+        done.is_empty(),
+        "the same lobby without its waits refuses it: {done:?}"
+    );
+    let e = lobbies
+        .explain(elsewhere, T0 + 101_000, &queue(vec![far()]), &cfg)
+        .unwrap();
+    assert!(e.refused.contains(&(Rule::SkillSimilarity, 1)), "{e:?}");
+}
+
 /// Explain says which rules keep a slot open: a far skill by similarity, a pair by the open
 /// slots, a single or a pair beside a balanced lobby by the team sizes.
 #[test]
