@@ -4,7 +4,7 @@
 //! backoff has loosened the rule.
 #![allow(clippy::unwrap_used)]
 
-use mm_matcher::cod::{CodConfig, CodRules};
+use mm_matcher::cod::{CodConfig, CodRules, PartialLobbies};
 use mm_matcher::queue::{LobbyModels, Mode, Policy, Queue, Rule, Search};
 
 mod common;
@@ -65,4 +65,30 @@ fn the_check_names_each_rule_a_lobby_breaks_until_its_backoff_allows_it() {
     ];
     assert_eq!(checked(&split, T0), Err(Rule::Ping));
     assert_eq!(checked(&split, T0 + 180_000), Ok(()));
+}
+
+/// A partial lobby (on for this policy: 4 players or more after 60 s) passes the check from
+/// the moment its oldest search has waited 60 s, and not a second before. The seed's example:
+/// {3}, {2}, {2}, {2}, {1}, {1} cannot make equal teams of 11, so the lobby is partial.
+#[test]
+fn a_partial_lobby_passes_the_check_only_after_its_wait() {
+    let mut q = Queue::new(Mode { team_size: 6 }).unwrap();
+    for (k, &n) in [3_usize, 2, 2, 2, 1, 1].iter().enumerate() {
+        q.push(search(k as u64, &vec![0.5; n], T0)).unwrap();
+    }
+    let mut c = CodConfig::new(6);
+    c.partial = Some(PartialLobbies {
+        after_s: 60.0,
+        min_players: 4,
+    });
+    let mut p = CodRules::new(c, LobbyModels::skill_only(3.0));
+    let lobbies = p.form_lobbies(T0 + 60_000, &q);
+    assert_eq!(lobbies.len(), 1);
+    let [a, b] = lobbies[0].players;
+    assert!(a == b && a < 6, "{:?}", lobbies[0].players);
+    assert_eq!(p.check(T0 + 60_000, &q, &lobbies[0]), Ok(()));
+    assert_eq!(
+        p.check(T0 + 59_000, &q, &lobbies[0]),
+        Err(Rule::TeamBalance)
+    );
 }
