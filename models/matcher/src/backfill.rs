@@ -261,6 +261,7 @@ impl Lobbies {
                 team[k].members.remove(member);
                 if team[k].members.is_empty() {
                     team.remove(k);
+                    l.waited_ms.remove(&search);
                 }
                 return Ok(());
             }
@@ -284,6 +285,9 @@ impl Lobbies {
             if let Some(s) = team.iter_mut().find(|s| s.id == search) {
                 s.members = members;
                 team.retain(|s| !s.members.is_empty());
+                if !team.iter().any(|s| s.id == search) {
+                    l.waited_ms.remove(&search);
+                }
                 return Ok(());
             }
         }

@@ -146,6 +146,10 @@ fn a_lobby_s_parties_backfill_with_the_backoff_they_formed_at() {
     );
     let leaver = lobby.teams[0][0];
     lobbies.leave(*id, leaver, 0).unwrap();
+    assert!(
+        !lobbies.get(*id).unwrap().waited_ms.contains_key(&leaver),
+        "a search that left keeps no wait"
+    );
     lobbies.open_backfill(*id, T0 + 100_000).unwrap();
     let elsewhere = {
         let l = lobbies.get(*id).unwrap().clone();
