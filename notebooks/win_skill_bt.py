@@ -24,7 +24,7 @@ world of `task evaluate:oracle` after its fits:
 
 The arguments are the world's directory, the skill fit's folder in it and the fit's `--until`.
 This is a diagnostic, not a pipeline stage. `mm fit skill` now fits its own win skill
-(`pipelines/fit/src/win_skill.rs`, a `win_skill` column beside raw skill, read by a team win model
+(`pipelines/fit/src/skill/win.rs`, a `win_skill` column beside raw skill, read by a team win model
 with `basis: win-skill`); this script swaps the raw skill column itself, so SkillMM pairs on it
 too, and it needs scikit-learn.
 """

@@ -49,16 +49,23 @@ fn late_csv(path: &Path, tag: &str) {
 /// from nothing, with `art`'s parameters and party offsets.
 fn replay(art: &Artifact, lake: &Path, until: i64) -> HashMap<String, (f64, u32)> {
     let metric = mm_fit::Metric::parse(&art.skill.metric).unwrap();
-    let h = mm_fit::history::read_history(&Lake::open(lake).unwrap(), Some(MODE), metric).unwrap();
-    let none = mm_fit::replay::Windows {
+    let h = mm_fit::skill::history::read_history(&Lake::open(lake).unwrap(), Some(MODE), metric)
+        .unwrap();
+    let none = mm_fit::skill::replay::Windows {
         tune_from: 0,
         tune_to: 0,
         score_from: 1,
         score_to: 0,
     };
     let params = art.skill.raw_skill.check().unwrap();
-    let mut r =
-        mm_fit::replay::OursReplay::new(params, art.skill.party_offsets, until, none, None, 0);
+    let mut r = mm_fit::skill::replay::OursReplay::new(
+        params,
+        art.skill.party_offsets,
+        until,
+        none,
+        None,
+        0,
+    );
     let mut pre = vec![f32::NAN; h.rows()];
     r.feed(&h, &mut pre);
     let run = r.finish();
@@ -283,7 +290,7 @@ fn window_partitions(table: &Path) -> std::collections::BTreeMap<String, u64> {
 /// The feature rows of a churn table (the fit's, or a continued run's window), by player and
 /// match start: each feature's value by name.
 fn feature_rows(path: &Path) -> HashMap<(String, i64), HashMap<String, f64>> {
-    use mm_fit::export::{f64s, i64s, read_frame, strings};
+    use mm_fit::columns::{f64s, i64s, read_frame, strings};
     let df = read_frame(path).unwrap();
     let players = strings(&df, path, "player_id").unwrap();
     let starts = i64s(&df, path, "start_ms").unwrap();

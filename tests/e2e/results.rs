@@ -398,7 +398,7 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
 /// the artifact's snapshot with its parameters and party offsets.
 fn batch_skills(art: &Artifact, lake: &Path) -> HashMap<String, (f64, u64)> {
     let metric = mm_fit::Metric::parse(&art.skill.metric).unwrap();
-    let h = mm_fit::history::read_history(&Lake::open(lake).unwrap(), None, metric).unwrap();
+    let h = mm_fit::skill::history::read_history(&Lake::open(lake).unwrap(), None, metric).unwrap();
     let start: Vec<mm_trainer::skill::raw::PlayerSkill> = h
         .ids
         .iter()
@@ -412,16 +412,22 @@ fn batch_skills(art: &Artifact, lake: &Path) -> HashMap<String, (f64, u64)> {
                 .unwrap_or_default()
         })
         .collect();
-    let none = mm_fit::replay::Windows {
+    let none = mm_fit::skill::replay::Windows {
         tune_from: 0,
         tune_to: 0,
         score_from: 1,
         score_to: 0,
     };
     let params = art.skill.raw_skill.check().unwrap();
-    let mut replay =
-        mm_fit::replay::OursReplay::new(params, art.skill.party_offsets, i64::MAX, none, None, 0)
-            .resume(start);
+    let mut replay = mm_fit::skill::replay::OursReplay::new(
+        params,
+        art.skill.party_offsets,
+        i64::MAX,
+        none,
+        None,
+        0,
+    )
+    .resume(start);
     let mut pre = vec![f32::NAN; h.rows()];
     replay.feed(&h, &mut pre);
     let run = replay.finish();

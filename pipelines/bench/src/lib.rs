@@ -19,6 +19,7 @@ mod pair;
 pub mod scale;
 mod serve;
 mod skill;
+mod table;
 
 pub use args::BenchCmd;
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::table::read_table;
 use anyhow::{Context, Result, bail};
-use mm_fit::table::read_table;
 use mm_trainer::logit::newton::{NewtonFit, fit_newton};
 use mm_trainer::logit::{LogitFit, fit_logistic};
 use mm_trainer::stats::{auc, sigmoid};

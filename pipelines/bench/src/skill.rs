@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use mm_fit::Metric;
-use mm_fit::history::{History, read_history};
-use mm_fit::replay::{Windows, run_baseline, run_ours};
+use mm_fit::skill::history::{History, read_history};
+use mm_fit::skill::replay::{Windows, run_baseline, run_ours};
 use mm_lake::Lake;
 use mm_trainer::skill::baselines::BaselineKind;
 use mm_trainer::skill::raw::RawSkillParams;

@@ -1,7 +1,7 @@
 //! The evaluation window's history: who searched when, in which real lobby, with what result,
 //! and each player's state at that moment as a matcher service would hold it.
 //!
-//! Rows come from the churn feature query's per-match step ([`mm_fit::churn_features::played_query`]),
+//! Rows come from the churn feature query's per-match step ([`mm_fit::churn::features::played_query`]),
 //! so a match adds to a player's state exactly what the churn fit counted. States start from the
 //! artifact's snapshot and are advanced with [`PlayerState::record`] over every match after the
 //! snapshot, in time order: the state a search is scored with is the one a service would have
@@ -13,8 +13,9 @@ use hashbrown::HashMap;
 use mm_artifact::Artifact;
 use mm_artifact::features::{Outcome3, Played};
 use mm_artifact::snapshot::PlayerState;
-use mm_fit::churn_features::{FeatureQuery, played_query};
-use mm_fit::export::{bools, f64s, i64s, input_err, strings};
+use mm_fit::churn::features::{FeatureQuery, played_query};
+use mm_fit::columns::{bools, f64s, i64s, strings};
+use mm_fit::input_err;
 use mm_lake::Lake;
 use mm_matcher::Outcome;
 use mm_matcher::queue::Member;

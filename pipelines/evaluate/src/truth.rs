@@ -367,7 +367,7 @@ pub(crate) fn load(
     let day = |ms: i64| ms.div_euclid(86_400_000) as i32;
     let last = h.to_ms.min(h.data_end_ms + 1);
     for d in day(h.from_ms)..=day(last) {
-        for path in mm_fit::churn_build::truth_files(&lake, d) {
+        for path in mm_fit::churn::build::truth_files(&lake, d) {
             let bad = |e: String| EvalError::Input(format!("{}: {e}", path.display()));
             let batches = mm_lake::parquet_io::read_parquet_columns(&path, Some(&wanted))
                 .map_err(|e| bad(e.to_string()))?;

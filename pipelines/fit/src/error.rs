@@ -60,3 +60,21 @@ pub(crate) fn output_err(path: &Path, e: impl std::fmt::Display) -> FitError {
         reason: e.to_string(),
     }
 }
+
+/// A failed write of `p`, as a `map_err` closure.
+pub(crate) fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
+    move |e| output_err(p, e)
+}
+
+/// A failed polars query.
+pub(crate) fn pl_err(e: polars::prelude::PolarsError) -> FitError {
+    FitError::Query(e.to_string())
+}
+
+/// An unreadable or invalid input file.
+pub fn input_err(path: &Path, reason: impl ToString) -> FitError {
+    FitError::Input {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}

@@ -26,7 +26,8 @@ use mm_artifact::team::{PartyAdjustment, SkillBasis, TeamWinModel};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::FitError;
+use crate::columns::{bools, f64s, i64s, read_frame, strings};
+use crate::error::{FitError, input_err};
 
 /// What to export.
 #[derive(Debug, Clone)]
@@ -74,13 +75,6 @@ struct ChurnModelFile {
     model: ChurnModel,
 }
 
-pub fn input_err(path: &Path, reason: impl ToString) -> FitError {
-    FitError::Input {
-        path: path.to_path_buf(),
-        reason: reason.to_string(),
-    }
-}
-
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FitError> {
     let bytes = std::fs::read(path).map_err(|e| input_err(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| input_err(path, e))
@@ -114,53 +108,6 @@ fn without_timings(v: serde_json::Value) -> serde_json::Value {
         }
         other => other,
     }
-}
-
-pub fn read_frame(path: &Path) -> Result<DataFrame, FitError> {
-    if !path.exists() {
-        return Err(input_err(path, "not found (run the fit first)"));
-    }
-    LazyFrame::scan_parquet(
-        PlRefPath::from(path.to_string_lossy().as_ref()),
-        ScanArgsParquet::default(),
-    )
-    .and_then(LazyFrame::collect)
-    .map_err(|e| input_err(path, e))
-}
-
-pub fn column<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column, FitError> {
-    df.column(name).map_err(|e| input_err(path, e))
-}
-
-pub fn f64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<f64>>, FitError> {
-    let c = column(df, path, name)?
-        .cast(&DataType::Float64)
-        .map_err(|e| input_err(path, e))?;
-    Ok(c.f64().map_err(|e| input_err(path, e))?.iter().collect())
-}
-
-pub fn i64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<i64>>, FitError> {
-    let c = column(df, path, name)?
-        .cast(&DataType::Int64)
-        .map_err(|e| input_err(path, e))?;
-    Ok(c.i64().map_err(|e| input_err(path, e))?.iter().collect())
-}
-
-pub fn bools(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<bool>>, FitError> {
-    let c = column(df, path, name)?;
-    Ok(c.bool().map_err(|e| input_err(path, e))?.iter().collect())
-}
-
-pub fn strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<String>, FitError> {
-    let c = column(df, path, name)?;
-    c.str()
-        .map_err(|e| input_err(path, e))?
-        .iter()
-        .map(|s| {
-            s.map(String::from)
-                .ok_or_else(|| input_err(path, format!("{name} has a null")))
-        })
-        .collect()
 }
 
 /// The churn fit's state, per player: games, first match, window counts, slots by number.

@@ -6,7 +6,7 @@
 //! - the team win model on the difference of team raw-skill sums, with draws and party terms,
 //!   and the party adjustment it implies;
 //! - the baselines (Elo, Glicko-2, TrueSkill, Weng-Lin), each tuned on the same window;
-//! - one evaluation protocol for all of them ([`replay`]): every prediction is made before the
+//! - one evaluation protocol for all of them ([`skill::replay`]): every prediction is made before the
 //!   match is learned from, hyperparameters are chosen on a tuning window, and the reported
 //!   figures come from a later scoring window.
 //!
@@ -14,24 +14,15 @@
 //! HTML report.
 
 pub mod churn;
-pub mod churn_build;
-pub mod churn_features;
-pub mod churn_table;
+pub mod columns;
 mod error;
 pub mod export;
-pub mod history;
 pub mod html;
-pub mod replay;
-pub mod report;
-mod skill;
-pub mod skill_out;
-pub mod skill_truth;
-pub mod table;
-pub mod win_skill;
+pub mod skill;
 
-pub use error::FitError;
-pub use history::Metric;
-pub use report::skill::{ModelScore, SkillReport};
+pub use error::{FitError, input_err};
+pub use skill::history::Metric;
+pub use skill::report::{ModelScore, SkillReport};
 pub use skill::{
     COD_SKILL_SD, MAX_TUNE_ROWS, MIN_LATEST_DECISIVE, SkillConfig, fit_skill, with_blowout,
 };

@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use mm_fit::churn_build::{BuildInput, Shard, WIDE_ROWS, build};
-use mm_fit::churn_features::{FeatureQuery, query, state_query};
+use mm_fit::churn::build::{BuildInput, Shard, WIDE_ROWS, build};
+use mm_fit::churn::features::{FeatureQuery, query, state_query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
 use mm_sim::{SimConfig, simulate};

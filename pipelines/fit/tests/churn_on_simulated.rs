@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int32Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
+use mm_fit::churn::features::{FeatureQuery, query, state_query};
 use mm_fit::churn::{ChurnConfig, fit_churn};
-use mm_fit::churn_features::{FeatureQuery, query, state_query};
 use mm_fit::{SkillConfig, fit_skill};
 use mm_lake::Lake;
 use mm_lake::parquet_io::read_parquet_columns;
@@ -436,7 +436,7 @@ fn churn_model_is_calibrated_against_the_truth() {
 #[test]
 fn the_live_update_computes_the_feature_query_values() {
     use mm_artifact::online::played_of;
-    use mm_fit::churn_features::played_query;
+    use mm_fit::churn::features::played_query;
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     simulate(&SimConfig {
@@ -531,7 +531,7 @@ fn the_live_update_computes_the_feature_query_values() {
 /// The scored rows' mean absolute difference to the simulator's churn probability: the
 /// model's, and a constant's at the training rows' churn rate.
 fn mad_vs_constant(table: &std::path::Path) -> (f64, f64) {
-    use mm_fit::export::{bools, f64s, read_frame, strings};
+    use mm_fit::columns::{bools, f64s, read_frame, strings};
     let df = read_frame(table).unwrap();
     let split = strings(&df, table, "split").unwrap();
     let churned = bools(&df, table, "churned").unwrap();

@@ -136,7 +136,7 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
         mm_sim::PARTY_SPREAD
     );
     // The same regression on the true skills (an oracle): the method recovers the bonus.
-    let h = mm_fit::history::read_history(
+    let h = mm_fit::skill::history::read_history(
         &mm_lake::Lake::open(&lake).unwrap(),
         Some("tdm-6v6"),
         Metric::KillsPerEnemyDeath,
@@ -148,7 +148,7 @@ fn raw_skill_recovers_true_skill_on_simulated_tdm() {
         .matches
         .iter()
         .filter(|m| m.two_teams())
-        .map(|m| mm_fit::replay::team_sample(&h, m, &skill))
+        .map(|m| mm_fit::skill::replay::team_sample(&h, m, &skill))
         .collect();
     let oracle = TeamWinModel::fit(&samples, &TeamFitConfig::default())
         .unwrap()
@@ -221,7 +221,7 @@ fn the_day_by_day_replay_is_the_whole_history_replay() {
         ..SimConfig::default()
     })
     .unwrap();
-    let first = mm_fit::history::read_history(
+    let first = mm_fit::skill::history::read_history(
         &mm_lake::Lake::open(&lake).unwrap(),
         None,
         Metric::KillsPerEnemyDeath,
@@ -277,7 +277,7 @@ fn the_day_by_day_replay_is_the_whole_history_replay() {
 
     // The replay itself, fed day by day with a party adjustment.
     let l = mm_lake::Lake::open(&lake).unwrap();
-    let h = mm_fit::history::read_history(&l, None, Metric::KillsPerEnemyDeath).unwrap();
+    let h = mm_fit::skill::history::read_history(&l, None, Metric::KillsPerEnemyDeath).unwrap();
     let params = mm_trainer::skill::raw::RawSkillParams::default()
         .check()
         .unwrap();
@@ -285,15 +285,17 @@ fn the_day_by_day_replay_is_the_whole_history_replay() {
         per_member: 0.01,
         per_member_per_sd: 0.1,
     };
-    let win = mm_fit::replay::Windows {
+    let win = mm_fit::skill::replay::Windows {
         tune_from: first + 86_400_000,
         tune_to: first + 4 * 86_400_000,
         score_from: first + 4 * 86_400_000,
         score_to: i64::MAX,
     };
-    let whole = mm_fit::replay::run_ours(&h, params, Some(adj), i64::MAX, &win, Some(86_400_000));
-    let mut stream = mm_fit::history::DayStream::new(&l, None, Metric::KillsPerEnemyDeath).unwrap();
-    let mut r = mm_fit::replay::OursReplay::new(
+    let whole =
+        mm_fit::skill::replay::run_ours(&h, params, Some(adj), i64::MAX, &win, Some(86_400_000));
+    let mut stream =
+        mm_fit::skill::history::DayStream::new(&l, None, Metric::KillsPerEnemyDeath).unwrap();
+    let mut r = mm_fit::skill::replay::OursReplay::new(
         params,
         Some(adj),
         i64::MAX,

@@ -548,7 +548,7 @@ fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> 
     let score = |r: &mm_artifact::online::ResultRow| r.team_score.unwrap_or(f64::NAN);
     Some(TeamSample {
         margin: score(&m.rows[0]) - score(&rest[0]),
-        ..mm_fit::replay::sample_of(&values, &parties, split, outcome)
+        ..mm_fit::skill::replay::sample_of(&values, &parties, split, outcome)
     })
 }
 

@@ -284,7 +284,7 @@ impl Reading<'_> {
             for i in 0..b.num_rows() {
                 let (player, start) = (p.value(i), s.value(i));
                 if start < self.from_ms
-                    || (self.keep < 1.0 && mm_fit::churn_build::player_share(player) >= self.keep)
+                    || (self.keep < 1.0 && mm_fit::churn::build::player_share(player) >= self.keep)
                     || !self.seen.insert((player.to_string(), start))
                 {
                     continue;

@@ -106,7 +106,7 @@ pub struct FitChurnArgs {
     /// Only build and commit shard K of N of the feature table (players by id hash), then exit;
     /// run all N (any order, any machines), then `mm fit churn` without --shard fits on them.
     #[arg(long, conflicts_with = "shards")]
-    pub shard: Option<mm_fit::churn_build::Shard>,
+    pub shard: Option<mm_fit::churn::build::Shard>,
     /// Like `--shard K/N` with K from the environment variable JOB_COMPLETION_INDEX (a
     /// Kubernetes Indexed Job sets it).
     #[arg(long)]
@@ -127,7 +127,7 @@ pub struct FitChurnArgs {
 impl FitChurnArgs {
     /// The shard to build, if this run builds one (`--shard`, or `--shards` with the index
     /// from JOB_COMPLETION_INDEX).
-    pub fn shard(&self) -> anyhow::Result<Option<mm_fit::churn_build::Shard>> {
+    pub fn shard(&self) -> anyhow::Result<Option<mm_fit::churn::build::Shard>> {
         match (self.shard, self.shards) {
             (Some(s), _) => Ok(Some(s)),
             (None, Some(n)) => {
@@ -314,7 +314,7 @@ pub struct FitSkillArgs {
     pub no_win_skill: bool,
     /// The most recent two-team matches the win skill is fitted on (memory: about 100 bytes a
     /// 6v6 match).
-    #[arg(long, default_value_t = mm_fit::win_skill::MAX_WIN_MATCHES)]
+    #[arg(long, default_value_t = mm_fit::skill::win::MAX_WIN_MATCHES)]
     pub max_win_matches: usize,
     /// A loss by more than this many team-score points is a blowout (CoD: 30 in TDM): the team
     /// win model's blowout model, which team EOMM reads, is fitted on it. Give `mm fit churn`

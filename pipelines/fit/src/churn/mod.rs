@@ -1,7 +1,7 @@
 //! `mm fit churn`: the EOMM churn model from the lake.
 //!
-//! Features come from the polars query of [`crate::churn_features`], built per player-hash
-//! bucket and shard by [`crate::churn_build`] into the Delta tables of [`crate::churn_table`];
+//! Features come from the polars query of [`crate::churn::features`], built per player-hash
+//! bucket and shard by [`crate::churn::build`] into the Delta tables of [`crate::churn::table`];
 //! the model is `mm_trainer::churn::model` (L2 logistic regression, C by player-grouped
 //! cross-validation on a bounded sample of whole players). Rows before `score_from` train the
 //! model, rows from it on score it (a later time window); censored rows (too close to the end
@@ -15,17 +15,20 @@ use mm_trainer::churn::features::FeatureSpec;
 use mm_trainer::churn::model::{
     ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel, fit_blowout_shift,
 };
-use polars::prelude::*;
 use serde::Serialize;
 
-use crate::churn_build::{self, BuildInput, BuildStats, Shard};
-use crate::churn_features::FeatureQuery;
-use crate::churn_table::{CompleteBuild, build_key, commit_shard, complete_build};
-use crate::error::{FitError, output_err};
-pub use crate::report::churn::{BuildInfo, ChurnReport, GroupScore, Refit, TruthCheck};
+use crate::churn::features::FeatureQuery;
+use crate::churn::table::{CompleteBuild, build_key, commit_shard, complete_build};
+use crate::error::{FitError, out_err};
+use build::{BuildInput, BuildStats, Shard};
+pub use report::{BuildInfo, ChurnReport, GroupScore, Refit, TruthCheck};
 
+pub mod build;
+pub mod features;
+pub mod report;
 mod sample;
 mod score;
+pub mod table;
 mod write;
 
 use sample::{count_rows, training_sample};
@@ -123,19 +126,11 @@ impl ChurnConfig {
     }
 }
 
-pub(crate) fn pl_err(e: PolarsError) -> FitError {
-    FitError::Query(e.to_string())
-}
-
 fn fit_err(e: ChurnFitError) -> FitError {
     FitError::Config {
         field: "churn model",
         reason: e.to_string(),
     }
-}
-
-pub(crate) fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
-    move |e| output_err(p, e)
 }
 
 /// The simulator's truth column for a horizon (`truth/player_matches` of a simulated lake).
@@ -276,14 +271,14 @@ pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, Fi
     let root = cfg.tables_root();
     let run_id = mm_lake::new_run_id();
     let scratch = build_scratch(&root, &run_id)?;
-    let built = churn_build::build(
+    let built = build::build(
         &lake,
         &BuildInput {
             query: q,
             truth_column: truth,
             shard,
             chunk_rows: cfg.chunk_rows,
-            wide_rows: churn_build::WIDE_ROWS,
+            wide_rows: build::WIDE_ROWS,
             scratch: scratch.clone(),
         },
     );

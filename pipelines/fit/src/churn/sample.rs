@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use ndarray::Array2;
 use polars::prelude::*;
 
-use super::pl_err;
-use crate::churn_build::player_share;
-use crate::churn_features::{NOW_BLOWOUT_LOSS, scan};
+use crate::churn::build::player_share;
+use crate::churn::features::{NOW_BLOWOUT_LOSS, scan};
 use crate::error::FitError;
+use crate::error::pl_err;
 
 /// One part file of the feature table, read whole (a bucket: about `chunk_rows` rows).
 pub(super) fn read_part(p: &Path, columns: Option<&[String]>) -> Result<DataFrame, FitError> {

@@ -11,10 +11,11 @@ use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::*;
 
 use super::sample::{f32_cols, labels, read_part, starts};
-use super::{ChurnConfig, out_err, pl_err, truth_column};
-use crate::churn_build::player_share;
+use super::{ChurnConfig, truth_column};
+use crate::churn::build::player_share;
+use crate::churn::report::{GroupScore, TruthCheck};
 use crate::error::FitError;
-use crate::report::churn::{GroupScore, TruthCheck};
+use crate::error::{out_err, pl_err};
 
 /// Accumulates a group's predictions in bounded memory.
 #[derive(Default)]

@@ -9,9 +9,9 @@ use mm_trainer::churn::model::ChurnModel;
 use super::ChurnConfig;
 use super::sample::read_part;
 use super::score::StreamOut;
-use crate::churn_table::CompleteBuild;
+use crate::churn::report::ChurnReport;
+use crate::churn::table::CompleteBuild;
 use crate::error::FitError;
-use crate::report::churn::ChurnReport;
 
 /// Writes `name` into `cfg.out` atomically and records it in `outputs`.
 fn write(
@@ -84,7 +84,7 @@ pub(super) fn write_report(
     t0: Instant,
 ) -> Result<(), FitError> {
     if cfg.html {
-        let html = crate::report::churn::churn_html(report, model);
+        let html = crate::churn::report::churn_html(report, model);
         write(cfg, "churn_report.html", html.as_bytes(), &mut outputs)?;
     }
     report.total_seconds = t0.elapsed().as_secs_f64();

@@ -18,7 +18,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::error::{FitError, output_err};
-use crate::history::History;
+use crate::skill::history::History;
 
 fn props() -> WriterProperties {
     WriterProperties::builder()

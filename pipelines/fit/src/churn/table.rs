@@ -22,8 +22,8 @@ use mm_lake::Lake;
 use mm_lake::derived::{DerivedFile, DerivedTable};
 use serde::{Deserialize, Serialize};
 
-use crate::churn_build::{BuildStats, Shard};
-use crate::churn_features::FeatureQuery;
+use crate::churn::build::{BuildStats, Shard};
+use crate::churn::features::FeatureQuery;
 use crate::error::FitError;
 
 pub const FEATURES: &str = "features";
@@ -133,7 +133,7 @@ fn arrow_schema_of(file: &Path) -> Result<ArrowSchema, FitError> {
     Ok(b.schema().as_ref().clone())
 }
 
-/// Commits a shard's parts (from [`crate::churn_build::build`]) to the tables under `root`:
+/// Commits a shard's parts (from [`crate::churn::build::build`]) to the tables under `root`:
 /// the state table first, then the features table, each replacing the shard's partition of
 /// this build. Returns the two versions.
 pub fn commit_shard(

@@ -1,6 +1,6 @@
 //! The churn feature table in bounded memory, per player-hash bucket, in shards.
 //!
-//! [`crate::churn_features`] states the table as one polars query over the whole lake; its
+//! [`crate::churn::features`] states the table as one polars query over the whole lake; its
 //! peak memory grows with the rows. Here the same query runs in two passes whose memory depends
 //! on one day of matches and on `chunk_rows`, not on the lake's size:
 //!
@@ -29,7 +29,7 @@
 //! A shard `K/N` owns the players whose share lies in `[K/N, (K+1)/N)`, split into as many
 //! buckets as keep each one near `chunk_rows` rows. Shards share nothing but their inputs, so
 //! any batch scheduler can run them on as many machines; each commits its files to the Delta
-//! tables of [`crate::churn_table`] as one transaction.
+//! tables of [`crate::churn::table`] as one transaction.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,10 +38,10 @@ use std::time::Instant;
 use mm_lake::Lake;
 use polars::prelude::*;
 
-use crate::churn_features::{
+use crate::churn::features::{
     FeatureQuery, features_of_sorted, per_match_values, scan, sorted, state_of_sorted,
 };
-use crate::error::{FitError, output_err};
+use crate::error::{FitError, out_err, pl_err};
 
 use mm_lake::schema::DAY_MS;
 
@@ -166,14 +166,6 @@ pub struct BuildStats {
     pub spill_files: usize,
     #[serde(skip)]
     pub parts: Vec<BuiltPart>,
-}
-
-fn pl_err(e: PolarsError) -> FitError {
-    FitError::Query(e.to_string())
-}
-
-fn out_err(p: &Path) -> impl Fn(std::io::Error) -> FitError + '_ {
-    move |e| output_err(p, e)
 }
 
 /// How a file is compressed: the spill files are read once, a moment later, by this process;

@@ -20,8 +20,8 @@ use mm_trainer::stats::{BinaryScore, sigmoid};
 use serde::Serialize;
 
 use crate::error::FitError;
-use crate::history::History;
-use crate::replay::sample_of;
+use crate::skill::history::History;
+use crate::skill::replay::sample_of;
 
 /// Days at the end of the kept matches that calibrate the win skill and choose between it and
 /// raw skill.

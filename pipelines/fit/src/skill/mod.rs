@@ -1,4 +1,16 @@
 //! `mm fit skill`: raw skill and percentiles from the lake.
+//!
+//! [`fit_skill`] runs the job's steps in order; the parts live beside it: [`history`] (the
+//! lake's matches in time order), [`replay`] (our raw skill and the baselines under one
+//! protocol), [`win`] (the win skill), [`truth`] (the fit against a simulated lake's truth),
+//! [`out`] (the Parquet outputs) and [`report`] (the metrics and the HTML page).
+
+pub mod history;
+pub mod out;
+pub mod replay;
+pub mod report;
+pub mod truth;
+pub mod win;
 
 use std::path::{Path, PathBuf};
 
@@ -15,13 +27,13 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{FitError, config_err, output_err};
-use crate::history::{DayStream, History, Metric};
-use crate::replay::{OursReplay, OursRun, Windows, run_baseline, run_ours};
-use crate::report::skill::{
+use crate::skill::history::{DayStream, History, Metric};
+use crate::skill::out::{MatchSkillWriter, write_players};
+use crate::skill::replay::{OursReplay, OursRun, Windows, run_baseline, run_ours};
+use crate::skill::report::{
     FinalWindow, ModelScore, SkillReport, TunePoint, TuningSample, WindowDates,
 };
-use crate::skill_out::{MatchSkillWriter, write_players};
-use crate::win_skill::WinCollector;
+use crate::skill::win::WinCollector;
 
 /// What `fit_skill` does.
 #[derive(Debug, Clone)]
@@ -72,7 +84,7 @@ pub struct SkillConfig {
     /// the lake has more, the chosen model then replays every day of it one day at a time.
     pub max_tune_rows: usize,
     /// Fit the whole-history win skill and export it with its team win model when it predicts
-    /// the latest matches better than raw skill (`crate::win_skill`).
+    /// the latest matches better than raw skill (`crate::skill::win`).
     pub win_skill: bool,
     /// The most recent two-team matches the win skill is fitted on.
     pub max_win_matches: usize,
@@ -93,7 +105,7 @@ pub const MAX_TUNE_ROWS: usize = 10_000_000;
 const MAX_TEAM_SAMPLES: usize = 1_000_000;
 
 /// The fewest decisive matches in the scoring window for the exported team model to be fitted
-/// on that window alone ([`fit_final_team`]); with fewer, it is fitted on both windows.
+/// on that window alone (`fit_final_team`); with fewer, it is fitted on both windows.
 pub const MIN_LATEST_DECISIVE: usize = 1_000;
 
 /// The exported team win model: fitted on the scoring window, the latest matches, when it holds
@@ -161,7 +173,7 @@ impl SkillConfig {
             target_sd: Some(COD_SKILL_SD),
             max_tune_rows: MAX_TUNE_ROWS,
             win_skill: true,
-            max_win_matches: crate::win_skill::MAX_WIN_MATCHES,
+            max_win_matches: crate::skill::win::MAX_WIN_MATCHES,
             blowout_margin: mm_trainer::skill::team::BLOWOUT_MARGIN,
         }
     }
@@ -518,7 +530,7 @@ fn final_run(
 }
 
 /// Says whether the win skill is exported, and why.
-fn log_win_skill(report: &crate::win_skill::WinSkillReport) {
+fn log_win_skill(report: &crate::skill::win::WinSkillReport) {
     tracing::info!(
         exported = report.exported,
         "skill: win skill {} ({})",
@@ -532,7 +544,7 @@ fn log_win_skill(report: &crate::win_skill::WinSkillReport) {
                 "log-loss {:.4} against raw skill's {:.4} over the last {} days",
                 report.win_log_loss.unwrap_or(f64::NAN),
                 report.raw_log_loss.unwrap_or(f64::NAN),
-                crate::win_skill::CALIBRATION_DAYS
+                crate::skill::win::CALIBRATION_DAYS
             )
         } else {
             report.reason.clone()
@@ -547,7 +559,7 @@ fn write_models(
     cfg: &SkillConfig,
     report: &SkillReport,
     map: &PercentileMap,
-    win_fit: Option<&crate::win_skill::WinFit>,
+    win_fit: Option<&crate::skill::win::WinFit>,
     offsets: Option<PartyAdjustment>,
     params: RawSkillParams,
 ) -> Result<(), FitError> {
@@ -746,7 +758,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
             .filter(|m| m.two_teams() && f(m.start_ms))
             .count() as u64
     };
-    let truth = crate::skill_truth::compare(
+    let truth = crate::skill::truth::compare(
         &lake,
         &fin.ids,
         &h,
@@ -799,7 +811,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     fin.match_skill.finish(&map)?;
     write_models(cfg, &report, &map, win_fit.as_ref(), offsets, params)?;
     if cfg.html {
-        let html = crate::report::skill::skill_html(&report, &run.dist, &map, &run.score);
+        let html = crate::skill::report::skill_html(&report, &run.dist, &map, &run.score);
         mm_lake::parquet_io::write_atomic(&cfg.out.join("skill_report.html"), html.as_bytes())?;
     }
     let report = SkillReport {

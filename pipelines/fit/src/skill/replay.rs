@@ -12,7 +12,7 @@ use mm_trainer::skill::team::{PartyAdjustment, TeamSample};
 use mm_trainer::stats::{BinaryScore, sigmoid};
 use serde::Serialize;
 
-use crate::history::{History, MatchRef};
+use crate::skill::history::{History, MatchRef};
 
 /// Time windows in ms since the epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,8 +16,8 @@ use mm_trainer::skill::team::{FitTeamWinModel, TeamFitConfig, TeamSample, TeamWi
 use mm_trainer::stats::spearman;
 use serde::{Deserialize, Serialize};
 
-use crate::history::History;
-use crate::replay::team_sample;
+use crate::skill::history::History;
+use crate::skill::replay::team_sample;
 
 /// Players with fewer matches than this before the cutoff are left out of the comparison:
 /// their raw skill has not settled.

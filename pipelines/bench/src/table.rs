@@ -3,17 +3,13 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float64Type;
-use arrow_array::{ArrayRef, BooleanArray, Float64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::{ArrayRef, Float64Array};
+use arrow_schema::DataType;
 use ndarray::Array2;
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 
 /// A feature table: named columns, rows, and a boolean label.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,69 +119,75 @@ fn as_f64(a: &ArrayRef) -> Result<Float64Array, String> {
     Ok(c.as_primitive::<Float64Type>().clone())
 }
 
-/// Writes `t` (features as float64, the label as boolean `label`) and extra float64 columns
-/// (e.g. predictions) to a zstd Parquet file, through a temporary file and a rename.
-pub fn write_table(
-    path: &Path,
-    t: &Table,
-    label: &str,
-    extra: &[(&str, &[f64])],
-) -> Result<(), TableError> {
-    let mut fields: Vec<Field> = t
-        .names
-        .iter()
-        .map(|n| Field::new(n, DataType::Float64, false))
-        .collect();
-    fields.push(Field::new(label, DataType::Boolean, false));
-    fields.extend(
-        extra
-            .iter()
-            .map(|(n, _)| Field::new(*n, DataType::Float64, false)),
-    );
-    let schema = Arc::new(Schema::new(fields));
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
-    let tmp = mm_artifact::fsio::temp_path(path);
-    let io = |source| TableError::Io {
-        path: tmp.display().to_string(),
-        source,
-    };
-    let file = File::create(&tmp).map_err(io)?;
-    let mut w =
-        ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| fmt_err(&tmp, e))?;
-    let n = t.x.nrows();
-    let chunk = 131_072;
-    let mut lo = 0;
-    while lo < n {
-        let hi = (lo + chunk).min(n);
-        let mut cols: Vec<ArrayRef> = (0..t.x.ncols())
-            .map(|j| {
-                Arc::new(Float64Array::from_iter_values(
-                    (lo..hi).map(|i| t.x[[i, j]]),
-                )) as ArrayRef
-            })
-            .collect();
-        cols.push(Arc::new(BooleanArray::from(t.y[lo..hi].to_vec())));
-        for (_, v) in extra {
-            cols.push(Arc::new(Float64Array::from(v[lo..hi].to_vec())));
-        }
-        let batch = RecordBatch::try_new(schema.clone(), cols).map_err(|e| fmt_err(&tmp, e))?;
-        w.write(&batch).map_err(|e| fmt_err(&tmp, e))?;
-        lo = hi;
-    }
-    w.close().map_err(|e| fmt_err(&tmp, e))?;
-    mm_artifact::fsio::publish(&tmp, path).map_err(|source| TableError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use arrow_array::{BooleanArray, RecordBatch};
+    use arrow_schema::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+
+    /// Writes `t` (features as float64, the label as boolean `label`) and extra float64 columns
+    /// (e.g. predictions) to a zstd Parquet file, through a temporary file and a rename.
+    fn write_table(
+        path: &Path,
+        t: &Table,
+        label: &str,
+        extra: &[(&str, &[f64])],
+    ) -> Result<(), TableError> {
+        let mut fields: Vec<Field> = t
+            .names
+            .iter()
+            .map(|n| Field::new(n, DataType::Float64, false))
+            .collect();
+        fields.push(Field::new(label, DataType::Boolean, false));
+        fields.extend(
+            extra
+                .iter()
+                .map(|(n, _)| Field::new(*n, DataType::Float64, false)),
+        );
+        let schema = Arc::new(Schema::new(fields));
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let tmp = mm_artifact::fsio::temp_path(path);
+        let io = |source| TableError::Io {
+            path: tmp.display().to_string(),
+            source,
+        };
+        let file = File::create(&tmp).map_err(io)?;
+        let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .map_err(|e| fmt_err(&tmp, e))?;
+        let n = t.x.nrows();
+        let chunk = 131_072;
+        let mut lo = 0;
+        while lo < n {
+            let hi = (lo + chunk).min(n);
+            let mut cols: Vec<ArrayRef> = (0..t.x.ncols())
+                .map(|j| {
+                    Arc::new(Float64Array::from_iter_values(
+                        (lo..hi).map(|i| t.x[[i, j]]),
+                    )) as ArrayRef
+                })
+                .collect();
+            cols.push(Arc::new(BooleanArray::from(t.y[lo..hi].to_vec())));
+            for (_, v) in extra {
+                cols.push(Arc::new(Float64Array::from(v[lo..hi].to_vec())));
+            }
+            let batch = RecordBatch::try_new(schema.clone(), cols).map_err(|e| fmt_err(&tmp, e))?;
+            w.write(&batch).map_err(|e| fmt_err(&tmp, e))?;
+            lo = hi;
+        }
+        w.close().map_err(|e| fmt_err(&tmp, e))?;
+        mm_artifact::fsio::publish(&tmp, path).map_err(|source| TableError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(())
+    }
 
     #[test]
     fn round_trip_and_errors() {

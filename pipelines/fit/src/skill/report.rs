@@ -9,9 +9,9 @@ use mm_trainer::skill::team::{PartyAdjustment, TeamSample, TeamWinModel};
 use mm_trainer::stats::{BinaryMetrics, ReliabilityBin};
 use serde::Serialize;
 
-use crate::history::Metric;
 use crate::html::{Series, decimals, escape, line_chart, page_head};
-use crate::replay::DistPoint;
+use crate::skill::history::Metric;
+use crate::skill::replay::DistPoint;
 
 /// The matches the exported team model was fitted on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -114,12 +114,12 @@ pub struct SkillReport {
     pub team_model_final_window: Option<FinalWindow>,
     /// The whole-history win skill: its fit, its calibrated team win model, and whether that
     /// model was exported in place of `team_model_final` (None: not fitted, `--no-win-skill`).
-    pub win_skill: Option<crate::win_skill::WinSkillReport>,
+    pub win_skill: Option<crate::skill::win::WinSkillReport>,
     pub party_adjustment: Option<PartyAdjustment>,
     /// The party adjustment after each replay (the first credits parties nothing).
     pub party_iterations: Vec<PartyAdjustment>,
     /// Against the simulator's truth, on a simulated lake.
-    pub truth: Option<crate::skill_truth::SkillTruth>,
+    pub truth: Option<crate::skill::truth::SkillTruth>,
     pub reliability: Vec<ReliabilityBin>,
     pub percentile_knots: usize,
     pub seconds: f64,
@@ -344,7 +344,7 @@ pub fn skill_html(
 }
 
 /// The win skill's section: what it was fitted on, how it compared with raw skill, its model.
-fn win_skill_html(h: &mut String, w: &crate::win_skill::WinSkillReport) {
+fn win_skill_html(h: &mut String, w: &crate::skill::win::WinSkillReport) {
     let _ = write!(
         h,
         "<h2>Win skill (whole-history Bradley-Terry; {})</h2><p>Fitted on the {} most recent \
