@@ -35,9 +35,9 @@ use crate::config::EvalConfig;
 use crate::error::EvalError;
 use crate::history::EvalHistory;
 use crate::measures::{Scored, mix};
-use crate::replay::{Arrival, Truth, eomm_config, policy};
 use crate::results::{LeaverResult, LeaverRun};
 use crate::stats::{Moments, welch, wilson};
+use crate::team::{Arrival, TEAM_POLICIES, Truth, eomm_config, policy};
 
 /// A match in play: its race and, per race line, the search and seat it is.
 struct Playing {
@@ -454,7 +454,7 @@ fn run(
 pub(crate) fn replay(s: &Setup<'_>, cfg: &EvalConfig) -> Result<LeaverResult, EvalError> {
     let t0 = std::time::Instant::now();
     let mut runs = Vec::new();
-    for name in crate::replay::TEAM_POLICIES {
+    for name in TEAM_POLICIES {
         let (mut with, churn_with) = run(s, name, true, cfg)?;
         let (without, churn_without) = run(s, name, false, cfg)?;
         // Retention with backfill over without: churn without minus churn with.

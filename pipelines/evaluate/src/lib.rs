@@ -45,6 +45,7 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod stats;
+pub mod team;
 mod truth;
 
 use std::time::Instant;
@@ -100,7 +101,7 @@ pub fn evaluate_with(
         .iter()
         .all(|m| m.hi - m.lo == 2 && m.split == m.lo + 1);
     let mut notes = Vec::new();
-    let holdouts: Vec<Holdout> = arts.iter().map(|sc| measures::holdout(&h, sc)).collect();
+    let holdouts: Vec<Holdout> = arts.iter().map(|sc| paired::holdout(&h, sc)).collect();
     let holdout_diff = (arts.len() == 2).then(|| {
         let t = Instant::now();
         let d = paired::holdout_diff(&h, &arts[0], &arts[1], paired::RESAMPLES, cfg.seed);
@@ -281,7 +282,7 @@ fn team_replay(
     truth: Option<&truth::TruthSearches>,
     notes: &mut Vec<String>,
 ) -> Result<Option<TeamQueueResult>, EvalError> {
-    let Some(t) = replay::team_size(h) else {
+    let Some(t) = team::team_size(h) else {
         notes.push(
             "The mode is not 1v1 and the window has no two-team match of equal teams: no \
              policy was run; this report holds the holdout scores and the real lobbies."

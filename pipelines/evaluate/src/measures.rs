@@ -9,8 +9,7 @@ use mm_matcher::scoring::OutcomeProbs;
 
 use crate::error::{EvalError, fmt_ms};
 use crate::history::{self, EvalHistory};
-use crate::paired;
-use crate::results::{DecileStats, HistoricalRow, Holdout};
+use crate::results::{DecileStats, HistoricalRow};
 use crate::stats::{Moments, wilson};
 
 /// The models of one artifact bound to the window's searchers.
@@ -249,38 +248,6 @@ pub(crate) fn win_preds(h: &EvalHistory, sc: &Scored) -> Vec<(f64, bool)> {
 /// A probability kept off 0 and 1 for a log-loss.
 pub(crate) fn clamp_p(p: f64) -> f64 {
     p.clamp(1e-12, 1.0 - 1e-12)
-}
-
-/// The churn and win models scored against what happened in the window.
-pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
-    let preds: Vec<(f64, bool)> = churn_preds(h, sc)
-        .into_iter()
-        .map(|(p, y, _)| (p, y))
-        .collect();
-    let n = preds.len() as f64;
-    let (p, y): (Vec<f64>, Vec<bool>) = preds.iter().copied().unzip();
-    let scores = paired::ChurnSet::new(p, y).scores(None);
-    let mean_p = preds.iter().map(|p| p.0).sum::<f64>() / n;
-    let obs = preds.iter().filter(|p| p.1).count() as f64 / n;
-    let wins = win_preds(h, sc);
-    let wn = wins.len() as f64;
-    let wll = wins.iter().map(|w| -clamp_p(w.0).ln()).sum::<f64>();
-    let wacc = wins.iter().filter(|w| w.1).count() as f64;
-    Holdout {
-        artifact: sc.label.clone(),
-        version: sc.version.clone(),
-        churn_rows: preds.len() as u64,
-        churn_log_loss: scores.log_loss,
-        churn_brier: scores.brier,
-        churn_ece: scores.ece,
-        churn_auc: scores.auc,
-        churn_mean_predicted: mean_p,
-        churn_observed: obs,
-        win_matches: wn as u64,
-        win_log_loss: wll / wn,
-        win_accuracy: wacc / wn,
-        new_players: sc.new_players,
-    }
 }
 
 #[cfg(test)]

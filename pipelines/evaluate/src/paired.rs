@@ -1,5 +1,5 @@
-//! Two artifacts' holdout scores on the same searches, and how far apart they are: each score's
-//! difference (candidate minus baseline) with a 95% interval from a paired bootstrap.
+//! An artifact's holdout scores ([`holdout`]), and two artifacts' on the same searches, and how
+//! far apart they are ([`holdout_diff`]): each score's difference (candidate minus baseline) with a 95% interval from a paired bootstrap.
 //!
 //! The churn scores are resampled by player (a player's searches are drawn together: one
 //! player's labels and predictions are not independent of each other), the win model's by
@@ -11,8 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::history::EvalHistory;
-use crate::measures::{self, Scored, clamp_p, decile};
-use crate::results::{DiffCi, HoldoutDiff};
+use crate::measures::{self, Scored, churn_preds, clamp_p, decile, win_preds};
+use crate::results::{DiffCi, Holdout, HoldoutDiff};
 
 /// Bootstrap resamples: the 2.5% and 97.5% points are then read from 25 draws either side.
 pub const RESAMPLES: usize = 1000;
@@ -166,6 +166,38 @@ fn weighted_mean(x: &[f64], w: Option<&[f64]>) -> f64 {
         (s + w * v, t + w)
     });
     s / t
+}
+
+/// The churn and win models scored against what happened in the window.
+pub(crate) fn holdout(h: &EvalHistory, sc: &Scored) -> Holdout {
+    let preds: Vec<(f64, bool)> = churn_preds(h, sc)
+        .into_iter()
+        .map(|(p, y, _)| (p, y))
+        .collect();
+    let n = preds.len() as f64;
+    let (p, y): (Vec<f64>, Vec<bool>) = preds.iter().copied().unzip();
+    let scores = ChurnSet::new(p, y).scores(None);
+    let mean_p = preds.iter().map(|p| p.0).sum::<f64>() / n;
+    let obs = preds.iter().filter(|p| p.1).count() as f64 / n;
+    let wins = win_preds(h, sc);
+    let wn = wins.len() as f64;
+    let wll = wins.iter().map(|w| -clamp_p(w.0).ln()).sum::<f64>();
+    let wacc = wins.iter().filter(|w| w.1).count() as f64;
+    Holdout {
+        artifact: sc.label.clone(),
+        version: sc.version.clone(),
+        churn_rows: preds.len() as u64,
+        churn_log_loss: scores.log_loss,
+        churn_brier: scores.brier,
+        churn_ece: scores.ece,
+        churn_auc: scores.auc,
+        churn_mean_predicted: mean_p,
+        churn_observed: obs,
+        win_matches: wn as u64,
+        win_log_loss: wll / wn,
+        win_accuracy: wacc / wn,
+        new_players: sc.new_players,
+    }
 }
 
 /// The candidate's holdout scores against the baseline's on the same searches and matches.
