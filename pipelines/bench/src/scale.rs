@@ -103,6 +103,18 @@ fn s(p: &Path) -> &str {
 /// `one_size`) and 200 rounds.
 const EVALUATION: [&str; 4] = ["--tick-s", "60", "--rounds", "200"];
 
+/// The stages after `simulate`, in the order they run.
+const STAGES: [&str; 8] = [
+    "ingest",
+    "fit-skill",
+    "churn-features",
+    "fit-churn",
+    "export",
+    "evaluate",
+    "retrain",
+    "retrain-daily",
+];
+
 /// Measures every stage at `rows` (about; the simulated lake's actual count is used).
 fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<()> {
     let days = ((target as f64) / (a.players as f64 * ROWS_PER_PLAYER_DAY))
@@ -110,8 +122,66 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
         .max(4.0) as u32;
     let dir = a.work.join(format!("{}x{days}", a.players));
     std::fs::create_dir_all(&dir)?;
-    let lake = dir.join("lake");
-    let mut push = |stage: &str, rows: u64, unit: &str, (seconds, cpu, rss): Measured| {
+    eprintln!(
+        "size ~{target} rows: {} players x {days} days in {}",
+        a.players,
+        dir.display()
+    );
+    // Fit on all days but the last two; evaluate on the first of those (its labels need the
+    // second), with a one-minute queue tick: the team-queue replay's cost is the window's and
+    // the tick's, not the lake's, and at the default 5 s it takes half an hour.
+    let start = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
+    let mut size = Size {
+        a,
+        lake: dir.join("lake"),
+        skill: dir.join("skill"),
+        churn: dir.join("churn"),
+        models: dir.join("models"),
+        until: (start + chrono::Days::new(u64::from(days - 2))).to_string(),
+        eval_to: (start + chrono::Days::new(u64::from(days - 1))).to_string(),
+        dir,
+        days,
+        rows: 0,
+        out,
+    };
+    size.simulate()?;
+    size.rows = lake_rows(&size.lake)?;
+    let stage = |name: &str| a.stages.iter().any(|x| x == name);
+    for name in STAGES.into_iter().filter(|n| stage(n)) {
+        match name {
+            "ingest" => size.ingest(),
+            "fit-skill" => size.fit_skill(),
+            "churn-features" => size.churn_features(),
+            "fit-churn" => size.fit_churn(),
+            "export" => size.export(),
+            "evaluate" => size.evaluate(),
+            "retrain" => size.retrain(),
+            _ => size.retrain_daily(),
+        }?;
+    }
+    Ok(())
+}
+
+/// One size's lake, its stages' folders and the measurements so far.
+struct Size<'a> {
+    a: &'a BenchScaleArgs,
+    dir: std::path::PathBuf,
+    lake: std::path::PathBuf,
+    skill: std::path::PathBuf,
+    churn: std::path::PathBuf,
+    models: std::path::PathBuf,
+    days: u32,
+    /// The lake's rows (after `simulate`).
+    rows: u64,
+    /// The fits read the days before this one; the evaluation reads `[until, eval_to)`.
+    until: String,
+    eval_to: String,
+    out: &'a mut Vec<StageRun>,
+}
+
+impl Size<'_> {
+    /// Records (and prints) a stage's measurement.
+    fn push(&mut self, stage: &str, rows: u64, unit: &str, (seconds, cpu, rss): Measured) {
         let r = StageRun {
             stage: stage.into(),
             rows,
@@ -131,231 +201,215 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             "  {:<14} {:>12} {unit}  {:>8.2} s  {:>12.0} /s  {:>12.0} /cpu-s  {:>8.0} MiB",
             r.stage, r.rows, r.seconds, r.rows_per_s, r.rows_per_cpu_s, r.peak_rss_mib
         );
-        out.push(r);
-    };
-    eprintln!(
-        "size ~{target} rows: {} players x {days} days in {}",
-        a.players,
-        dir.display()
-    );
-    // Simulate (reused when the lake is there from an earlier run).
-    let reuse = lake_rows(&lake).is_ok_and(|n| n > 0);
-    if !reuse {
-        let _ = std::fs::remove_dir_all(&lake);
+        self.out.push(r);
+    }
+
+    /// Runs `args` as a child `mm` and records it as `stage` over `rows` of `unit`.
+    fn run(&mut self, stage: &str, cmd: Command, rows: u64, unit: &str) -> Result<()> {
+        let t = measure(cmd, &self.dir)?;
+        self.push(stage, rows, unit, t);
+        Ok(())
+    }
+
+    /// Simulates the lake (reused when it is there from an earlier run).
+    fn simulate(&mut self) -> Result<()> {
+        if lake_rows(&self.lake).is_ok_and(|n| n > 0) {
+            return Ok(());
+        }
+        let _ = std::fs::remove_dir_all(&self.lake);
         let t = measure(
             mm(&[
                 "simulate",
                 "--lake",
-                s(&lake),
+                s(&self.lake),
                 "--players",
-                &a.players.to_string(),
+                &self.a.players.to_string(),
                 "--days",
-                &days.to_string(),
+                &self.days.to_string(),
                 "--duel-share",
                 "0",
                 "-q",
             ])?,
-            &dir,
+            &self.dir,
         )?;
-        push("simulate", lake_rows(&lake)?, "rows", t);
+        let rows = lake_rows(&self.lake)?;
+        self.push("simulate", rows, "rows", t);
+        Ok(())
     }
-    let rows = lake_rows(&lake)?;
-    if a.stages.iter().any(|x| x == "ingest") {
-        let csv = dir.join("ingest.csv");
+
+    /// `mm ingest` of a CSV of the lake's size, into a lake of its own.
+    fn ingest(&mut self) -> Result<()> {
+        let csv = self.dir.join("ingest.csv");
         if !csv.exists() {
-            mm_ingest::generate::write_peer_shaped_csv(&csv, rows, 20_240_603)?;
+            mm_ingest::generate::write_peer_shaped_csv(&csv, self.rows, 20_240_603)?;
         }
-        let ingest_lake = dir.join("ingest-lake");
+        let ingest_lake = self.dir.join("ingest-lake");
         let _ = std::fs::remove_dir_all(&ingest_lake);
-        let t = measure(
-            mm(&["ingest", s(&csv), "--lake", s(&ingest_lake), "-q"])?,
-            &dir,
-        )?;
-        push("ingest", rows, "rows", t);
+        let cmd = mm(&["ingest", s(&csv), "--lake", s(&ingest_lake), "-q"])?;
+        self.run("ingest", cmd, self.rows, "rows")?;
         let _ = std::fs::remove_dir_all(&ingest_lake);
+        Ok(())
     }
-    // Fit on all days but the last two; evaluate on the first of those (its labels need the
-    // second), with a one-minute queue tick: the team-queue replay's cost is the window's and
-    // the tick's, not the lake's, and at the default 5 s it takes half an hour.
-    let start = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
-    let until = (start + chrono::Days::new(u64::from(days - 2))).to_string();
-    let eval_to = (start + chrono::Days::new(u64::from(days - 1))).to_string();
-    let (skill, churn, models) = (dir.join("skill"), dir.join("churn"), dir.join("models"));
-    let mode = a.mode.as_str();
-    let stage = |name: &str| a.stages.iter().any(|x| x == name);
-    if stage("fit-skill") {
-        let t = measure(
-            mm(&[
-                "fit",
-                "skill",
-                "--lake",
-                s(&lake),
-                "--out",
-                s(&skill),
-                "--mode",
-                mode,
-                "--until",
-                &until,
-            ])?,
-            &dir,
-        )?;
-        push("fit-skill", rows, "rows", t);
+
+    fn fit_skill(&mut self) -> Result<()> {
+        let cmd = mm(&[
+            "fit",
+            "skill",
+            "--lake",
+            s(&self.lake),
+            "--out",
+            s(&self.skill),
+            "--mode",
+            &self.a.mode,
+            "--until",
+            &self.until,
+        ])?;
+        self.run("fit-skill", cmd, self.rows, "rows")
     }
-    // `mm fit churn` on this lake's mode up to `until`, with the skill percentile feature when
-    // the skill fit has run (this run or an earlier).
-    let with_skill = skill.join("match_skill.parquet").exists();
-    let fit_churn = |out: &Path, extra: &[&str]| -> Result<Command> {
+
+    /// `mm fit churn` on this lake's mode up to `until`, with the skill percentile feature when
+    /// the skill fit has run (this run or an earlier).
+    fn fit_churn_cmd(&self, out: &Path, extra: &[&str]) -> Result<Command> {
         let mut args = vec![
             "fit",
             "churn",
             "--lake",
-            s(&lake),
+            s(&self.lake),
             "--out",
             s(out),
             "--mode",
-            mode,
+            &self.a.mode,
             "--until",
-            &until,
+            &self.until,
         ];
         args.extend_from_slice(extra);
-        if with_skill {
-            args.extend(["--skill", s(&skill)]);
+        if self.skill.join("match_skill.parquet").exists() {
+            args.extend(["--skill", s(&self.skill)]);
         }
         mm(&args)
-    };
-    if stage("churn-features") {
-        // The feature build alone: one shard of one builds and commits the whole table and
-        // stops. Its own table, so that fit-churn's is left as it is.
-        let tables = dir.join("churn-features-bench");
+    }
+
+    /// The feature build alone: one shard of one builds and commits the whole table and stops.
+    /// Its own table, so that fit-churn's is left as it is.
+    fn churn_features(&mut self) -> Result<()> {
+        let tables = self.dir.join("churn-features-bench");
         let _ = std::fs::remove_dir_all(&tables);
-        let cmd = fit_churn(
+        let cmd = self.fit_churn_cmd(
             &tables.join("out"),
             &["--tables", s(&tables), "--shard", "0/1", "-q"],
         )?;
-        let t = measure(cmd, &dir)?;
-        push("churn-features", rows, "rows", t);
+        self.run("churn-features", cmd, self.rows, "rows")?;
         let _ = std::fs::remove_dir_all(&tables);
+        Ok(())
     }
-    if stage("fit-churn") {
-        let cmd = fit_churn(
-            &churn,
+
+    fn fit_churn(&mut self) -> Result<()> {
+        // `--rebuild`: build the feature table again (an earlier run's would be found and
+        // reused).
+        let cmd = self.fit_churn_cmd(
+            &self.churn,
+            &["--c-grid", "0.01", "--folds", "2", "--rebuild"],
+        )?;
+        self.run("fit-churn", cmd, self.rows, "rows")
+    }
+
+    fn export(&mut self) -> Result<()> {
+        let _ = std::fs::remove_dir_all(&self.models);
+        let cmd = mm(&[
+            "export",
+            "--skill",
+            s(&self.skill),
+            "--churn",
+            s(&self.churn),
+            "--models",
+            s(&self.models),
+            "--name",
+            "scale",
+        ])?;
+        self.run("export", cmd, self.rows, "rows")
+    }
+
+    /// `mm evaluate` of the exported model on the day after the fits'; its work is one day's
+    /// searches, whatever the lake's size.
+    fn evaluate(&mut self) -> Result<()> {
+        let evaluation = self.dir.join("evaluation");
+        let cmd = mm(&[
             &[
-                "--c-grid",
-                "0.01",
-                "--folds",
-                "2",
-                // Build the feature table again (an earlier run's would be found and reused).
-                "--rebuild",
-            ],
-        )?;
-        let t = measure(cmd, &dir)?;
-        push("fit-churn", rows, "rows", t);
-    }
-    if stage("export") {
-        let _ = std::fs::remove_dir_all(&models);
-        let t = measure(
-            mm(&[
-                "export",
-                "--skill",
-                s(&skill),
-                "--churn",
-                s(&churn),
-                "--models",
-                s(&models),
-                "--name",
-                "scale",
-            ])?,
-            &dir,
-        )?;
-        push("export", rows, "rows", t);
-    }
-    if stage("evaluate") {
-        let evaluation = dir.join("evaluation");
-        let t = measure(
-            mm(&[
-                &[
-                    "evaluate",
-                    "--lake",
-                    s(&lake),
-                    "--artifact",
-                    s(&models.join("scale")),
-                    "--out",
-                    s(&evaluation),
-                    "--from",
-                    &until,
-                    "--to",
-                    &eval_to,
-                ][..],
-                &EVALUATION,
-            ]
-            .concat())?,
-            &dir,
-        )?;
-        // Its work is one day's searches, whatever the lake's size.
+                "evaluate",
+                "--lake",
+                s(&self.lake),
+                "--artifact",
+                s(&self.models.join("scale")),
+                "--out",
+                s(&evaluation),
+                "--from",
+                &self.until,
+                "--to",
+                &self.eval_to,
+            ][..],
+            &EVALUATION,
+        ]
+        .concat())?;
+        let t = measure(cmd, &self.dir)?;
         let searches = std::fs::read_to_string(evaluation.join("evaluation.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("searches")?.as_u64())
             .context("evaluation.json has no search count")?;
-        push("evaluate", searches, "searches", t);
+        self.push("evaluate", searches, "searches", t);
+        Ok(())
     }
-    if stage("retrain") {
-        // The scheduled job, the stages above chained in one process: the lake as it is (no
-        // inputs), its last day held out and evaluated at the same one-minute tick. A fresh
-        // working directory, so that it builds everything rather than resuming.
-        let (work, retrain_models) = (dir.join("retrain-work"), dir.join("retrain-models"));
+
+    /// `mm retrain` into `models` with `work`, with `extra` flags.
+    fn retrain_cmd(&self, work: &Path, models: &Path, extra: &[&str]) -> Result<Command> {
+        let mut args = vec![
+            "retrain",
+            "--lake",
+            s(&self.lake),
+            "--mode",
+            &self.a.mode,
+            "--models",
+            s(models),
+            "--work",
+            s(work),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&EVALUATION);
+        mm(&args)
+    }
+
+    /// The scheduled job, the stages above chained in one process: the lake as it is (no
+    /// inputs), its last day held out and evaluated at the same one-minute tick. A fresh
+    /// working directory, so that it builds everything rather than resuming.
+    fn retrain(&mut self) -> Result<()> {
+        let (work, models) = (
+            self.dir.join("retrain-work"),
+            self.dir.join("retrain-models"),
+        );
+        let cmd = self.retrain_cmd(&work, &models, &[])?;
+        self.run("retrain", cmd, self.rows, "rows")
+    }
+
+    /// The nightly job's two kinds of run: a full one on the lake without its last day (two
+    /// days held out), then the next day's, which continues the promoted model over the one day
+    /// more (the last day held out). Both evaluate at the one-minute tick.
+    fn retrain_daily(&mut self) -> Result<()> {
+        let (work, models) = (self.dir.join("daily-work"), self.dir.join("daily-models"));
         let _ = std::fs::remove_dir_all(&work);
-        let _ = std::fs::remove_dir_all(&retrain_models);
-        let t = measure(
-            mm(&[
-                &[
-                    "retrain",
-                    "--lake",
-                    s(&lake),
-                    "--mode",
-                    mode,
-                    "--models",
-                    s(&retrain_models),
-                    "--work",
-                    s(&work),
-                ][..],
-                &EVALUATION,
-            ]
-            .concat())?,
-            &dir,
+        let _ = std::fs::remove_dir_all(&models);
+        let margin = ["--margin", "1"];
+        let cmd = self.retrain_cmd(
+            &work,
+            &models,
+            &[&["--holdout-days", "2", "--full"], &margin[..]].concat(),
         )?;
-        push("retrain", rows, "rows", t);
-    }
-    if stage("retrain-daily") {
-        // The nightly job's two kinds of run: a full one on the lake without its last day
-        // (two days held out), then the next day's, which continues the promoted model over
-        // the one day more (the last day held out). Both evaluate at the one-minute tick.
-        let (work, daily_models) = (dir.join("daily-work"), dir.join("daily-models"));
-        let _ = std::fs::remove_dir_all(&work);
-        let _ = std::fs::remove_dir_all(&daily_models);
-        let retrain = |holdout: &str, extra: &[&str]| -> Result<Command> {
-            let mut args = vec![
-                "retrain",
-                "--lake",
-                s(&lake),
-                "--mode",
-                mode,
-                "--models",
-                s(&daily_models),
-                "--work",
-                s(&work),
-                "--holdout-days",
-                holdout,
-                "--margin",
-                "1",
-            ];
-            args.extend_from_slice(extra);
-            args.extend_from_slice(&EVALUATION);
-            mm(&args)
-        };
-        let t = measure(retrain("2", &["--full"])?, &dir)?;
-        push("retrain-full", rows, "rows", t);
-        let t = measure(retrain("1", &[])?, &dir)?;
+        self.run("retrain-full", cmd, self.rows, "rows")?;
+        let cmd = self.retrain_cmd(
+            &work,
+            &models,
+            &[&["--holdout-days", "1"], &margin[..]].concat(),
+        )?;
+        let t = measure(cmd, &self.dir)?;
         let log = std::fs::read_to_string(work.join("runs.jsonl"))?;
         anyhow::ensure!(
             log.lines()
@@ -364,9 +418,9 @@ fn one_size(a: &BenchScaleArgs, target: u64, out: &mut Vec<StageRun>) -> Result<
             "the daily run did not continue the full run's model: {}",
             log.lines().last().unwrap_or_default()
         );
-        push("retrain-daily", rows, "rows", t);
+        self.push("retrain-daily", self.rows, "rows", t);
+        Ok(())
     }
-    Ok(())
 }
 
 /// The largest size over the smallest, per stage.
@@ -393,16 +447,6 @@ pub fn scaling(runs: &[StageRun]) -> Vec<StageScaling> {
 }
 
 pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
-    const STAGES: [&str; 8] = [
-        "ingest",
-        "fit-skill",
-        "churn-features",
-        "fit-churn",
-        "export",
-        "evaluate",
-        "retrain",
-        "retrain-daily",
-    ];
     if let Some(bad) = a.stages.iter().find(|x| !STAGES.contains(&x.as_str())) {
         bail!(
             "unknown stage {bad:?}: the stages are {}",
