@@ -294,18 +294,34 @@ macro_rules! column {
     };
 }
 
+/// A row group, whose columns are read by index.
+type Group<'a> = &'a dyn parquet::file::reader::RowGroupReader;
+
+fn col(rg: Group<'_>, c: usize) -> Result<ColumnReader, String> {
+    rg.get_column_reader(c).map_err(|e| e.to_string())
+}
+
 /// Decodes one row group into a columnar part.
 fn read_group(
-    rg: &dyn parquet::file::reader::RowGroupReader,
+    rg: Group<'_>,
     history: usize,
     as_of_ms: i64,
     format: Format,
 ) -> Result<Snapshot, String> {
     let rows =
         usize::try_from(rg.metadata().num_rows()).map_err(|_| "negative row count".to_string())?;
-    let col = |c: usize| rg.get_column_reader(c).map_err(|e| e.to_string());
     let mut s = Snapshot::empty(history, as_of_ms);
-    match col(0)? {
+    read_ids(rg, rows, &mut s)?;
+    let (games, counts, fixed) = read_fixed(rg, rows, format, &mut s)?;
+    read_slots(rg, rows, fixed, &mut s)?;
+    read_tail(rg, rows, fixed + 5 * history, format, &mut s)?;
+    check_rows(&mut s, rows, &games, &counts)?;
+    Ok(s)
+}
+
+/// Column 0, the player ids.
+fn read_ids(rg: Group<'_>, rows: usize, s: &mut Snapshot) -> Result<(), String> {
+    match col(rg, 0)? {
         ColumnReader::ByteArrayColumnReader(mut r) => {
             let mut v: Vec<ByteArray> = Vec::with_capacity(rows);
             let (n, _, _) = r
@@ -323,8 +339,20 @@ fn read_group(
         }
         _ => return Err("player_id is not a string column".into()),
     }
+    Ok(())
+}
+
+/// The fixed columns after the id: raw skill, percentile, games, last seen, the window
+/// counts, before-recent and (in the formats that have it) first seen. Returns the games and
+/// window counts as read (checked in `check_rows`) and the first slot column's index.
+fn read_fixed(
+    rg: Group<'_>,
+    rows: usize,
+    format: Format,
+    s: &mut Snapshot,
+) -> Result<(Vec<i64>, [Vec<i32>; 4], usize), String> {
     column!(
-        col(1)?,
+        col(rg, 1)?,
         DoubleColumnReader,
         rows,
         true,
@@ -333,7 +361,7 @@ fn read_group(
         "raw_skill"
     )?;
     column!(
-        col(2)?,
+        col(rg, 2)?,
         DoubleColumnReader,
         rows,
         true,
@@ -343,7 +371,7 @@ fn read_group(
     )?;
     let mut games: Vec<i64> = Vec::with_capacity(rows);
     column!(
-        col(3)?,
+        col(rg, 3)?,
         Int64ColumnReader,
         rows,
         true,
@@ -352,7 +380,7 @@ fn read_group(
         "games"
     )?;
     column!(
-        col(4)?,
+        col(rg, 4)?,
         Int64ColumnReader,
         rows,
         true,
@@ -363,7 +391,7 @@ fn read_group(
     let mut counts: [Vec<i32>; 4] = Default::default();
     for (w, c) in counts.iter_mut().enumerate() {
         column!(
-            col(5 + w)?,
+            col(rg, 5 + w)?,
             Int32ColumnReader,
             rows,
             true,
@@ -373,7 +401,7 @@ fn read_group(
         )?;
     }
     column!(
-        col(9)?,
+        col(rg, 9)?,
         Int64ColumnReader,
         rows,
         false,
@@ -383,7 +411,7 @@ fn read_group(
     )?;
     let fixed = if format.first_seen {
         column!(
-            col(10)?,
+            col(rg, 10)?,
             Int64ColumnReader,
             rows,
             false,
@@ -396,13 +424,17 @@ fn read_group(
         s.first_seen_ms = vec![NONE; rows];
         10
     };
-    // Slot columns, straight into their vectors.
-    let h = history;
+    Ok((games, counts, fixed))
+}
+
+/// The recent-match slots, five columns each from `fixed`, straight into their vectors.
+fn read_slots(rg: Group<'_>, rows: usize, fixed: usize, s: &mut Snapshot) -> Result<(), String> {
+    let h = s.start.len();
     let mut codes: Vec<i32> = Vec::with_capacity(rows);
     for k in 0..h {
         let base = fixed + 5 * k;
         column!(
-            col(base)?,
+            col(rg, base)?,
             Int64ColumnReader,
             rows,
             false,
@@ -412,7 +444,7 @@ fn read_group(
         )?;
         codes.clear();
         column!(
-            col(base + 1)?,
+            col(rg, base + 1)?,
             Int32ColumnReader,
             rows,
             false,
@@ -431,7 +463,7 @@ fn read_group(
         }
         s.outcome[k] = codes.iter().map(|&o| o as u8).collect();
         column!(
-            col(base + 2)?,
+            col(rg, base + 2)?,
             DoubleColumnReader,
             rows,
             false,
@@ -440,7 +472,7 @@ fn read_group(
             "a score column"
         )?;
         column!(
-            col(base + 3)?,
+            col(rg, base + 3)?,
             DoubleColumnReader,
             rows,
             false,
@@ -449,7 +481,7 @@ fn read_group(
             "a rank column"
         )?;
         column!(
-            col(base + 4)?,
+            col(rg, base + 4)?,
             BoolColumnReader,
             rows,
             false,
@@ -458,10 +490,22 @@ fn read_group(
             "a blowout column"
         )?;
     }
+    Ok(())
+}
+
+/// The columns after the slots, from `at`: churned gaps and the win skill, in the formats
+/// that have them (an older format's churned gaps read as 0).
+fn read_tail(
+    rg: Group<'_>,
+    rows: usize,
+    at: usize,
+    format: Format,
+    s: &mut Snapshot,
+) -> Result<(), String> {
     if format.churned_gaps {
         let mut gaps: Vec<i64> = Vec::with_capacity(rows);
         column!(
-            col(fixed + 5 * h)?,
+            col(rg, at)?,
             Int64ColumnReader,
             rows,
             true,
@@ -477,9 +521,9 @@ fn read_group(
         s.churned_gaps = vec![0; rows];
     }
     if format.win_skill {
-        let c = fixed + 5 * h + usize::from(format.churned_gaps);
+        let c = at + usize::from(format.churned_gaps);
         column!(
-            col(c)?,
+            col(rg, c)?,
             DoubleColumnReader,
             rows,
             true,
@@ -495,7 +539,17 @@ fn read_group(
         }
         s.win_column = true;
     }
-    // Checks, per player.
+    Ok(())
+}
+
+/// Checks every player's row and sets the games and window counts from their columns.
+fn check_rows(
+    s: &mut Snapshot,
+    rows: usize,
+    games: &[i64],
+    counts: &[Vec<i32>; 4],
+) -> Result<(), String> {
+    let h = s.start.len();
     let mut games_ok = Vec::with_capacity(rows);
     let mut counts_ok = Vec::with_capacity(rows);
     for r in 0..rows {
@@ -511,7 +565,7 @@ fn read_group(
             .map_err(|_| format!("player {}: games {} is negative", id(), games[r]))?;
         games_ok.push(g);
         let mut wc = [0u32; 4];
-        for (w, c) in wc.iter_mut().zip(&counts) {
+        for (w, c) in wc.iter_mut().zip(counts) {
             *w = u32::try_from(c[r])
                 .map_err(|_| format!("player {}: a window count is negative", id()))?;
         }
@@ -529,7 +583,7 @@ fn read_group(
     }
     s.games = games_ok;
     s.window_counts = counts_ok;
-    Ok(s)
+    Ok(())
 }
 
 /// Parses `players.parquet` from its bytes, already in memory (the loader has read them to

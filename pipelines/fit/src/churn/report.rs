@@ -144,6 +144,16 @@ fn export_notes(h: &mut String, r: &ChurnReport) {
 #[must_use]
 pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> String {
     let mut h = page_head("Churn report");
+    intro(&mut h, r, m);
+    export_notes(&mut h, r);
+    scoring(&mut h, r);
+    breakdowns(&mut h, r);
+    model_tables(&mut h, r, m);
+    h
+}
+
+/// The heading: the horizon, the rows and how they were split, the model and its C.
+fn intro(h: &mut String, r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) {
     let _ = write!(
         h,
         "<h1>Churn report</h1><p>Churn: no match in the next <b>{}</b>{}. {} player-match rows; \
@@ -178,7 +188,10 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         m.c,
         m.cv_rows,
     );
-    export_notes(&mut h, r);
+}
+
+/// The scoring window's figures and reliability, and the comparison with the simulator's truth.
+fn scoring(h: &mut String, r: &ChurnReport) {
     let s = &r.scored;
     let _ = write!(
         h,
@@ -194,7 +207,7 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
     );
     h.push_str("<div class=\"charts\"><div>");
     reliability(
-        &mut h,
+        h,
         "Reliability (scoring window)",
         "observed churn",
         &r.reliability,
@@ -203,7 +216,7 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
     if let Some(t) = &r.truth {
         h.push_str("<div>");
         reliability(
-            &mut h,
+            h,
             "Against the true churn probability",
             "mean true probability",
             &t.reliability_vs_truth,
@@ -230,21 +243,29 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
             decimals(s.log_loss, 4)
         );
     }
+}
+
+/// The scoring window by party, skill decile and the last three outcomes.
+fn breakdowns(h: &mut String, r: &ChurnReport) {
     h.push_str("<h2>Breakdowns (scoring window)</h2>");
-    group_table(&mut h, "Party or solo", "queued", &r.by_party);
+    group_table(h, "Party or solo", "queued", &r.by_party);
     if r.by_skill_decile.is_empty() {
         h.push_str(
             "<p>No skill deciles: run with <code>--skill</code> (the skill fit's output).</p>",
         );
     } else {
-        group_table(&mut h, "By skill decile", "percentile", &r.by_skill_decile);
+        group_table(h, "By skill decile", "percentile", &r.by_skill_decile);
     }
     group_table(
-        &mut h,
+        h,
         "Churn by the last three outcomes, oldest first (EOMM Table 1; observed over all labelled rows)",
         "outcomes",
         &r.by_last_three,
     );
+}
+
+/// The cross-validation grid and the coefficients; closes the page.
+fn model_tables(h: &mut String, r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) {
     h.push_str(
         "<h2>Cross-validation</h2><table><tr><th>C</th><th>CV log-loss</th><th>CV AUC</th></tr>",
     );
@@ -278,7 +299,6 @@ pub fn churn_html(r: &ChurnReport, m: &mm_trainer::churn::model::ChurnModel) -> 
         r.features_seconds,
         r.fit_seconds
     );
-    h
 }
 
 fn group_table(h: &mut String, title: &str, first: &str, groups: &[GroupScore]) {

@@ -135,6 +135,22 @@ pub fn skill_html(
     scored: &[TeamSample],
 ) -> String {
     let mut h = page_head("Skill report");
+    intro(&mut h, r);
+    metrics_table(&mut h, r);
+    charts(&mut h, r, dist, scored);
+    percentile_table(&mut h, map);
+    team_model(&mut h, r);
+    // Last, so that the team model's party table and the pairwise figures (raw skill's) stay
+    // under the team model's heading.
+    if let Some(w) = &r.win_skill {
+        win_skill_html(&mut h, w);
+    }
+    h.push_str("</body></html>");
+    h
+}
+
+/// The heading: the metric, the lake's counts and the tuning and scoring windows.
+fn intro(h: &mut String, r: &SkillReport) {
     let _ = write!(
         h,
         "<h1>Skill report</h1><p>Metric <code>{}</code>{}; {} matches ({} with two teams), {} players, \
@@ -168,6 +184,10 @@ pub fn skill_html(
             escape(&t.until),
         );
     }
+}
+
+/// Every model's figures on the scoring window.
+fn metrics_table(h: &mut String, r: &SkillReport) {
     h.push_str(
         "<h2>Metrics on the scoring window</h2><table><tr><th>model</th><th>log-loss</th>\
          <th>accuracy</th><th>Brier</th><th>calibration error</th><th>n</th>\
@@ -190,7 +210,10 @@ pub fn skill_html(
         );
     }
     h.push_str("</table>");
+}
 
+/// The reliability diagram, the team win curve and the skill distribution over time.
+fn charts(h: &mut String, r: &SkillReport, dist: &[DistPoint], scored: &[TeamSample]) {
     h.push_str("<div class=\"charts\">");
     // Reliability of our predicted win probability.
     let rel: Vec<(f64, f64)> = r
@@ -263,9 +286,10 @@ pub fn skill_html(
         ));
     }
     h.push_str("</div>");
+}
 
-    // Percentile table.
-    // Two rows of knots (0-50 and 55-100), so that the table fits the page.
+/// The percentile map in two rows of knots (0-50 and 55-100), so that it fits the page.
+fn percentile_table(h: &mut String, map: &PercentileMap) {
     h.push_str("<h2>Percentile map (active population)</h2><table>");
     for half in [0..=10, 11..=20] {
         let ps: Vec<f64> = half.map(|k| f64::from(k) * 5.0).collect();
@@ -280,8 +304,10 @@ pub fn skill_html(
         h.push_str("</tr>");
     }
     h.push_str("</table>");
+}
 
-    // The team model and the party adjustment.
+/// The team win model on raw skill, the party adjustment's replays and the pairwise figures.
+fn team_model(h: &mut String, r: &SkillReport) {
     let win_exported = r.win_skill.as_ref().is_some_and(|w| w.exported);
     if let Some(t) = &r.team_model_final {
         let _ = write!(
@@ -334,13 +360,6 @@ pub fn skill_html(
         decimals(r.pairwise.accuracy, 4),
         r.pairwise.n
     );
-    // Last, so that the team model's party table and the pairwise figures (raw skill's) stay
-    // under the team model's heading.
-    if let Some(w) = &r.win_skill {
-        win_skill_html(&mut h, w);
-    }
-    h.push_str("</body></html>");
-    h
 }
 
 /// The win skill's section: what it was fitted on, how it compared with raw skill, its model.
