@@ -409,52 +409,12 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
         return None;
     }
     let team = count_column(f, map.get(C::Team)?, n, true)?;
-    let mode: ArrayRef = match map.get(C::Mode) {
-        Some(c) => {
-            let mut b = arrow_array::builder::StringBuilder::with_capacity(n, n * 8);
-            for r in 0..n {
-                match f.get(c, r).map(clean_text) {
-                    None | Some(Some(None)) => b.append_value(default_mode),
-                    Some(Some(Some(s))) => b.append_value(s),
-                    Some(None) => return None,
-                }
-            }
-            Arc::new(b.finish())
-        }
-        None => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-            default_mode,
-            n,
-        ))),
-    };
-
-    // Outcome: the `outcome` column, else `won`, else pending on `team_score`.
-    let outcome_col = map.get(C::Outcome);
-    let won = match map.get(C::Won) {
-        Some(c) => Some(bool_column(f, c, n, "won")?),
-        None => None,
-    };
+    let mode = mode_column(f, map, default_mode, n)?;
     let team_score = match map.get(C::TeamScore) {
         Some(c) => Some(float_column(f, c, n, "team_score")?),
         None => None,
     };
-    let mut outcome = Vec::with_capacity(n);
-    for i in 0..n {
-        let o = match outcome_col.and_then(|c| f.get(c, i)) {
-            Some(s) if fields::present(Some(s.as_bytes())).is_some() => {
-                Some(Outcome::parse(fields::text("outcome", s.as_bytes()).ok()?)?)
-            }
-            _ => match won.as_ref().and_then(|w| w[i]) {
-                Some(true) => Some(Outcome::Win),
-                Some(false) => Some(Outcome::Loss),
-                None => None,
-            },
-        };
-        if o.is_none() && team_score.as_ref().is_none_or(|t| t[i].is_none()) {
-            return None;
-        }
-        outcome.push(o.map(Outcome::as_str));
-    }
-
+    let outcome = outcome_column(f, map, n, team_score.as_deref())?;
     let end = match map.get(C::EndTime) {
         Some(c) => Some(time_column(f, c, n, "end_time", false)?),
         None => None,
@@ -467,60 +427,8 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
     {
         return None;
     }
-
-    // Counts (never negative: `count` reads digits only); deaths by enemies and self kills
-    // within deaths.
-    let mut counts: Vec<(C, &str, Int32Array)> = Vec::new();
-    for (c, name) in COUNTS {
-        if let Some(i) = map.get(c) {
-            counts.push((c, name, count_column(f, i, n, false)?));
-        }
-    }
-    let counted = |c: C| counts.iter().find(|x| x.0 == c).map(|x| &x.2);
-    if let Some(d) = counted(C::Deaths) {
-        for c in [C::DeathsByEnemy, C::SelfKills] {
-            if let Some(x) = counted(c)
-                && x.iter()
-                    .zip(d.iter())
-                    .any(|(x, d)| matches!((x, d), (Some(x), Some(d)) if x > d))
-            {
-                return None;
-            }
-        }
-    }
-
-    // Numbers: finite (the parser refuses the rest), some not negative, coordinates on the globe.
-    let range = |c: C| -> Option<(f64, f64)> {
-        Some(match c {
-            C::SecondsPlayed | C::PingMs => (0.0, f64::INFINITY),
-            C::Lat => (-90.0, 90.0),
-            C::Lon => (-180.0, 180.0),
-            _ => return None,
-        })
-    };
-    let mut floats: Vec<(&str, ArrayRef)> = Vec::new();
-    for (c, name) in [
-        (C::SecondsPlayed, col::SECONDS_PLAYED),
-        (C::Score, col::SCORE),
-        (C::Perf, col::PERF),
-        (C::Lat, col::LAT),
-        (C::Lon, col::LON),
-        (C::PingMs, col::PING_MS),
-        (C::Rating, col::RATING),
-    ] {
-        if let Some(i) = map.get(c) {
-            let v = float_column(f, i, n, name)?;
-            if let Some((lo, hi)) = range(c)
-                && v.iter().flatten().any(|x| !(lo..=hi).contains(x))
-            {
-                return None;
-            }
-            floats.push((name, Arc::new(Float64Array::from(v))));
-        }
-    }
-    if let Some(t) = team_score {
-        floats.push((col::TEAM_SCORE, Arc::new(Float64Array::from(t))));
-    }
+    let counts = count_columns(f, map, n)?;
+    let floats = float_columns(f, map, n, team_score)?;
 
     let ts = timestamp_type();
     let times = |v: Vec<Option<i64>>| -> ArrayRef {
@@ -558,6 +466,137 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
         named.push((col::QUIT_EARLY, Arc::new(b.finish())));
     }
     named.extend(floats);
+    push_source(&mut named, ctx);
+    staging_batch(&named, n)
+}
+
+/// The mode column, blank or absent values as the default mode.
+fn mode_column(f: &impl Fields, map: &CanonMap, default_mode: &str, n: usize) -> Option<ArrayRef> {
+    Some(match map.get(C::Mode) {
+        Some(c) => {
+            let mut b = arrow_array::builder::StringBuilder::with_capacity(n, n * 8);
+            for r in 0..n {
+                match f.get(c, r).map(clean_text) {
+                    None | Some(Some(None)) => b.append_value(default_mode),
+                    Some(Some(Some(s))) => b.append_value(s),
+                    Some(None) => return None,
+                }
+            }
+            Arc::new(b.finish())
+        }
+        None => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            default_mode,
+            n,
+        ))),
+    })
+}
+
+/// Outcome: the `outcome` column, else `won`, else pending on `team_score`.
+fn outcome_column(
+    f: &impl Fields,
+    map: &CanonMap,
+    n: usize,
+    team_score: Option<&[Option<f64>]>,
+) -> Option<Vec<Option<&'static str>>> {
+    let outcome_col = map.get(C::Outcome);
+    let won = match map.get(C::Won) {
+        Some(c) => Some(bool_column(f, c, n, "won")?),
+        None => None,
+    };
+    let mut outcome = Vec::with_capacity(n);
+    for i in 0..n {
+        let o = match outcome_col.and_then(|c| f.get(c, i)) {
+            Some(s) if fields::present(Some(s.as_bytes())).is_some() => {
+                Some(Outcome::parse(fields::text("outcome", s.as_bytes()).ok()?)?)
+            }
+            _ => match won.as_ref().and_then(|w| w[i]) {
+                Some(true) => Some(Outcome::Win),
+                Some(false) => Some(Outcome::Loss),
+                None => None,
+            },
+        };
+        if o.is_none() && team_score.is_none_or(|t| t[i].is_none()) {
+            return None;
+        }
+        outcome.push(o.map(Outcome::as_str));
+    }
+    Some(outcome)
+}
+
+/// Counts (never negative: `count` reads digits only); deaths by enemies and self kills
+/// within deaths.
+fn count_columns(
+    f: &impl Fields,
+    map: &CanonMap,
+    n: usize,
+) -> Option<Vec<(C, &'static str, Int32Array)>> {
+    let mut counts: Vec<(C, &str, Int32Array)> = Vec::new();
+    for (c, name) in COUNTS {
+        if let Some(i) = map.get(c) {
+            counts.push((c, name, count_column(f, i, n, false)?));
+        }
+    }
+    let counted = |c: C| counts.iter().find(|x| x.0 == c).map(|x| &x.2);
+    if let Some(d) = counted(C::Deaths) {
+        for c in [C::DeathsByEnemy, C::SelfKills] {
+            if let Some(x) = counted(c)
+                && x.iter()
+                    .zip(d.iter())
+                    .any(|(x, d)| matches!((x, d), (Some(x), Some(d)) if x > d))
+            {
+                return None;
+            }
+        }
+    }
+    Some(counts)
+}
+
+/// Numbers: finite (the parser refuses the rest), some not negative, coordinates on the globe;
+/// `team_score` (already read) last.
+fn float_columns(
+    f: &impl Fields,
+    map: &CanonMap,
+    n: usize,
+    team_score: Option<Vec<Option<f64>>>,
+) -> Option<Vec<(&'static str, ArrayRef)>> {
+    let range = |c: C| -> Option<(f64, f64)> {
+        Some(match c {
+            C::SecondsPlayed | C::PingMs => (0.0, f64::INFINITY),
+            C::Lat => (-90.0, 90.0),
+            C::Lon => (-180.0, 180.0),
+            _ => return None,
+        })
+    };
+    let mut floats: Vec<(&'static str, ArrayRef)> = Vec::new();
+    for (c, name) in [
+        (C::SecondsPlayed, col::SECONDS_PLAYED),
+        (C::Score, col::SCORE),
+        (C::Perf, col::PERF),
+        (C::Lat, col::LAT),
+        (C::Lon, col::LON),
+        (C::PingMs, col::PING_MS),
+        (C::Rating, col::RATING),
+    ] {
+        if let Some(i) = map.get(c) {
+            let v = float_column(f, i, n, name)?;
+            if let Some((lo, hi)) = range(c)
+                && v.iter().flatten().any(|x| !(lo..=hi).contains(x))
+            {
+                return None;
+            }
+            floats.push((name, Arc::new(Float64Array::from(v))));
+        }
+    }
+    if let Some(t) = team_score {
+        floats.push((col::TEAM_SCORE, Arc::new(Float64Array::from(t))));
+    }
+    Some(floats)
+}
+
+/// Where each row came from: the file (a one-value dictionary), the line, the file's index
+/// and the rows of its record (always one here).
+fn push_source(named: &mut Vec<(&str, ArrayRef)>, ctx: &Ctx<'_>) {
+    let n = ctx.n;
     let files = DictionaryArray::<Int32Type>::new(
         Int32Array::from(vec![0; n]),
         Arc::new(StringArray::from(vec![ctx.source_name])),
@@ -577,8 +616,11 @@ fn convert(f: &impl Fields, ctx: &Ctx<'_>) -> Option<RecordBatch> {
         internal::RECORD_ROWS,
         Arc::new(UInt8Array::from(vec![1_u8; n])),
     ));
+}
 
-    // Absent columns: one all-null array per type, shared by every column of that type.
+/// The staging schema's columns from `named`; an absent column is all null (one array per
+/// type, shared by every column of that type).
+fn staging_batch(named: &[(&str, ArrayRef)], n: usize) -> Option<RecordBatch> {
     let schema = staging_schema();
     let mut nulls: Vec<ArrayRef> = Vec::new();
     let mut null_of = |t: &DataType| -> ArrayRef {

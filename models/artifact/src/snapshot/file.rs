@@ -342,6 +342,9 @@ fn read_ids(rg: Group<'_>, rows: usize, s: &mut Snapshot) -> Result<(), String> 
     Ok(())
 }
 
+/// The games and window counts as read, and the first slot column's index.
+type FixedRead = (Vec<i64>, [Vec<i32>; 4], usize);
+
 /// The fixed columns after the id: raw skill, percentile, games, last seen, the window
 /// counts, before-recent and (in the formats that have it) first seen. Returns the games and
 /// window counts as read (checked in `check_rows`) and the first slot column's index.
@@ -350,7 +353,7 @@ fn read_fixed(
     rows: usize,
     format: Format,
     s: &mut Snapshot,
-) -> Result<(Vec<i64>, [Vec<i32>; 4], usize), String> {
+) -> Result<FixedRead, String> {
     column!(
         col(rg, 1)?,
         DoubleColumnReader,
