@@ -358,3 +358,63 @@ fn bench_scale_measures_each_stage_at_each_size() {
     // Both simulated lakes stay in the work directory for the next run to reuse.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
+
+/// `mm bench serve` on a small load: every phase runs against a server that needs its token for
+/// the queue calls (the bench sends it), no request fails, every reload is served, and the
+/// corrupt version promoted by hand is refused while the last good one keeps serving.
+#[test]
+fn bench_serve_runs_every_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = mm(&[
+        "bench",
+        "serve",
+        "--players",
+        "20000",
+        "--seconds",
+        "1",
+        "--queue-searches",
+        "2000",
+        "--arrivals",
+        "200",
+        "--reloads",
+        "2",
+        "--work",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["Score 12", "Pair 200", "Pair 1000"]);
+    for p in v["phases"].as_array().unwrap() {
+        assert_eq!(p["failed"], 0, "{p}");
+        assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
+    }
+    let q = &v["queue"];
+    assert_eq!(q["searches_at_start"], 2000);
+    assert!(q["lobbies_per_tick"].as_f64().unwrap() > 0.0, "{q}");
+    let r = &v["reload"];
+    assert_eq!(r["failed"], 0, "{r}");
+    assert_eq!(r["served_after_corrupt"], "v0003", "{r}");
+    assert_eq!(r["refusals_in_metrics"], 1.0, "{r}");
+    // Too few players for the queue phase: refused before it starts, saying why.
+    let (code, _, err) = mm(&[
+        "bench",
+        "serve",
+        "--players",
+        "1000",
+        "--seconds",
+        "1",
+        "--reloads",
+        "0",
+        "--work",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--queue-searches"), "{err}");
+}

@@ -268,6 +268,15 @@ async fn queue_phase(
         policy: proto::QueuePolicy::Cod as i32,
         ..Default::default()
     };
+    // Each search is a player of its own: the service refuses a player in two searches.
+    let searches = a.queue_searches + a.arrivals * a.seconds.ceil() as usize;
+    if searches > ids.len() {
+        bail!(
+            "the queue phase needs {searches} players (--queue-searches + --arrivals x \
+             --seconds), more than the {} it draws on (--players, at most 20,000)",
+            ids.len()
+        );
+    }
     let mut next = 0u64;
     let t0 = 1_700_000_000_000i64;
     let mut enqueue_ms = Vec::new();
@@ -290,7 +299,7 @@ async fn queue_phase(
         let mut c = c.clone();
         async move {
             let t = Instant::now();
-            c.enqueue(req)
+            c.enqueue(authorized(tonic::Request::new(req)))
                 .await
                 .map(|_| t.elapsed().as_secs_f64() * 1e3)
         }
@@ -309,10 +318,10 @@ async fn queue_phase(
         }
         let t = Instant::now();
         let r = client
-            .tick(proto::TickRequest {
+            .tick(authorized(tonic::Request::new(proto::TickRequest {
                 queue: "tdm".into(),
                 now_ms: now,
-            })
+            })))
             .await?
             .into_inner();
         tick_ms.push(t.elapsed().as_secs_f64() * 1e3);
@@ -380,6 +389,14 @@ fn http_get(url: &str) -> Result<String> {
 
 const TOKEN: &str = "bench-token";
 
+/// `req` with the service's token: the queue calls and ReportMatch need it.
+fn authorized<T>(mut req: tonic::Request<T>) -> tonic::Request<T> {
+    if let Ok(v) = format!("Bearer {TOKEN}").parse() {
+        req.metadata_mut().insert("authorization", v);
+    }
+    req
+}
+
 /// A closed-loop call of ReportMatch: each call a new 6v6 match of 12 players drawn from
 /// `ids`, with kills, deaths and team scores, numbered by `next`.
 fn report_call(
@@ -406,17 +423,19 @@ fn report_call(
                 ..Default::default()
             })
             .collect();
-        let mut req = tonic::Request::new(proto::ReportMatchRequest {
+        let req = tonic::Request::new(proto::ReportMatchRequest {
             match_id: format!("bench-{k:010}"),
             mode: "tdm-6v6".into(),
             start_ms: start_ms + i64::try_from(k).unwrap_or(0) * 50,
             end_ms: None,
             players,
         });
-        if let Ok(v) = format!("Bearer {TOKEN}").parse() {
-            req.metadata_mut().insert("authorization", v);
-        }
-        Box::pin(async move { Ok(c.report_match(req).await?.into_inner().model_version) })
+        Box::pin(async move {
+            Ok(c.report_match(authorized(req))
+                .await?
+                .into_inner()
+                .model_version)
+        })
     }
 }
 
@@ -482,6 +501,67 @@ struct ReportsReport {
     rss_mib_half: Option<f64>,
     rss_mib_per_minute_second_half: Option<f64>,
     rss_mib_end: Option<f64>,
+}
+
+/// Samples the server while the load runs until `seconds` after `t0`: the log's largest size
+/// in the metrics (bytes) and, over the second half, its resident memory (seconds, MiB).
+async fn sample_load(server: &Server, t0: Instant, seconds: f64) -> (f64, Vec<(f64, f64)>) {
+    let mut log_max = 0.0f64;
+    let mut rss: Vec<(f64, f64)> = Vec::new();
+    while t0.elapsed().as_secs_f64() < seconds {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Ok(text) = http_get(&server.metrics) {
+            log_max = log_max.max(metric(&text, "mm_serve_log_bytes"));
+        }
+        let at = t0.elapsed().as_secs_f64();
+        if at >= seconds / 2.0
+            && let Some(m) = server.rss_mib()
+        {
+            rss.push((at, m));
+        }
+    }
+    (log_max, rss)
+}
+
+/// The lake's rows once they reach `want`, or after two minutes from `done`.
+async fn lake_rows_when(lake: &Path, want: u64, done: Instant) -> Result<u64> {
+    loop {
+        let l = lake.to_path_buf();
+        let rows = tokio::task::spawn_blocking(move || -> Result<u64> {
+            let l = mm_lake::Lake::open(&l)?;
+            Ok(l.match_entries().iter().filter_map(|f| f.rows).sum())
+        })
+        .await??;
+        if rows >= want || done.elapsed() > Duration::from_secs(120) {
+            return Ok(rows);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The distinct (match, player) keys of the lake's matches table.
+async fn lake_keys(lake: &Path) -> Result<u64> {
+    let l = lake.to_path_buf();
+    tokio::task::spawn_blocking(move || -> Result<u64> {
+        let l = mm_lake::Lake::open(&l)?;
+        let mut keys = std::collections::HashSet::new();
+        for f in l.matches_files()? {
+            for b in
+                mm_lake::parquet_io::read_parquet_columns(&f, Some(&["match_id", "player_id"]))?
+            {
+                use arrow_array::cast::AsArray;
+                let (m, p) = (
+                    b.column(0).as_string::<i32>(),
+                    b.column(1).as_string::<i32>(),
+                );
+                for i in 0..b.num_rows() {
+                    keys.insert((m.value(i).to_string(), p.value(i).to_string()));
+                }
+            }
+        }
+        Ok(keys.len() as u64)
+    })
+    .await?
 }
 
 /// `mm bench serve --reports`: results under load.
@@ -564,24 +644,10 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             let (rate, seconds) = (a.report_rate, a.seconds);
             async move { open_loop(&client, rate, seconds, call).await }
         });
-        let mut log_max = 0.0f64;
         let syncs_before = http_get(&server.metrics)
             .map(|t| metric(&t, "mm_serve_log_syncs_total"))
             .unwrap_or(0.0);
-        // Resident memory over the load's second half: (seconds, MiB).
-        let mut rss: Vec<(f64, f64)> = Vec::new();
-        while t0.elapsed().as_secs_f64() < a.seconds {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            if let Ok(text) = http_get(&server.metrics) {
-                log_max = log_max.max(metric(&text, "mm_serve_log_bytes"));
-            }
-            let at = t0.elapsed().as_secs_f64();
-            if at >= a.seconds / 2.0
-                && let Some(m) = server.rss_mib()
-            {
-                rss.push((at, m));
-            }
-        }
+        let (log_max, rss) = sample_load(&server, t0, a.seconds).await;
         let rss_half = rss.first().map(|r| r.1);
         let rss_slope = slope_per_minute(&rss);
         let (rm, rf) = reports.await??;
@@ -593,45 +659,13 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         let beside = phase("Score 12 + reports", a.concurrency, sm, sf, seconds);
         let reports = phase("ReportMatch (open)", 0, rm, rf, seconds);
         // The lake, once the last flush is in.
-        let want = acknowledged * 12;
-        let lake_rows = loop {
-            let l = lake.clone();
-            let rows = tokio::task::spawn_blocking(move || -> Result<u64> {
-                let l = mm_lake::Lake::open(&l)?;
-                Ok(l.match_entries().iter().filter_map(|f| f.rows).sum())
-            })
-            .await??;
-            if rows >= want || done.elapsed() > Duration::from_secs(120) {
-                break rows;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let lake_rows = lake_rows_when(&lake, acknowledged * 12, done).await?;
         let drain = done.elapsed().as_secs_f64();
         let syncs = http_get(&server.metrics)
             .map(|t| metric(&t, "mm_serve_log_syncs_total"))
             .unwrap_or(f64::NAN)
             - syncs_before;
-        let l = lake.clone();
-        let keys = tokio::task::spawn_blocking(move || -> Result<u64> {
-            let l = mm_lake::Lake::open(&l)?;
-            let mut keys = std::collections::HashSet::new();
-            for f in l.matches_files()? {
-                for b in
-                    mm_lake::parquet_io::read_parquet_columns(&f, Some(&["match_id", "player_id"]))?
-                {
-                    use arrow_array::cast::AsArray;
-                    let (m, p) = (
-                        b.column(0).as_string::<i32>(),
-                        b.column(1).as_string::<i32>(),
-                    );
-                    for i in 0..b.num_rows() {
-                        keys.insert((m.value(i).to_string(), p.value(i).to_string()));
-                    }
-                }
-            }
-            Ok(keys.len() as u64)
-        })
-        .await??;
+        let keys = lake_keys(&lake).await?;
         Ok::<ReportsReport, anyhow::Error>(ReportsReport {
             players: a.players,
             player_results_per_second: reports.per_second * 12.0,
@@ -654,8 +688,14 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     drop(server);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_reports(&report);
     }
+    Ok(())
+}
+
+/// `mm bench serve --reports`'s figures, as text.
+fn print_reports(report: &ReportsReport) {
     println!(
         "mm serve on loopback with results (a lake and a log on local disk), an artifact of {} players",
         report.players
@@ -696,7 +736,6 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             report.rss_mib_per_minute_second_half.unwrap_or(f64::NAN)
         );
     }
-    Ok(())
 }
 
 /// The least-squares slope of `(seconds, MiB)` samples, in MiB a minute (`None`: fewer than
@@ -751,113 +790,11 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
         )
         .await?;
         phases.push(p);
-        for &n in &[200usize, 1000] {
-            let pool = Arc::new(ids[..n].to_vec());
-            let call = move |mut c: MatcherClient<Channel>| -> ScoreFut {
-                let req = proto::PairRequest {
-                    ids: pool.to_vec(),
-                    policy: proto::PairPolicy::Eomm as i32,
-                    now_ms: 0,
-                    seed: 0,
-                };
-                Box::pin(async move { Ok(c.pair(req).await?.into_inner().model_version) })
-            };
-            let conc = if n >= 1000 { 2 } else { a.concurrency };
-            let (p, _) = timed_phase(&client, &format!("Pair {n}"), conc, a.seconds, call).await?;
-            phases.push(p);
-        }
+        phases.extend(pair_phases(&client, &ids, a).await?);
         let queue = queue_phase(&mut client, &ids, a).await?;
 
-        // Reloads under load, then a corrupt version promoted by hand.
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks = closed_loop(
-            &client,
-            a.concurrency,
-            Arc::clone(&stop),
-            score_call(Arc::clone(&twelve)),
-        )
-        .await;
-        let mut published = vec!["v0001".to_string()];
-        for k in 0..a.reloads {
-            let v = format!("v{:04}", k + 2);
-            let (root, v2, players) = (root.clone(), v.clone(), a.players);
-            tokio::task::spawn_blocking(move || publish(&root, &v2, players, 100 + k as u64))
-                .await??;
-            published.push(v);
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        let corrupt = format!("v{:04}", a.reloads + 2);
-        {
-            let (root, corrupt) = (root.clone(), corrupt.clone());
-            tokio::task::spawn_blocking(move || -> Result<()> {
-                let (m, files) = mm_artifact::synthetic::artifact(1000, 999);
-                Store::new(&root).publish(&corrupt, m, &files, false, None)?;
-                let f = root.join(&corrupt).join("percentiles.json");
-                let mut b = std::fs::read(&f)?;
-                b[0] ^= 0x20;
-                std::fs::write(&f, b)?;
-                std::fs::write(root.join("LATEST"), format!("{corrupt}\n"))?;
-                Ok(())
-            })
-            .await??;
-        }
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        stop.store(true, Ordering::Relaxed);
-        let (ms, failed, versions) = gather(tasks).await?;
-        let after = client
-            .score(proto::ScoreRequest {
-                players: vec![proto::Player {
-                    id: ids[0].clone(),
-                    state: None,
-                }],
-                teams: vec![],
-                now_ms: 0,
-            })
-            .await?
-            .into_inner()
-            .model_version;
-        let metrics = http_get(&server.metrics)?;
-        if let Some(v) = versions.iter().find(|v| !published.contains(v)) {
-            bail!("a response came from {v}, which was never published");
-        }
-        let reload = ReloadPhase {
-            published: a.reloads,
-            requests: ms.len() as u64 + failed,
-            failed,
-            versions_seen: versions.into_iter().collect(),
-            served_after_corrupt: after,
-            refusals_in_metrics: metric(&metrics, "mm_serve_reloads_total{outcome=\"refused\"}"),
-        };
-        // The soak: the Score load in ten slices, the server's resident memory after each.
-        let mut soak_rss = vec![server.rss_mib().unwrap_or(f64::NAN)];
-        let soak = if a.soak_seconds > 0.0 {
-            let (mut ms, mut failed, t0) = (Vec::new(), 0u64, Instant::now());
-            for _ in 0..10 {
-                let stop = Arc::new(AtomicBool::new(false));
-                let tasks = closed_loop(
-                    &client,
-                    a.concurrency,
-                    Arc::clone(&stop),
-                    score_call(Arc::clone(&twelve)),
-                )
-                .await;
-                tokio::time::sleep(Duration::from_secs_f64(a.soak_seconds / 10.0)).await;
-                stop.store(true, Ordering::Relaxed);
-                let (m, f, _) = gather(tasks).await?;
-                ms.extend(m);
-                failed += f;
-                soak_rss.push(server.rss_mib().unwrap_or(f64::NAN));
-            }
-            Some(phase(
-                "soak: Score 12",
-                a.concurrency,
-                ms,
-                failed,
-                t0.elapsed().as_secs_f64(),
-            ))
-        } else {
-            None
-        };
+        let reload = reload_phase(&mut client, &server, &root, &ids, a).await?;
+        let (soak, soak_rss) = soak_phase(&client, &server, &twelve, a).await?;
         Ok::<Report, anyhow::Error>(Report {
             players: a.players,
             phases,
@@ -872,8 +809,150 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
     drop(server);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_report(&report);
     }
+    Ok(())
+}
+
+/// EOMM pairing of pools of 200 and 1,000 players.
+async fn pair_phases(
+    client: &MatcherClient<Channel>,
+    ids: &[String],
+    a: &BenchServeArgs,
+) -> Result<Vec<Phase>> {
+    let mut phases = Vec::new();
+    for &n in &[200usize, 1000] {
+        let pool = Arc::new(ids[..n].to_vec());
+        let call = move |mut c: MatcherClient<Channel>| -> ScoreFut {
+            let req = proto::PairRequest {
+                ids: pool.to_vec(),
+                policy: proto::PairPolicy::Eomm as i32,
+                now_ms: 0,
+                seed: 0,
+            };
+            Box::pin(async move { Ok(c.pair(req).await?.into_inner().model_version) })
+        };
+        let conc = if n >= 1000 { 2 } else { a.concurrency };
+        let (p, _) = timed_phase(client, &format!("Pair {n}"), conc, a.seconds, call).await?;
+        phases.push(p);
+    }
+    Ok(phases)
+}
+
+/// Reloads under a Score load: `a.reloads` versions published, then a corrupt version
+/// promoted by hand, which the server must refuse while it keeps serving.
+async fn reload_phase(
+    client: &mut MatcherClient<Channel>,
+    server: &Server,
+    root: &Path,
+    ids: &[String],
+    a: &BenchServeArgs,
+) -> Result<ReloadPhase> {
+    let twelve = Arc::new(ids[..12].to_vec());
+    // Reloads under load, then a corrupt version promoted by hand.
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = closed_loop(
+        client,
+        a.concurrency,
+        Arc::clone(&stop),
+        score_call(Arc::clone(&twelve)),
+    )
+    .await;
+    let mut published = vec!["v0001".to_string()];
+    for k in 0..a.reloads {
+        let v = format!("v{:04}", k + 2);
+        let (root, v2, players) = (root.to_path_buf(), v.clone(), a.players);
+        tokio::task::spawn_blocking(move || publish(&root, &v2, players, 100 + k as u64)).await??;
+        published.push(v);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let corrupt = format!("v{:04}", a.reloads + 2);
+    {
+        let (root, corrupt) = (root.to_path_buf(), corrupt.clone());
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            let (m, files) = mm_artifact::synthetic::artifact(1000, 999);
+            Store::new(&root).publish(&corrupt, m, &files, false, None)?;
+            let f = root.join(&corrupt).join("percentiles.json");
+            let mut b = std::fs::read(&f)?;
+            b[0] ^= 0x20;
+            std::fs::write(&f, b)?;
+            std::fs::write(root.join("LATEST"), format!("{corrupt}\n"))?;
+            Ok(())
+        })
+        .await??;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (ms, failed, versions) = gather(tasks).await?;
+    let after = client
+        .score(proto::ScoreRequest {
+            players: vec![proto::Player {
+                id: ids[0].clone(),
+                state: None,
+            }],
+            teams: vec![],
+            now_ms: 0,
+        })
+        .await?
+        .into_inner()
+        .model_version;
+    let metrics = http_get(&server.metrics)?;
+    if let Some(v) = versions.iter().find(|v| !published.contains(v)) {
+        bail!("a response came from {v}, which was never published");
+    }
+    Ok(ReloadPhase {
+        published: a.reloads,
+        requests: ms.len() as u64 + failed,
+        failed,
+        versions_seen: versions.into_iter().collect(),
+        served_after_corrupt: after,
+        refusals_in_metrics: metric(&metrics, "mm_serve_reloads_total{outcome=\"refused\"}"),
+    })
+}
+
+/// The soak: the Score load in ten slices, the server's resident memory before and after
+/// each (none without `--soak-seconds`).
+async fn soak_phase(
+    client: &MatcherClient<Channel>,
+    server: &Server,
+    twelve: &Arc<Vec<String>>,
+    a: &BenchServeArgs,
+) -> Result<(Option<Phase>, Vec<f64>)> {
+    let mut soak_rss = vec![server.rss_mib().unwrap_or(f64::NAN)];
+    let soak = if a.soak_seconds > 0.0 {
+        let (mut ms, mut failed, t0) = (Vec::new(), 0u64, Instant::now());
+        for _ in 0..10 {
+            let stop = Arc::new(AtomicBool::new(false));
+            let tasks = closed_loop(
+                client,
+                a.concurrency,
+                Arc::clone(&stop),
+                score_call(Arc::clone(twelve)),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_secs_f64(a.soak_seconds / 10.0)).await;
+            stop.store(true, Ordering::Relaxed);
+            let (m, f, _) = gather(tasks).await?;
+            ms.extend(m);
+            failed += f;
+            soak_rss.push(server.rss_mib().unwrap_or(f64::NAN));
+        }
+        Some(phase(
+            "soak: Score 12",
+            a.concurrency,
+            ms,
+            failed,
+            t0.elapsed().as_secs_f64(),
+        ))
+    } else {
+        None
+    };
+    Ok((soak, soak_rss))
+}
+
+/// `mm bench serve`'s figures, as text.
+fn print_report(report: &Report) {
     println!(
         "mm serve on loopback, an artifact of {} players; closed loops (offered load = concurrency)",
         report.players
@@ -916,7 +995,6 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
             series.join(", ")
         );
     }
-    Ok(())
 }
 
 #[cfg(test)]
