@@ -479,33 +479,7 @@ impl Sim {
             if mode == Mode::Tdm { "tdm" } else { "duel" },
             self.matches[0] + self.matches[1]
         );
-        // Slots in team order: team 0's searches, then team 1's.
-        let mut order: Vec<usize> = (0..lobby.searches.len()).collect();
-        order.sort_by_key(|&k| lobby.searches[k].1);
-        let form = Normal::new(0.0, game::FORM_SD).expect("valid normal");
-        let mut slots = Vec::new();
-        let mut who: Vec<(u32, usize, f64)> = Vec::new(); // (player, search, party bonus)
-        for &k in &order {
-            let (s, team) = &lobby.searches[k];
-            let bonus = if s.members.len() >= 2 {
-                let sk: Vec<f64> = s
-                    .members
-                    .iter()
-                    .map(|&m| self.players[m as usize].skill)
-                    .collect();
-                let mean = sk.iter().sum::<f64>() / sk.len() as f64;
-                let sd =
-                    (sk.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / sk.len() as f64).sqrt();
-                PARTY_BASE + PARTY_SPREAD * sd
-            } else {
-                0.0
-            };
-            for &m in &s.members {
-                let eff = self.players[m as usize].skill + bonus + form.sample(&mut self.rng);
-                slots.push(game::Slot { team: *team, eff });
-                who.push((m, k, bonus));
-            }
-        }
+        let (slots, who) = self.seat(&lobby);
         let res = match mode {
             Mode::Tdm => game::tdm(&slots, &mut self.rng),
             Mode::Duel => game::duel(&slots, &mut self.rng),
@@ -522,23 +496,7 @@ impl Sim {
             let perf_pct = perf[i];
             let rating = self.rating(m);
             let p = &mut self.players[m as usize];
-            // The same player's 8-h churn under each outcome, all else as it was (a loss
-            // is a blowout if this match was one; then a close and a blowout loss) except what
-            // the outcome decides: in a 1v1 the performance rank (see `behaviour::perf_if`).
-            let blown = res.blowout();
-            let churn_8h_if = [(0u8, false), (1, false), (2, blown), (2, false), (2, true)].map(
-                |(o, blowout)| {
-                    let mut q = p.clone();
-                    q.record(o);
-                    let view = MatchView {
-                        outcome: o,
-                        blowout_loss: blowout,
-                        perf_pct: behaviour::perf_if(mode, o, perf_pct),
-                    };
-                    behaviour::p_stop(&q, &view)
-                        * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
-                },
-            );
+            let churn_8h_if = churn_8h_if(p, mode, perf_pct, res.blowout(), end);
             p.record(outcome);
             let view = MatchView {
                 outcome,
@@ -549,49 +507,23 @@ impl Sim {
             let gap = Gap::new(p, end as f64);
             let churn = HORIZONS_H.map(|h| p_stop * gap.tail(h * 3600.0));
             let stopped = self.rng.random::<f64>() < p_stop;
-            let line = &res.lines[i];
             let ping = 12.0
                 + world::distance_km(p.lat, p.lon, server.lat, server.lon) / 90.0
                 + -8.0 * (1.0 - self.rng.random::<f64>()).ln();
-            let (s, _) = &lobby.searches[k];
-            let party = s.party_id.map(|id| format!("party-{id}"));
-            let outcome_v = [
-                mm_lake::schema::Outcome::Win,
-                mm_lake::schema::Outcome::Draw,
-                mm_lake::schema::Outcome::Loss,
-            ][outcome as usize];
-            let tdm = mode == Mode::Tdm;
-            let row = PlayerRow {
-                match_id: match_id.as_str().into(),
-                mode: mode.name().into(),
+            let seat = Seat {
+                match_id: &match_id,
+                mode,
                 start_ms,
-                team: team as i32 + 1,
-                player_id: self.ids[m as usize].as_str().into(),
-                outcome: Some(outcome_v),
-                end_ms: Some(start_ms + (res.duration_s * 1000.0) as i64),
-                seconds_played: Some(line.seconds_played(res.duration_s).round()),
-                party_id: party.as_deref().map(Into::into),
-                kills: tdm.then_some(line.kills),
-                deaths: tdm.then_some(line.deaths_by_enemy + line.self_kills),
-                deaths_by_enemy: tdm.then_some(line.deaths_by_enemy),
-                self_kills: tdm.then_some(line.self_kills),
-                assists: tdm.then_some(line.assists),
-                score: Some(if tdm {
-                    line.score()
-                } else {
-                    f64::from(res.team_score[team])
-                }),
-                team_score: Some(f64::from(res.team_score[team])),
-                quit_early: tdm.then_some(line.quit_early),
-                input_device: Some(DEVICES[p.device as usize].into()),
-                platform: Some(PLATFORMS[p.platform as usize].into()),
-                region: Some(REGIONS[p.region as usize].name.into()),
-                lat: Some(round_to(p.lat, 100.0)),
-                lon: Some(round_to(p.lon, 100.0)),
-                ping_ms: Some(ping.round()),
-                rating: Some(round_to(rating, 1000.0)),
-                ..PlayerRow::default()
+                team,
+                outcome,
+                line: &res.lines[i],
+                res: &res,
+                party_id: lobby.searches[k].0.party_id,
+                ping,
+                rating,
             };
+            let row = seat.row(p, &self.ids[m as usize]);
+            let tdm = mode == Mode::Tdm;
             let p_team = if team == 0 {
                 res.p_team0
             } else {
@@ -620,20 +552,65 @@ impl Sim {
             };
             day.push(&row, &truth, &self.source);
             if stopped {
-                p.in_session = false;
-                p.session_matches = 0;
-                p.epoch += 1;
-                let epoch = p.epoch;
-                let back = end
-                    + gap
-                        .sample(&mut self.rng, self.calendar, p.group, end as f64)
-                        .ceil() as i64;
-                p.next_start = back;
-                self.schedule(back, Event::Start { player: m, epoch });
+                self.stop(m, end, &gap);
             } else {
                 continuing[k].push(m);
             }
         }
+        self.requeue(&lobby, continuing, mode, end);
+    }
+
+    /// The lobby's slots in team order (team 0's searches, then team 1's), each player's
+    /// effective skill (skill, party bonus, a draw of form), and who sits in each: (player,
+    /// search, party bonus).
+    fn seat(&mut self, lobby: &Lobby) -> (Vec<game::Slot>, Vec<(u32, usize, f64)>) {
+        let mut order: Vec<usize> = (0..lobby.searches.len()).collect();
+        order.sort_by_key(|&k| lobby.searches[k].1);
+        let form = Normal::new(0.0, game::FORM_SD).expect("valid normal");
+        let mut slots = Vec::new();
+        let mut who: Vec<(u32, usize, f64)> = Vec::new(); // (player, search, party bonus)
+        for &k in &order {
+            let (s, team) = &lobby.searches[k];
+            let bonus = if s.members.len() >= 2 {
+                let sk: Vec<f64> = s
+                    .members
+                    .iter()
+                    .map(|&m| self.players[m as usize].skill)
+                    .collect();
+                let mean = sk.iter().sum::<f64>() / sk.len() as f64;
+                let sd =
+                    (sk.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / sk.len() as f64).sqrt();
+                PARTY_BASE + PARTY_SPREAD * sd
+            } else {
+                0.0
+            };
+            for &m in &s.members {
+                let eff = self.players[m as usize].skill + bonus + form.sample(&mut self.rng);
+                slots.push(game::Slot { team: *team, eff });
+                who.push((m, k, bonus));
+            }
+        }
+        (slots, who)
+    }
+
+    /// A player who stopped: out of session until the gap drawn for them ends.
+    fn stop(&mut self, m: u32, end: i64, gap: &Gap) {
+        let p = &mut self.players[m as usize];
+        p.in_session = false;
+        p.session_matches = 0;
+        p.epoch += 1;
+        let epoch = p.epoch;
+        let back = end
+            + gap
+                .sample(&mut self.rng, self.calendar, p.group, end as f64)
+                .ceil() as i64;
+        p.next_start = back;
+        self.schedule(back, Event::Start { player: m, epoch });
+    }
+
+    /// The players who go on queue again, with their party when two or more of it go on, after
+    /// a short pause.
+    fn requeue(&mut self, lobby: &Lobby, continuing: Vec<Vec<u32>>, mode: Mode, end: i64) {
         for (k, members) in continuing.into_iter().enumerate() {
             if members.is_empty() {
                 continue;
@@ -714,6 +691,91 @@ impl Sim {
         ])?;
         txn.write_parquet(&PathBuf::from("truth/players.parquet"), &[b])?;
         Ok(())
+    }
+}
+
+/// The player's 8-h churn under each outcome, all else as it was (a loss is a blowout if this
+/// match was one; then a close and a blowout loss) except what the outcome decides: in a 1v1
+/// the performance rank (see `behaviour::perf_if`).
+fn churn_8h_if(p: &Player, mode: Mode, perf_pct: f64, blown: bool, end: i64) -> [f64; 5] {
+    [(0u8, false), (1, false), (2, blown), (2, false), (2, true)].map(|(o, blowout)| {
+        let mut q = p.clone();
+        q.record(o);
+        let view = MatchView {
+            outcome: o,
+            blowout_loss: blowout,
+            perf_pct: behaviour::perf_if(mode, o, perf_pct),
+        };
+        behaviour::p_stop(&q, &view) * Gap::new(&q, end as f64).tail(HORIZONS_H[0] * 3600.0)
+    })
+}
+
+/// One seat of a played match: what its lake row needs besides the player.
+struct Seat<'a> {
+    match_id: &'a str,
+    mode: Mode,
+    start_ms: i64,
+    team: usize,
+    outcome: u8,
+    line: &'a game::Line,
+    res: &'a game::Result,
+    party_id: Option<u64>,
+    ping: f64,
+    rating: f64,
+}
+
+impl<'a> Seat<'a> {
+    /// The player's row in the lake (the canonical columns the simulator fills).
+    fn row(&self, p: &Player, player_id: &'a str) -> PlayerRow<'a> {
+        let Seat {
+            match_id,
+            mode,
+            start_ms,
+            team,
+            outcome,
+            line,
+            res,
+            ping,
+            rating,
+            ..
+        } = *self;
+        let outcome_v = [
+            mm_lake::schema::Outcome::Win,
+            mm_lake::schema::Outcome::Draw,
+            mm_lake::schema::Outcome::Loss,
+        ][outcome as usize];
+        let tdm = mode == Mode::Tdm;
+        PlayerRow {
+            match_id: match_id.into(),
+            mode: mode.name().into(),
+            start_ms,
+            team: team as i32 + 1,
+            player_id: player_id.into(),
+            outcome: Some(outcome_v),
+            end_ms: Some(start_ms + (res.duration_s * 1000.0) as i64),
+            seconds_played: Some(line.seconds_played(res.duration_s).round()),
+            party_id: self.party_id.map(|id| format!("party-{id}").into()),
+            kills: tdm.then_some(line.kills),
+            deaths: tdm.then_some(line.deaths_by_enemy + line.self_kills),
+            deaths_by_enemy: tdm.then_some(line.deaths_by_enemy),
+            self_kills: tdm.then_some(line.self_kills),
+            assists: tdm.then_some(line.assists),
+            score: Some(if tdm {
+                line.score()
+            } else {
+                f64::from(res.team_score[team])
+            }),
+            team_score: Some(f64::from(res.team_score[team])),
+            quit_early: tdm.then_some(line.quit_early),
+            input_device: Some(DEVICES[p.device as usize].into()),
+            platform: Some(PLATFORMS[p.platform as usize].into()),
+            region: Some(REGIONS[p.region as usize].name.into()),
+            lat: Some(round_to(p.lat, 100.0)),
+            lon: Some(round_to(p.lon, 100.0)),
+            ping_ms: Some(ping.round()),
+            rating: Some(round_to(rating, 1000.0)),
+            ..PlayerRow::default()
+        }
     }
 }
 
