@@ -380,7 +380,6 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let buckets = usize::try_from(shard_rows.div_ceil(input.chunk_rows.max(1) as u64))
         .unwrap_or(1)
         .clamp(1, 4096);
-    let skill = q.skill.as_ref();
     let t0 = Instant::now();
     let (mut tmin, mut tmax, mut rows_read, mut rows) = (i64::MAX, i64::MIN, 0u64, 0u64);
     let mut spill_files: Vec<PathBuf> = Vec::new();
@@ -394,42 +393,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let mut meter =
         mm_lake::progress::Meter::new("churn features: pass 1 (per day)", "rows", Some(lake_rows));
     for day in days {
-        let files = lake.partition_files(day)?;
-        let lo = i64::from(day) * DAY_MS;
-        let skill_lf = match skill {
-            Some(p) => Some(
-                scan(std::slice::from_ref(p)).map_err(pl_err)?.filter(
-                    col("start_ms")
-                        .gt_eq(lit(lo))
-                        .and(col("start_ms").lt(lit(lo + DAY_MS))),
-                ),
-            ),
-            None => None,
-        };
-        let mut lf =
-            per_match_values(scan(&files).map_err(pl_err)?, q, skill_lf, false).map_err(pl_err)?;
-        if q.truth {
-            let tf = match &input.truth_column {
-                Some(_) => truth_files(lake, day),
-                None => Vec::new(),
-            };
-            lf = match (&input.truth_column, tf.is_empty()) {
-                (Some(c), false) => lf.join(
-                    scan(&tf).map_err(pl_err)?.select([
-                        col("match_id"),
-                        col("player_id"),
-                        col(c.as_str())
-                            .cast(DataType::Float64)
-                            .alias("truth_p_churn"),
-                    ]),
-                    [col("match_id"), col("player_id")],
-                    [col("match_id"), col("player_id")],
-                    JoinArgs::new(JoinType::Left),
-                ),
-                _ => lf.with_column(lit(NULL).cast(DataType::Float64).alias("truth_p_churn")),
-            };
-        }
-        let df = lf.collect().map_err(pl_err)?;
+        let df = day_rows(lake, input, day)?;
         if spill_schema.is_none() {
             spill_schema = Some(df.schema().as_ref().clone());
         }
@@ -446,35 +410,8 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
             tmin = tmin.min(a);
             tmax = tmax.max(b);
         }
-        // This shard's rows, grouped by bucket (a counting sort of the row indices).
-        let ids = df
-            .column("player_id")
-            .and_then(|c| c.str())
-            .map_err(pl_err)?;
-        let bucket_of: Vec<Option<usize>> = ids
-            .iter()
-            .map(|id| input.shard.bucket(player_share(id.unwrap_or("")), buckets))
-            .collect();
-        let mut counts = vec![0usize; buckets + 1];
-        for b in bucket_of.iter().flatten() {
-            counts[b + 1] += 1;
-        }
-        for b in 0..buckets {
-            counts[b + 1] += counts[b];
-        }
-        let mut next = counts.clone();
-        let mut order = vec![0 as IdxSize; counts[buckets]];
-        for (i, b) in bucket_of.iter().enumerate() {
-            if let Some(b) = *b {
-                order[next[b]] = i as IdxSize;
-                next[b] += 1;
-            }
-        }
-        rows += order.len() as u64;
-        let mine = df
-            .take(&IdxCa::from_vec("idx".into(), order))
-            .map_err(pl_err)?;
-        drop(df);
+        let (mine, counts) = by_bucket(df, input.shard, buckets)?;
+        rows += mine.height() as u64;
         pending_rows += mine.height();
         pending.push((mine, counts));
         if pending_rows >= input.chunk_rows {
@@ -495,35 +432,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     };
     let schema = spill_schema.unwrap_or_default();
     let t1 = Instant::now();
-    let mut parts = Vec::new();
-    let mut meter =
-        mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
-    for (b, spill) in spills.iter().enumerate() {
-        let input_rows = if !spill.is_empty() {
-            spilled(&spill_files, spill).map_err(pl_err)?
-        } else if b == 0 {
-            // A shard with no rows still writes its (empty) part: readers see it done.
-            DataFrame::empty_with_schema(&schema).lazy()
-        } else {
-            continue;
-        };
-        let per_match = sorted(input_rows).collect().map_err(pl_err)?;
-        let n = per_match.height() as u64;
-        let features = scratch.join(format!("features-{b:05}.parquet"));
-        write_features(&q, &per_match, &features, input.wide_rows)?;
-        let mut state = state_of_sorted(&q, per_match.lazy())
-            .and_then(LazyFrame::collect)
-            .map_err(pl_err)?;
-        let state_path = scratch.join(format!("state-{b:05}.parquet"));
-        write_file(&state_path, &mut state, Written::Part)?;
-        parts.push(BuiltPart {
-            features,
-            state: state_path,
-            rows: n,
-        });
-        meter.add(n);
-    }
-    meter.finish();
+    let parts = write_buckets(&q, input, &spill_files, &spills, &schema, rows)?;
     for f in &spill_files {
         let _ = std::fs::remove_file(f);
     }
@@ -539,6 +448,127 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
         spill_files: spill_files.len(),
         parts,
     })
+}
+
+/// One day's step 1 rows (the per-match values, with the skill percentile and, when asked, the
+/// simulator's truth joined on), every player of the day: a match's values need all its players.
+fn day_rows(lake: &Lake, input: &BuildInput, day: i32) -> Result<DataFrame, FitError> {
+    let q = &input.query;
+    let files = lake.partition_files(day)?;
+    let lo = i64::from(day) * DAY_MS;
+    let skill_lf = match q.skill.as_ref() {
+        Some(p) => Some(
+            scan(std::slice::from_ref(p)).map_err(pl_err)?.filter(
+                col("start_ms")
+                    .gt_eq(lit(lo))
+                    .and(col("start_ms").lt(lit(lo + DAY_MS))),
+            ),
+        ),
+        None => None,
+    };
+    let mut lf =
+        per_match_values(scan(&files).map_err(pl_err)?, q, skill_lf, false).map_err(pl_err)?;
+    if q.truth {
+        let tf = match &input.truth_column {
+            Some(_) => truth_files(lake, day),
+            None => Vec::new(),
+        };
+        lf = match (&input.truth_column, tf.is_empty()) {
+            (Some(c), false) => lf.join(
+                scan(&tf).map_err(pl_err)?.select([
+                    col("match_id"),
+                    col("player_id"),
+                    col(c.as_str())
+                        .cast(DataType::Float64)
+                        .alias("truth_p_churn"),
+                ]),
+                [col("match_id"), col("player_id")],
+                [col("match_id"), col("player_id")],
+                JoinArgs::new(JoinType::Left),
+            ),
+            _ => lf.with_column(lit(NULL).cast(DataType::Float64).alias("truth_p_churn")),
+        };
+    }
+    lf.collect().map_err(pl_err)
+}
+
+/// This shard's rows of `df`, grouped by bucket (a counting sort of the row indices), with each
+/// bucket's offset (`counts[b]..counts[b + 1]`).
+fn by_bucket(
+    df: DataFrame,
+    shard: Shard,
+    buckets: usize,
+) -> Result<(DataFrame, Vec<usize>), FitError> {
+    let ids = df
+        .column("player_id")
+        .and_then(|c| c.str())
+        .map_err(pl_err)?;
+    let bucket_of: Vec<Option<usize>> = ids
+        .iter()
+        .map(|id| shard.bucket(player_share(id.unwrap_or("")), buckets))
+        .collect();
+    let mut counts = vec![0usize; buckets + 1];
+    for b in bucket_of.iter().flatten() {
+        counts[b + 1] += 1;
+    }
+    for b in 0..buckets {
+        counts[b + 1] += counts[b];
+    }
+    let mut next = counts.clone();
+    let mut order = vec![0 as IdxSize; counts[buckets]];
+    for (i, b) in bucket_of.iter().enumerate() {
+        if let Some(b) = *b {
+            order[next[b]] = i as IdxSize;
+            next[b] += 1;
+        }
+    }
+    let mine = df
+        .take(&IdxCa::from_vec("idx".into(), order))
+        .map_err(pl_err)?;
+    Ok((mine, counts))
+}
+
+/// Pass 2: per bucket, steps 2 to 4 on its spilled rows, written as one features and one state
+/// file into `input.scratch`.
+fn write_buckets(
+    q: &FeatureQuery,
+    input: &BuildInput,
+    spill_files: &[PathBuf],
+    spills: &[Vec<SpillSlice>],
+    schema: &Schema,
+    rows: u64,
+) -> Result<Vec<BuiltPart>, FitError> {
+    let scratch = &input.scratch;
+    let mut parts = Vec::new();
+    let mut meter =
+        mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
+    for (b, spill) in spills.iter().enumerate() {
+        let input_rows = if !spill.is_empty() {
+            spilled(spill_files, spill).map_err(pl_err)?
+        } else if b == 0 {
+            // A shard with no rows still writes its (empty) part: readers see it done.
+            DataFrame::empty_with_schema(schema).lazy()
+        } else {
+            continue;
+        };
+        let per_match = sorted(input_rows).collect().map_err(pl_err)?;
+        let n = per_match.height() as u64;
+        let features = scratch.join(format!("features-{b:05}.parquet"));
+        write_features(q, &per_match, &features, input.wide_rows)?;
+        let mut state = state_of_sorted(q, per_match.lazy())
+            .and_then(LazyFrame::collect)
+            .map_err(pl_err)?;
+        let state_path = scratch.join(format!("state-{b:05}.parquet"));
+        write_file(&state_path, &mut state, Written::Part)?;
+        parts.push(BuiltPart {
+            features,
+            state: state_path,
+            rows: n,
+        });
+        meter.add(n);
+    }
+    meter.finish();
+    Ok(parts)
 }
 
 #[cfg(test)]

@@ -401,13 +401,44 @@ fn state(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
 
 /// Steps 2 and 3: the features and the label.
 fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
-    // Per player: row k back is the same player's k-th previous match when the ids agree.
-    let same = |k: i64| {
-        col("pid")
-            .shift(lit(k))
-            .eq(col("pid"))
-            .fill_null(lit(false))
-    };
+    let mut feats = recent_matches(q);
+    feats.extend([
+        flag(col("win")).alias("now_win"),
+        flag(col("draw")).alias("now_draw"),
+        flag(col("win").not().and(col("draw").not())).alias("now_loss"),
+    ]);
+    feats.extend(window_counts(q)?);
+    feats.extend(player_features(q)?);
+    let mut out = vec![
+        col("player_id"),
+        col("match_id"),
+        col("start_ms"),
+        churn_label(q).alias("churned"),
+        // Not a feature: the row's own match was a blowout loss (the churn model's blowout
+        // shift is fitted on it).
+        flag(col("blowout_loss")).alias(NOW_BLOWOUT_LOSS),
+    ];
+    if q.truth {
+        out.push(col("truth_p_churn"));
+    }
+    out.extend(feats);
+    let cross = outcome_interactions(q);
+    if !q.past_churn {
+        return Ok(with_pattern(q, per_match.select(out).with_columns(cross)));
+    }
+    with_past_churn(q, per_match, out, cross)
+}
+
+/// Per player: row k back is the same player's k-th previous match when the ids agree.
+fn same(k: i64) -> Expr {
+    col("pid")
+        .shift(lit(k))
+        .eq(col("pid"))
+        .fill_null(lit(false))
+}
+
+/// The last `q.history` matches: present, won, drawn, their spacing, score difference.
+fn recent_matches(q: &FeatureQuery) -> Vec<Expr> {
     let mut feats: Vec<Expr> = Vec::new();
     for k in 1..=q.history as i64 {
         let here = same(k);
@@ -436,11 +467,13 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
             flag(known).alias(format!("last{k}_score_known")),
         ]);
     }
-    feats.extend([
-        flag(col("win")).alias("now_win"),
-        flag(col("draw")).alias("now_draw"),
-        flag(col("win").not().and(col("draw").not())).alias("now_loss"),
-    ]);
+    feats
+}
+
+/// Matches in each window before now (`WINDOWS_H`), with whether the window lies within the
+/// data when `q.censor_windows`.
+fn window_counts(q: &FeatureQuery) -> PolarsResult<Vec<Expr>> {
+    let mut feats = Vec::new();
     let p = || [col("pid")];
     let mut known_flags = Vec::new();
     for (name, h) in WINDOWS_H {
@@ -471,6 +504,13 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         );
     }
     feats.extend(known_flags);
+    Ok(feats)
+}
+
+/// Games played, party, skill percentile, the last match's performance rank and blowout.
+fn player_features(q: &FeatureQuery) -> PolarsResult<Vec<Expr>> {
+    let p = || [col("pid")];
+    let mut feats = Vec::new();
     let prev1 = same(1);
     let perf_known = prev1
         .clone()
@@ -509,30 +549,27 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         flag(perf_known).alias("last_perf_known"),
         flag(prev1.and(col("blowout_loss").shift(lit(1)))).alias("last_blowout_loss"),
     ]);
+    Ok(feats)
+}
+
+/// The label: no match within the horizon after this one; null (censored) when the horizon
+/// runs past the data's end.
+fn churn_label(q: &FeatureQuery) -> Expr {
     let next_same = col("pid")
         .shift(lit(-1))
         .eq(col("pid"))
         .fill_null(lit(false));
     let gap = col("start_ms").shift(lit(-1)) - col("start_ms");
     let end = q.data_end();
-    let label = when((end - col("start_ms")).lt(lit(q.horizon_ms)))
+    when((end - col("start_ms")).lt(lit(q.horizon_ms)))
         .then(lit(NULL).cast(DataType::Boolean))
         .when(next_same.and(gap.lt_eq(lit(q.horizon_ms))))
         .then(lit(false))
-        .otherwise(lit(true));
-    let mut out = vec![
-        col("player_id"),
-        col("match_id"),
-        col("start_ms"),
-        label.alias("churned"),
-        // Not a feature: the row's own match was a blowout loss (the churn model's blowout
-        // shift is fitted on it).
-        flag(col("blowout_loss")).alias(NOW_BLOWOUT_LOSS),
-    ];
-    if q.truth {
-        out.push(col("truth_p_churn"));
-    }
-    out.extend(feats);
+        .otherwise(lit(true))
+}
+
+/// The upcoming outcome times each of the first `q.outcome_interactions` earlier ones.
+fn outcome_interactions(q: &FeatureQuery) -> Vec<Expr> {
     let mut cross = Vec::new();
     for k in 1..=q.outcome_interactions.min(q.history) {
         let c = |f: &str| col(format!("last{k}_{f}"));
@@ -544,9 +581,18 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
             ]);
         }
     }
-    if !q.past_churn {
-        return Ok(with_pattern(q, per_match.select(out).with_columns(cross)));
-    }
+    cross
+}
+
+/// The table with the past-churn features last in the row, after the outcome interactions, as
+/// `FeatureSpec::names` orders them.
+fn with_past_churn(
+    q: &FeatureQuery,
+    per_match: LazyFrame,
+    mut out: Vec<Expr>,
+    cross: Vec<Expr>,
+) -> PolarsResult<LazyFrame> {
+    let p = || [col("pid")];
     // Row k of a player: k earlier matches, of which `churned` were followed by a gap longer
     // than the horizon (the gap from the previous match to now included).
     let n = col("since").cast(DataType::Float64);
@@ -560,7 +606,6 @@ fn features(q: &FeatureQuery, per_match: LazyFrame) -> PolarsResult<LazyFrame> {
         w.clone().alias("_past_churn_w"),
         (w * odds.log(lit(std::f64::consts::E))).alias("_past_churn_logodds"),
     ]);
-    // Last in the row, after the outcome interactions, as `FeatureSpec::names` orders them.
     let logodds = || col("_past_churn_logodds");
     let table = per_match
         .select(out)
