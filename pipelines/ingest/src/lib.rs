@@ -246,49 +246,7 @@ impl FileRun<'_> {
             return Ok(self.cfg.format.unwrap_or(Format::Canonical)); // the reader failed; it says why
         };
         let (format, adapter, header_len) = match container {
-            Container::Csv => {
-                let mut rdr = csv::ReaderBuilder::new()
-                    .has_headers(false)
-                    .flexible(true)
-                    .from_reader(first.data());
-                let mut rec = csv::ByteRecord::new();
-                let has = rdr
-                    .read_byte_record(&mut rec)
-                    .map_err(|e| IngestError::input(self.path, format!("CSV header: {e}")))?;
-                if !has {
-                    return Err(IngestError::input(
-                        self.path,
-                        "file is empty: no header line",
-                    ));
-                }
-                let header: Vec<String> = rec
-                    .iter()
-                    .map(|f| {
-                        String::from_utf8_lossy(f)
-                            .trim_start_matches('\u{feff}')
-                            .trim()
-                            .to_string()
-                    })
-                    .collect();
-                let mut consumed = usize::try_from(rdr.position().byte())
-                    .unwrap_or(0)
-                    .min(first.data().len());
-                // After a CRLF header the reader stops between '\r' and '\n': step over the '\n'
-                // so that line numbers count from the first data line.
-                if first.data().get(consumed) == Some(&b'\n') {
-                    consumed += 1;
-                }
-                first.first_line +=
-                    memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
-                first.start += consumed;
-                let format = self.cfg.format.unwrap_or_else(|| Format::detect(&header));
-                let adapter = format
-                    .csv_adapter(&header, &self.cfg.default_mode)
-                    .map_err(|e| {
-                        IngestError::input(self.path, format!("{} header: {e}", format.name()))
-                    })?;
-                (format, Some(adapter), header.len())
-            }
+            Container::Csv => self.csv_header(&mut first)?,
             _ => {
                 if matches!(self.cfg.format, Some(f) if f != Format::Canonical) {
                     return Err(IngestError::input(
@@ -359,7 +317,56 @@ impl FileRun<'_> {
             Ok(format)
         })
     }
+
+    /// Reads the CSV header from the first chunk and moves the chunk past it; the format (as
+    /// configured, or detected from the header), its adapter and the header's field count.
+    fn csv_header(
+        &self,
+        first: &mut Chunk,
+    ) -> Result<Header, IngestError> {
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(first.data());
+        let mut rec = csv::ByteRecord::new();
+        let has = rdr
+            .read_byte_record(&mut rec)
+            .map_err(|e| IngestError::input(self.path, format!("CSV header: {e}")))?;
+        if !has {
+            return Err(IngestError::input(
+                self.path,
+                "file is empty: no header line",
+            ));
+        }
+        let header: Vec<String> = rec
+            .iter()
+            .map(|f| {
+                String::from_utf8_lossy(f)
+                    .trim_start_matches('\u{feff}')
+                    .trim()
+                    .to_string()
+            })
+            .collect();
+        let mut consumed = usize::try_from(rdr.position().byte())
+            .unwrap_or(0)
+            .min(first.data().len());
+        // After a CRLF header the reader stops between '\r' and '\n': step over the '\n'
+        // so that line numbers count from the first data line.
+        if first.data().get(consumed) == Some(&b'\n') {
+            consumed += 1;
+        }
+        first.first_line += memchr::memchr_iter(b'\n', &first.data()[..consumed]).count() as u64;
+        first.start += consumed;
+        let format = self.cfg.format.unwrap_or_else(|| Format::detect(&header));
+        let adapter = format
+            .csv_adapter(&header, &self.cfg.default_mode)
+            .map_err(|e| IngestError::input(self.path, format!("{} header: {e}", format.name())))?;
+        Ok((format, Some(adapter), header.len()))
+    }
 }
+
+/// A file's format, its CSV adapter (none for JSON lines) and its header's field count.
+type Header = (Format, Option<Box<dyn adapters::CsvAdapter>>, usize);
 
 /// Ingests `cfg.inputs` into the lake at `cfg.lake` in one atomic run.
 pub fn ingest(cfg: &IngestConfig, progress: &dyn Progress) -> Result<RunReport, IngestError> {
@@ -497,16 +504,7 @@ fn ingest_files(
                 }
             }
         } else {
-            for batches in stager.mem.values_mut() {
-                for b in batches.iter_mut() {
-                    let (kept, rejected) = check.filter(b.clone())?;
-                    *b = kept;
-                    for q in &rejected {
-                        reports[q.file_idx as usize].counts.quarantined += 1;
-                    }
-                    qentries.extend(rejected);
-                }
-            }
+            filter_staged(&mut stager, &check, &mut reports, &mut qentries)?;
         }
     }
     drop(check);
@@ -519,6 +517,61 @@ fn ingest_files(
     let results = std::mem::take(&mut stager.results);
     drop(stager);
 
+    let (lake_rows, partitions) = tally(results, &mut txn, &mut reports, &mut qentries);
+    let quarantine_written = write_quarantine(&lake, &mut txn, &reports, &qentries)?;
+
+    let totals = balanced_totals(&reports)?;
+    stage_seconds.insert("finalize".to_string(), t1.elapsed().as_secs_f64());
+    let seconds = t0.elapsed().as_secs_f64();
+    let report = RunReport {
+        run_id: run_id.clone(),
+        lake: cfg.lake.display().to_string(),
+        files: reports,
+        totals,
+        lake_rows_written: lake_rows,
+        partitions_written: partitions,
+        quarantine_entries_written: quarantine_written,
+        seconds,
+        stage_seconds,
+        records_per_second: totals.read as f64 / seconds.max(1e-9),
+        peak_rss_bytes: None,
+        recovered: recovery.removed,
+        lake_version: None,
+        read_version: lake.version(),
+        read_twice,
+    };
+    commit_run(cfg, txn, report, t0)
+}
+
+/// Applies the start-time verdicts to the rows still in memory (no day was written early).
+fn filter_staged(
+    stager: &mut Stager,
+    check: &starts::StartCheck,
+    reports: &mut [FileReport],
+    qentries: &mut Vec<QEntry>,
+) -> Result<(), IngestError> {
+    for batches in stager.mem.values_mut() {
+        for b in batches.iter_mut() {
+            let (kept, rejected) = check.filter(b.clone())?;
+            *b = kept;
+            for q in &rejected {
+                reports[q.file_idx as usize].counts.quarantined += 1;
+            }
+            qentries.extend(rejected);
+        }
+    }
+    Ok(())
+}
+
+/// Adds each finalised day's file to the transaction and its counts to its input files' reports;
+/// collects its quarantine entries, then counts them by reason and keeps a few examples per file.
+/// Returns the lake rows and partitions written.
+fn tally(
+    results: Vec<finalize::DayResult>,
+    txn: &mut Txn,
+    reports: &mut [FileReport],
+    qentries: &mut Vec<QEntry>,
+) -> (u64, u64) {
     let mut lake_rows = 0;
     let mut partitions = 0;
     for r in results {
@@ -537,7 +590,7 @@ fn ingest_files(
         qentries.extend(r.quarantine);
     }
     qentries.sort_by_key(|q| (q.file_idx, q.line));
-    for q in &qentries {
+    for q in qentries.iter() {
         let fr = &mut reports[q.file_idx as usize];
         *fr.quarantine_by_reason.entry(q.category()).or_default() += 1;
         if fr.quarantine_examples.len() < 5 {
@@ -547,10 +600,13 @@ fn ingest_files(
             });
         }
     }
-    let quarantine_written = write_quarantine(&lake, &mut txn, &reports, &qentries)?;
+    (lake_rows, partitions)
+}
 
+/// The run's totals, refusing to commit a file whose accounting does not balance.
+fn balanced_totals(reports: &[FileReport]) -> Result<Counts, IngestError> {
     let mut totals = Counts::default();
-    for fr in &reports {
+    for fr in reports {
         if !fr.counts.balanced() {
             return Err(IngestError::Internal {
                 path: PathBuf::from(&fr.path),
@@ -562,25 +618,18 @@ fn ingest_files(
         }
         totals.add(&fr.counts);
     }
-    stage_seconds.insert("finalize".to_string(), t1.elapsed().as_secs_f64());
-    let seconds = t0.elapsed().as_secs_f64();
-    let mut report = RunReport {
-        run_id: run_id.clone(),
-        lake: cfg.lake.display().to_string(),
-        files: reports,
-        totals,
-        lake_rows_written: lake_rows,
-        partitions_written: partitions,
-        quarantine_entries_written: quarantine_written,
-        seconds,
-        stage_seconds,
-        records_per_second: totals.read as f64 / seconds.max(1e-9),
-        peak_rss_bytes: None,
-        recovered: recovery.removed,
-        lake_version: None,
-        read_version: lake.version(),
-        read_twice,
-    };
+    Ok(totals)
+}
+
+/// Commits the run with its report as the commit's record (or stops at the test hook's crash
+/// point), and completes the report with the lake version and timings.
+fn commit_run(
+    cfg: &IngestConfig,
+    txn: Txn,
+    mut report: RunReport,
+    t0: Instant,
+) -> Result<RunReport, IngestError> {
+    let totals = report.totals;
     let record = serde_json::to_value(&report).map_err(|e| IngestError::Internal {
         path: cfg.lake.clone(),
         reason: e.to_string(),
