@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::table::read_table;
 use anyhow::{Context, Result, bail};
 use mm_trainer::logit::newton::{NewtonFit, fit_newton};
 use mm_trainer::logit::{LogitFit, fit_logistic};
@@ -15,6 +14,7 @@ use mm_trainer::stats::{auc, sigmoid};
 use serde::Serialize;
 
 use crate::args::BenchLogisticArgs;
+use crate::table::{Table, read_table};
 use crate::{median, peer_python};
 
 /// Times scikit-learn's fit the way `bench_lr.py` does, on the files we read.
@@ -78,24 +78,7 @@ pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
         peer_python(a.peer_python.as_deref(), "sklearn")
     };
     if !train.exists() || !test.exists() {
-        let Some(py) = &python else {
-            bail!(
-                "{} is missing: generate it with `python {}/bench_lr.py --sizes {} --gen-only --data {}` (the peers' venv: `task peers:setup`)",
-                train.display(),
-                a.peers.display(),
-                a.rows,
-                a.data.display()
-            );
-        };
-        eprintln!("generating the {}-row table with bench_lr.py", a.rows);
-        let st = Command::new(py)
-            .arg(a.peers.join("bench_lr.py"))
-            .args(["--sizes", &a.rows.to_string(), "--gen-only", "--data"])
-            .arg(&a.data)
-            .status()?;
-        if !st.success() {
-            bail!("bench_lr.py --gen-only failed");
-        }
+        generate(a, python.as_deref(), &train)?;
     }
     let t0 = Instant::now();
     let tr = read_table(&train, "churned")?;
@@ -107,91 +90,14 @@ pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
     let reference_objective = reference(&a.peers, a.rows);
     let gap = |obj: f64| reference_objective.map(|r| (obj - r) / r);
 
-    let how = NewtonFit {
-        alpha: 1.0,
-        ..NewtonFit::default()
-    };
-    let mut runs = Vec::new();
-    let mut last = None;
-    for _ in 0..a.reps.max(1) {
-        let t = Instant::now();
-        let r = fit_newton(tr.x.view(), &tr.y, &how).map_err(anyhow::Error::msg)?;
-        runs.push(t.elapsed().as_secs_f64());
-        last = Some(r);
-    }
-    let r = last.context("no run")?;
-    let ours = Fit {
-        solver: "mm Newton-CG (argmin), exact Hessian".into(),
-        seconds: median(&mut runs.clone()),
-        runs_s: runs,
-        iterations: r.iterations,
-        objective: r.objective,
-        gap_to_converged: gap(r.objective),
-        test_auc: test_auc(&te.x, &te.y, r.coef.as_slice().unwrap_or(&[]), r.intercept),
-    };
-
+    let ours = ours(a, &tr, &te, &gap)?;
     let linfa = if a.linfa {
-        let t = Instant::now();
-        let (w, b) = fit_logistic(
-            &tr.x,
-            tr.y.iter().copied().collect(),
-            &LogitFit {
-                alpha: 1.0,
-                intercept: true,
-                max_iterations: a.linfa_iterations,
-                gradient_tolerance: Some(1e-4 * tr.y.len() as f64),
-            },
-        )
-        .map_err(anyhow::Error::msg)?;
-        let secs = t.elapsed().as_secs_f64();
-        let obj = objective(&tr.x, &tr.y, w.as_slice().unwrap_or(&[]), b);
-        Some(Fit {
-            solver: format!(
-                "linfa-logistic L-BFGS (max {} iterations)",
-                a.linfa_iterations
-            ),
-            seconds: secs,
-            runs_s: vec![secs],
-            iterations: a.linfa_iterations,
-            objective: obj,
-            gap_to_converged: gap(obj),
-            test_auc: test_auc(&te.x, &te.y, w.as_slice().unwrap_or(&[]), b),
-        })
+        Some(linfa(a, &tr, &te, &gap)?)
     } else {
         None
     };
-
     let sklearn_200 = match &python {
-        Some(py) => {
-            let o = Command::new(py)
-                .args(["-c", PEER_SCRIPT])
-                .arg(&a.peers)
-                .arg(&train)
-                .arg(&test)
-                .arg(a.peer_reps.max(1).to_string())
-                .output()?;
-            if !o.status.success() {
-                bail!(
-                    "scikit-learn peer failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            }
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
-            let mut fits: Vec<f64> = v["fit_s"]
-                .as_array()
-                .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
-                .unwrap_or_default();
-            let obj = v["objective"].as_f64().unwrap_or(f64::NAN);
-            Some(Fit {
-                solver: "scikit-learn lbfgs, max_iter=200".into(),
-                seconds: median(&mut fits.clone()),
-                runs_s: std::mem::take(&mut fits),
-                iterations: v["n_iter"].as_u64().unwrap_or(0),
-                objective: obj,
-                gap_to_converged: gap(obj),
-                test_auc: v["test_auc"].as_f64().unwrap_or(f64::NAN),
-            })
-        }
+        Some(py) => Some(sklearn(a, py, &train, &test, &gap)?),
         None => {
             eprintln!("scikit-learn not found: the peer is skipped (`task peers:setup`)");
             None
@@ -210,8 +116,141 @@ pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_report(&report);
     }
+    Ok(())
+}
+
+/// Writes the train and test tables with the peers' `bench_lr.py`.
+fn generate(a: &BenchLogisticArgs, python: Option<&Path>, train: &Path) -> Result<()> {
+    let Some(py) = python else {
+        bail!(
+            "{} is missing: generate it with `python {}/bench_lr.py --sizes {} --gen-only --data {}` (the peers' venv: `task peers:setup`)",
+            train.display(),
+            a.peers.display(),
+            a.rows,
+            a.data.display()
+        );
+    };
+    eprintln!("generating the {}-row table with bench_lr.py", a.rows);
+    let st = Command::new(py)
+        .arg(a.peers.join("bench_lr.py"))
+        .args(["--sizes", &a.rows.to_string(), "--gen-only", "--data"])
+        .arg(&a.data)
+        .status()?;
+    if !st.success() {
+        bail!("bench_lr.py --gen-only failed");
+    }
+    Ok(())
+}
+
+/// Our Newton fit, `a.reps` times: the median time and the last run's figures.
+fn ours(
+    a: &BenchLogisticArgs,
+    tr: &Table,
+    te: &Table,
+    gap: &dyn Fn(f64) -> Option<f64>,
+) -> Result<Fit> {
+    let how = NewtonFit {
+        alpha: 1.0,
+        ..NewtonFit::default()
+    };
+    let mut runs = Vec::new();
+    let mut last = None;
+    for _ in 0..a.reps.max(1) {
+        let t = Instant::now();
+        let r = fit_newton(tr.x.view(), &tr.y, &how).map_err(anyhow::Error::msg)?;
+        runs.push(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    let r = last.context("no run")?;
+    Ok(Fit {
+        solver: "mm Newton-CG (argmin), exact Hessian".into(),
+        seconds: median(&mut runs.clone()),
+        runs_s: runs,
+        iterations: r.iterations,
+        objective: r.objective,
+        gap_to_converged: gap(r.objective),
+        test_auc: test_auc(&te.x, &te.y, r.coef.as_slice().unwrap_or(&[]), r.intercept),
+    })
+}
+
+/// linfa-logistic's L-BFGS fit with `a.linfa_iterations` iterations at most.
+fn linfa(
+    a: &BenchLogisticArgs,
+    tr: &Table,
+    te: &Table,
+    gap: &dyn Fn(f64) -> Option<f64>,
+) -> Result<Fit> {
+    let t = Instant::now();
+    let (w, b) = fit_logistic(
+        &tr.x,
+        tr.y.iter().copied().collect(),
+        &LogitFit {
+            alpha: 1.0,
+            intercept: true,
+            max_iterations: a.linfa_iterations,
+            gradient_tolerance: Some(1e-4 * tr.y.len() as f64),
+        },
+    )
+    .map_err(anyhow::Error::msg)?;
+    let secs = t.elapsed().as_secs_f64();
+    let obj = objective(&tr.x, &tr.y, w.as_slice().unwrap_or(&[]), b);
+    Ok(Fit {
+        solver: format!(
+            "linfa-logistic L-BFGS (max {} iterations)",
+            a.linfa_iterations
+        ),
+        seconds: secs,
+        runs_s: vec![secs],
+        iterations: a.linfa_iterations,
+        objective: obj,
+        gap_to_converged: gap(obj),
+        test_auc: test_auc(&te.x, &te.y, w.as_slice().unwrap_or(&[]), b),
+    })
+}
+
+/// scikit-learn's lbfgs fit (200 iterations at most) in the peers' Python, `a.peer_reps` times.
+fn sklearn(
+    a: &BenchLogisticArgs,
+    py: &Path,
+    train: &Path,
+    test: &Path,
+    gap: &dyn Fn(f64) -> Option<f64>,
+) -> Result<Fit> {
+    let o = Command::new(py)
+        .args(["-c", PEER_SCRIPT])
+        .arg(&a.peers)
+        .arg(train)
+        .arg(test)
+        .arg(a.peer_reps.max(1).to_string())
+        .output()?;
+    if !o.status.success() {
+        bail!(
+            "scikit-learn peer failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+    let mut fits: Vec<f64> = v["fit_s"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+        .unwrap_or_default();
+    let obj = v["objective"].as_f64().unwrap_or(f64::NAN);
+    Ok(Fit {
+        solver: "scikit-learn lbfgs, max_iter=200".into(),
+        seconds: median(&mut fits.clone()),
+        runs_s: std::mem::take(&mut fits),
+        iterations: v["n_iter"].as_u64().unwrap_or(0),
+        objective: obj,
+        gap_to_converged: gap(obj),
+        test_auc: v["test_auc"].as_f64().unwrap_or(f64::NAN),
+    })
+}
+
+/// `mm bench logistic`'s figures, as text.
+fn print_report(report: &Report) {
     println!(
         "logistic regression, {} train x {} features (read {:.2} s); converged reference objective {}",
         report.rows_train,
@@ -247,7 +286,6 @@ pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
     if let Some(s) = report.speedup_vs_sklearn {
         println!("ours is {s:.1}x faster than scikit-learn's 200-iteration fit (same run)");
     }
-    Ok(())
 }
 
 /// `sum logloss + |w|^2 / 2` (C = 1), as the peers compute it.

@@ -320,10 +320,7 @@ impl FileRun<'_> {
 
     /// Reads the CSV header from the first chunk and moves the chunk past it; the format (as
     /// configured, or detected from the header), its adapter and the header's field count.
-    fn csv_header(
-        &self,
-        first: &mut Chunk,
-    ) -> Result<Header, IngestError> {
+    fn csv_header(&self, first: &mut Chunk) -> Result<Header, IngestError> {
         let mut rdr = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
