@@ -108,30 +108,9 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         let mut rss = 0_f64;
         let mut peer_runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
         for rep in 0..a.reps {
-            let lake = a.work.join(format!("lake_{rows}_{rep}"));
-            let _ = std::fs::remove_dir_all(&lake);
-            let t = Instant::now();
-            let o = Command::new(&exe)
-                .arg("ingest")
-                .arg(&csv)
-                .arg("--lake")
-                .arg(&lake)
-                .args(["--json", "--quiet"])
-                .output()?;
-            let s = t.elapsed().as_secs_f64();
-            if !o.status.success() {
-                bail!("mm ingest failed: {}", String::from_utf8_lossy(&o.stderr));
-            }
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
-            if v["totals"]["accepted"].as_u64() != Some(rows) {
-                bail!(
-                    "mm ingest accepted {} rows, expected {rows}",
-                    v["totals"]["accepted"]
-                );
-            }
-            rss = rss.max(v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0);
+            let (s, peak) = run_mm(&exe, &csv, &a.work.join(format!("lake_{rows}_{rep}")), rows)?;
+            rss = rss.max(peak);
             secs.push(s);
-            std::fs::remove_dir_all(&lake)?;
             if let Some(py) = &python {
                 for (k, variant) in ["eager", "lazy"].into_iter().enumerate() {
                     peer_runs[k].push(run_peer(py, &csv, &a.work, variant, rows)?);
@@ -163,8 +142,41 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
+    } else {
+        print_results(a, &results);
     }
+    Ok(())
+}
+
+/// One `mm ingest` of `csv` into a fresh `lake` (removed after), as its own process: its wall
+/// time and peak resident memory (MiB); an error unless it accepted every one of `rows`.
+fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<(f64, f64)> {
+    let _ = std::fs::remove_dir_all(lake);
+    let t = Instant::now();
+    let o = Command::new(exe)
+        .arg("ingest")
+        .arg(csv)
+        .arg("--lake")
+        .arg(lake)
+        .args(["--json", "--quiet"])
+        .output()?;
+    let s = t.elapsed().as_secs_f64();
+    if !o.status.success() {
+        bail!("mm ingest failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+    if v["totals"]["accepted"].as_u64() != Some(rows) {
+        bail!(
+            "mm ingest accepted {} rows, expected {rows}",
+            v["totals"]["accepted"]
+        );
+    }
+    std::fs::remove_dir_all(lake)?;
+    Ok((s, v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0))
+}
+
+/// `mm bench ingest`'s figures, as text.
+fn print_results(a: &BenchIngestArgs, results: &[SizeResult]) {
     println!(
         "canonical CSV -> lake (validation, dedup, day partitions, zstd 1; polars: one file, zstd 3); median of {} runs, {} cores",
         a.reps,
@@ -191,7 +203,7 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
             )
         })
     };
-    for r in &results {
+    for r in results {
         let (e, em) = opt(&r.polars_eager);
         let (l, lm) = opt(&r.polars_lazy);
         println!(
@@ -208,5 +220,4 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
             r.ratio_to_polars.map_or("-".into(), |x| format!("{x:.2}"))
         );
     }
-    Ok(())
 }
