@@ -564,20 +564,13 @@ async fn lake_keys(lake: &Path) -> Result<u64> {
     .await?
 }
 
-/// `mm bench serve --reports`: results under load.
-fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
-    let work: PathBuf = a.work.clone();
-    let root = work.join("models").join("bench");
-    let (lake, wal) = (work.join("lake"), work.join("wal"));
-    for d in [&root, &lake, &wal] {
-        let _ = std::fs::remove_dir_all(d);
-    }
-    publish(&root, "v0001", a.players, 1)?;
+/// The service with results on: a lake and a log under `a.work`, flushing every second.
+fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Result<Server> {
     let budget = 120.0 + a.seconds * 4.0;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
     let dedupe = a.dedupe_hours.to_string();
-    let server = start_with(
-        &root,
+    start_with(
+        root,
         budget,
         &[
             "--lake",
@@ -591,7 +584,19 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             "--dedupe-hours",
             &dedupe,
         ],
-    )?;
+    )
+}
+
+/// `mm bench serve --reports`: results under load.
+fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
+    let work: PathBuf = a.work.clone();
+    let root = work.join("models").join("bench");
+    let (lake, wal) = (work.join("lake"), work.join("wal"));
+    for d in [&root, &lake, &wal] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    publish(&root, "v0001", a.players, 1)?;
+    let server = start_results(a, &root, &lake, &wal)?;
     let rt = tokio::runtime::Runtime::new()?;
     let report = rt.block_on(async {
         let channel = Channel::from_shared(format!("http://{}", server.grpc))?
