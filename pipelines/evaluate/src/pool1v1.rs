@@ -241,74 +241,22 @@ pub(crate) fn run_size(
     // Per ordered pair (a, b): per-round differences of retained, expected retained, and
     // expected retained under the truth.
     let mut diffs = vec![[Moments::default(), Moments::default(), Moments::default()]; k * k];
+    let ctx = Rounds {
+        cfg,
+        arts,
+        policies,
+        pools,
+        eligible: &eligible,
+        p,
+        truth,
+        k,
+    };
     let mut r0 = 0usize;
     while r0 < cfg.rounds {
         let r1 = (r0 + chunk * rayon::current_num_threads()).min(cfg.rounds);
         let outs: Vec<Result<Vec<RoundOut>, EvalError>> = (r0..r1)
             .into_par_iter()
-            .map_init(DenseBlossom::new, |solver, round| {
-                let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, p as u64, round as u64));
-                let from: &[u32] = if eligible.is_empty() {
-                    &pools.all
-                } else {
-                    eligible[rng.random_range(0..eligible.len())]
-                };
-                let idx: Vec<usize> = sample(&mut rng, from.len(), p).into_vec();
-                let u_out: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
-                let u_churn: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
-                let policy_seed = rng.random::<u64>();
-                let mut out = Vec::with_capacity(k);
-                let truth_pool = truth.map(|t| TruthPool {
-                    truth: t,
-                    searchers: idx.iter().map(|&i| from[i] as usize).collect(),
-                });
-                let w_truth = truth_pool.as_ref().map(|tp| eomm_matrix(p, tp, tp));
-                for sc in arts {
-                    let members: Vec<&Member> =
-                        idx.iter().map(|&i| &sc.members[from[i] as usize]).collect();
-                    let pool = ArtifactPool::from_members(sc.win, members.iter().copied());
-                    let w = eomm_matrix(p, &pool, &pool);
-                    for pol in policies {
-                        let pol = match pol {
-                            PairPolicy::Random { .. } => PairPolicy::Random { seed: policy_seed },
-                            x => *x,
-                        };
-                        out.push(run_policy(
-                            pol,
-                            &pool,
-                            &members,
-                            &w,
-                            &w,
-                            w_truth.as_deref(),
-                            &u_out,
-                            &u_churn,
-                            cfg.blowout_p,
-                            solver,
-                        )?);
-                    }
-                    if let (Some(wt), Some(tp)) = (w_truth.as_deref(), truth_pool.as_ref()) {
-                        // The oracle, then each half of it: true win with our churn, our win
-                        // with true churn.
-                        let true_win = eomm_matrix(p, tp, &pool);
-                        let true_churn = eomm_matrix(p, &pool, tp);
-                        for w_pair in [wt, &true_win, &true_churn] {
-                            out.push(run_policy(
-                                PairPolicy::Eomm,
-                                &pool,
-                                &members,
-                                w_pair,
-                                &w,
-                                Some(wt),
-                                &u_out,
-                                &u_churn,
-                                cfg.blowout_p,
-                                solver,
-                            )?);
-                        }
-                    }
-                }
-                Ok(out)
-            })
+            .map_init(DenseBlossom::new, |solver, round| ctx.round(round, solver))
             .collect();
         for o in outs {
             let o = o?;
@@ -342,10 +290,123 @@ pub(crate) fn run_size(
             stats.push(accs[ai * per + pi].stats(&label(ai, pi), &sc.label));
         }
     }
+    let tests = pair_tests(&accs, &diffs, arts.len(), per, &label);
+    Ok(SizeResult {
+        pool_size: p,
+        pool_source: source.to_string(),
+        windows_eligible: eligible.len(),
+        policies: stats,
+        tests,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// What every round of one pool size shares.
+struct Rounds<'a> {
+    cfg: &'a EvalConfig,
+    arts: &'a [Scored],
+    policies: &'a [PairPolicy],
+    pools: &'a Pools,
+    /// The time windows with at least `p` searchers (none: the whole collection).
+    eligible: &'a [&'a Vec<u32>],
+    p: usize,
+    truth: Option<&'a TruthSearches>,
+    /// Policies in all, over the artifacts (and the oracles).
+    k: usize,
+}
+
+impl Rounds<'_> {
+    /// Round `round`: a pool drawn from a window (or the collection), its draws, and every
+    /// policy of every artifact on it, then the oracle and its halves on a simulated lake.
+    fn round(&self, round: usize, solver: &mut DenseBlossom) -> Result<Vec<RoundOut>, EvalError> {
+        let Rounds {
+            cfg,
+            arts,
+            policies,
+            pools,
+            eligible,
+            p,
+            truth,
+            k,
+        } = *self;
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, p as u64, round as u64));
+        let from: &[u32] = if eligible.is_empty() {
+            &pools.all
+        } else {
+            eligible[rng.random_range(0..eligible.len())]
+        };
+        let idx: Vec<usize> = sample(&mut rng, from.len(), p).into_vec();
+        let u_out: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
+        let u_churn: Vec<f64> = (0..p).map(|_| rng.random::<f64>()).collect();
+        let policy_seed = rng.random::<u64>();
+        let mut out = Vec::with_capacity(k);
+        let truth_pool = truth.map(|t| TruthPool {
+            truth: t,
+            searchers: idx.iter().map(|&i| from[i] as usize).collect(),
+        });
+        let w_truth = truth_pool.as_ref().map(|tp| eomm_matrix(p, tp, tp));
+        for sc in arts {
+            let members: Vec<&Member> =
+                idx.iter().map(|&i| &sc.members[from[i] as usize]).collect();
+            let pool = ArtifactPool::from_members(sc.win, members.iter().copied());
+            let w = eomm_matrix(p, &pool, &pool);
+            for pol in policies {
+                let pol = match pol {
+                    PairPolicy::Random { .. } => PairPolicy::Random { seed: policy_seed },
+                    x => *x,
+                };
+                out.push(run_policy(
+                    pol,
+                    &pool,
+                    &members,
+                    &w,
+                    &w,
+                    w_truth.as_deref(),
+                    &u_out,
+                    &u_churn,
+                    cfg.blowout_p,
+                    solver,
+                )?);
+            }
+            if let (Some(wt), Some(tp)) = (w_truth.as_deref(), truth_pool.as_ref()) {
+                // The oracle, then each half of it: true win with our churn, our win
+                // with true churn.
+                let true_win = eomm_matrix(p, tp, &pool);
+                let true_churn = eomm_matrix(p, &pool, tp);
+                for w_pair in [wt, &true_win, &true_churn] {
+                    out.push(run_policy(
+                        PairPolicy::Eomm,
+                        &pool,
+                        &members,
+                        w_pair,
+                        &w,
+                        Some(wt),
+                        &u_out,
+                        &u_churn,
+                        cfg.blowout_p,
+                        solver,
+                    )?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Welch and paired tests between every two policies (of the same artifact when there are
+/// several).
+fn pair_tests(
+    accs: &[Acc],
+    diffs: &[[Moments; 3]],
+    arts: usize,
+    per: usize,
+    label: &dyn Fn(usize, usize) -> String,
+) -> Vec<PairTest> {
+    let k = accs.len();
     let mut tests = Vec::new();
     for a in 0..k {
         for b in 0..k {
-            if a == b || (arts.len() > 1 && a / per != b / per) {
+            if a == b || (arts > 1 && a / per != b / per) {
                 continue;
             }
             let (ai, pa) = (a / per, a % per);
@@ -363,14 +424,7 @@ pub(crate) fn run_size(
             });
         }
     }
-    Ok(SizeResult {
-        pool_size: p,
-        pool_source: source.to_string(),
-        windows_eligible: eligible.len(),
-        policies: stats,
-        tests,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+    tests
 }
 
 /// EOMM against SkillMM at each pool size, per artifact, beside the paper's Table 2 and, on a
