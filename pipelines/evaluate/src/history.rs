@@ -149,52 +149,26 @@ fn opt_strings(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Option<Str
 }
 
 fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
-    let pid = strings(df, path, "player_id")?;
-    let mid = strings(df, path, "match_id")?;
-    let start = i64s(df, path, "start_ms")?;
-    let team = i64s(df, path, "team")?;
-    let party_id = opt_strings(df, path, "party_id")?;
-    let win = bools(df, path, "win")?;
-    let draw = bools(df, path, "draw")?;
-    let diff = f64s(df, path, "score_diff")?;
-    let blow = bools(df, path, "blowout_loss")?;
-    let perf = f64s(df, path, "perf_rank")?;
-    let party = bools(df, path, "party")?;
-    let n = pid.len();
+    let c = Cols::read(df, path)?;
+    let n = c.pid.len();
     let need = |v: Option<i64>, r: usize, what: &str| {
         v.ok_or_else(|| EvalError::Input(format!("{}: row {r}: {what} is null", path.display())))
     };
-    let mut ids: Vec<String> = Vec::new();
-    let mut index: HashMap<String, u32> = HashMap::new();
-    let mut player = Vec::with_capacity(n);
-    for id in &pid {
-        let k = *index.entry(id.clone()).or_insert_with(|| {
-            ids.push(id.clone());
-            (ids.len() - 1) as u32
-        });
-        player.push(k);
-    }
+    let (ids, player) = player_index(&c.pid);
     let mut starts = Vec::with_capacity(n);
     let mut teams = Vec::with_capacity(n);
     for r in 0..n {
-        starts.push(need(start[r], r, "start_ms")?);
-        teams.push(team[r].unwrap_or(0));
+        starts.push(need(c.start[r], r, "start_ms")?);
+        teams.push(c.team[r].unwrap_or(0));
     }
     let data_end_ms = starts.iter().copied().max().unwrap_or(i64::MIN);
-    // Rows are sorted by player and start: the next row of the same player is the next match.
-    let mut churned = vec![None; n];
-    for r in 0..n {
-        if data_end_ms - starts[r] < spec.horizon_ms {
-            continue;
-        }
-        let next = (r + 1 < n && player[r + 1] == player[r]).then(|| starts[r + 1]);
-        churned[r] = Some(next.is_none_or(|t| t - starts[r] > spec.horizon_ms));
-    }
+    let churned = churn_labels(&player, &starts, data_end_ms, spec.horizon_ms);
     // Time order: start, match, team, player.
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by(|&a, &b| {
         let (a, b) = (a as usize, b as usize);
-        (starts[a], &mid[a], teams[a], &pid[a]).cmp(&(starts[b], &mid[b], teams[b], &pid[b]))
+        (starts[a], &c.mid[a], teams[a], &c.pid[a])
+            .cmp(&(starts[b], &c.mid[b], teams[b], &c.pid[b]))
     });
     let mut h = EvalHistory {
         lake_version: None,
@@ -209,22 +183,134 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
         lake_rows: n,
         rows: Vec::with_capacity(n),
     };
+    let rows = Rows {
+        c: &c,
+        player: &player,
+        starts: &starts,
+        teams: &teams,
+        churned: &churned,
+    };
     let mut k = 0;
     while k < n {
         let r0 = order[k] as usize;
         let mut end = k + 1;
-        while end < n && mid[order[end] as usize] == mid[r0] {
+        while end < n && c.mid[order[end] as usize] == c.mid[r0] {
             end += 1;
         }
+        rows.push_match(&mut h, &order[k..end], spec);
+        k = end;
+    }
+    if h.searchers.is_empty() {
+        return Err(EvalError::Input(format!(
+            "{}: no match of mode {} starts in the evaluation window [{}, {})",
+            path.display(),
+            spec.mode.as_deref().unwrap_or("(any)"),
+            fmt_ms(spec.from_ms),
+            fmt_ms(spec.to_ms)
+        )));
+    }
+    Ok(h)
+}
+
+/// The played-match columns [`from_frame`] reads.
+struct Cols {
+    pid: Vec<String>,
+    mid: Vec<String>,
+    start: Vec<Option<i64>>,
+    team: Vec<Option<i64>>,
+    party_id: Vec<Option<String>>,
+    win: Vec<Option<bool>>,
+    draw: Vec<Option<bool>>,
+    diff: Vec<Option<f64>>,
+    blow: Vec<Option<bool>>,
+    perf: Vec<Option<f64>>,
+    party: Vec<Option<bool>>,
+}
+
+impl Cols {
+    fn read(df: &DataFrame, path: &Path) -> Result<Self, EvalError> {
+        Ok(Cols {
+            pid: strings(df, path, "player_id")?,
+            mid: strings(df, path, "match_id")?,
+            start: i64s(df, path, "start_ms")?,
+            team: i64s(df, path, "team")?,
+            party_id: opt_strings(df, path, "party_id")?,
+            win: bools(df, path, "win")?,
+            draw: bools(df, path, "draw")?,
+            diff: f64s(df, path, "score_diff")?,
+            blow: bools(df, path, "blowout_loss")?,
+            perf: f64s(df, path, "perf_rank")?,
+            party: bools(df, path, "party")?,
+        })
+    }
+}
+
+/// The distinct player ids in order of first appearance, and each row's index into them.
+fn player_index(pid: &[String]) -> (Vec<String>, Vec<u32>) {
+    let mut ids: Vec<String> = Vec::new();
+    let mut index: HashMap<String, u32> = HashMap::new();
+    let mut player = Vec::with_capacity(pid.len());
+    for id in pid {
+        let k = *index.entry(id.clone()).or_insert_with(|| {
+            ids.push(id.clone());
+            (ids.len() - 1) as u32
+        });
+        player.push(k);
+    }
+    (ids, player)
+}
+
+/// Each row's churn label: no next match within the horizon; `None` when the horizon runs past
+/// the data's end. Rows are sorted by player and start: the next row of the same player is the
+/// next match.
+fn churn_labels(
+    player: &[u32],
+    starts: &[i64],
+    data_end_ms: i64,
+    horizon_ms: i64,
+) -> Vec<Option<bool>> {
+    let n = player.len();
+    let mut churned = vec![None; n];
+    for r in 0..n {
+        if data_end_ms - starts[r] < horizon_ms {
+            continue;
+        }
+        let next = (r + 1 < n && player[r + 1] == player[r]).then(|| starts[r + 1]);
+        churned[r] = Some(next.is_none_or(|t| t - starts[r] > horizon_ms));
+    }
+    churned
+}
+
+/// The rows' columns as [`from_frame`] prepared them.
+struct Rows<'a> {
+    c: &'a Cols,
+    player: &'a [u32],
+    starts: &'a [i64],
+    teams: &'a [i64],
+    churned: &'a [Option<bool>],
+}
+
+impl Rows<'_> {
+    /// One match's rows (`rows`, in time order): every row into the history, and, when the
+    /// match starts in the window, its searchers, their parties and the match.
+    fn push_match(&self, h: &mut EvalHistory, rows: &[u32], spec: &WindowSpec) {
+        let Rows {
+            c,
+            player,
+            starts,
+            teams,
+            churned,
+        } = *self;
+        let r0 = rows[0] as usize;
         let in_window = starts[r0] >= spec.from_ms && starts[r0] < spec.to_ms;
         let lo = h.searchers.len() as u32;
         let mut parties: HashMap<&str, u32> = HashMap::new();
         let first_team = teams[r0];
         let mut split = None;
         let mut n_teams = 1;
-        for (pos, &r) in order[k..end].iter().enumerate() {
+        for (pos, &r) in rows.iter().enumerate() {
             let r = r as usize;
-            let outcome = match (win[r], draw[r]) {
+            let outcome = match (c.win[r], c.draw[r]) {
                 (Some(true), _) => Outcome3::Win,
                 (_, Some(true)) => Outcome3::Draw,
                 _ => Outcome3::Loss,
@@ -232,17 +318,17 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
             let played = Played {
                 start_ms: starts[r],
                 outcome,
-                score_diff: diff[r].unwrap_or(f64::NAN),
-                perf_rank: perf[r].unwrap_or(f64::NAN),
-                blowout_loss: blow[r].unwrap_or(false),
+                score_diff: c.diff[r].unwrap_or(f64::NAN),
+                perf_rank: c.perf[r].unwrap_or(f64::NAN),
+                blowout_loss: c.blow[r].unwrap_or(false),
             };
-            let in_party = party[r].unwrap_or(false);
+            let in_party = c.party[r].unwrap_or(false);
             let mut searcher = None;
             if in_window {
                 if teams[r] != first_team && split.is_none() {
                     split = Some(lo + pos as u32);
                 }
-                if pos > 0 && teams[r] != teams[order[k + pos - 1] as usize] {
+                if pos > 0 && teams[r] != teams[rows[pos - 1] as usize] {
                     n_teams += 1;
                 }
                 searcher = Some(h.searchers.len() as u32);
@@ -258,7 +344,7 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
                     },
                     churned: churned[r],
                 });
-                let key = match (&party_id[r], in_party) {
+                let key = match (&c.party_id[r], in_party) {
                     (Some(p), true) => {
                         let next = parties.len() as u32 + 1;
                         *parties.entry(p.as_str()).or_insert(next)
@@ -288,18 +374,7 @@ fn from_frame(df: &DataFrame, path: &Path, spec: &WindowSpec) -> Result<EvalHist
                 hi,
             });
         }
-        k = end;
     }
-    if h.searchers.is_empty() {
-        return Err(EvalError::Input(format!(
-            "{}: no match of mode {} starts in the evaluation window [{}, {})",
-            path.display(),
-            spec.mode.as_deref().unwrap_or("(any)"),
-            fmt_ms(spec.from_ms),
-            fmt_ms(spec.to_ms)
-        )));
-    }
-    Ok(h)
 }
 
 /// Every searcher of the window scored with one artifact: its member (raw skill, percentile,
