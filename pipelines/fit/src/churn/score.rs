@@ -179,12 +179,7 @@ pub(super) fn score(
                     prev = Some(id);
                     inside = keep >= 1.0 || player_share(id) < keep;
                 }
-                split.push(match label[i] {
-                    None => "censored",
-                    Some(_) if start[i] >= score_from => "score",
-                    Some(_) if inside => "train",
-                    Some(_) => "train_unused",
-                });
+                split.push(split_of(label[i], start[i] >= score_from, inside));
             }
             let Some(y) = label[i] else { continue };
             let scored = start[i] >= score_from;
@@ -207,40 +202,16 @@ pub(super) fn score(
                     by_skill.entry(d).or_default().add(p, y);
                 }
                 if let Some(t) = truth_col.and_then(|t| t.get(i)) {
-                    truth.vs.add(p, t);
-                    truth.truth_score.add(t, f64::from(u8::from(y)));
-                    truth.truth_auc.add(t, y);
-                    truth.model_auc.add(p, y);
-                    truth.diff += (p - t).abs();
-                    truth.constant_diff += (base_rate - t).abs();
+                    truth.add(p, t, y, base_rate);
                 }
             }
             // EOMM Table 1: the last three outcomes, oldest first.
-            if slots.len() == 3 {
-                let mut pat = String::with_capacity(3);
-                for [pr, w, d] in slots.iter().rev() {
-                    let (Some(pr), Some(w), Some(d)) = (pr, w, d) else {
-                        continue;
-                    };
-                    if fc[*pr][i] < 0.5 {
-                        pat.clear();
-                        break;
-                    }
-                    pat.push(if fc[*w][i] > 0.5 {
-                        'W'
-                    } else if fc[*d][i] > 0.5 {
-                        'D'
-                    } else {
-                        'L'
-                    });
-                }
-                if pat.len() == 3 {
-                    let e = by_three.entry(pat).or_default();
-                    e.observed_n += 1;
-                    e.observed_pos += u64::from(y);
-                    if scored {
-                        e.add(p, y);
-                    }
+            if let Some(pat) = last_three(&slots, &fc, i) {
+                let e = by_three.entry(pat).or_default();
+                e.observed_n += 1;
+                e.observed_pos += u64::from(y);
+                if scored {
+                    e.add(p, y);
                 }
             }
         }
@@ -256,17 +227,7 @@ pub(super) fn score(
             }
         }
     }
-    let truth = (truth.vs.n > 0).then(|| TruthCheck {
-        column: truth_column(&cfg.horizon).unwrap_or_default().to_string(),
-        rows: truth.vs.n,
-        ece_vs_truth: truth.vs.metrics().ece,
-        mean_abs_diff: truth.diff / truth.vs.n as f64,
-        constant_mean_abs_diff: truth.constant_diff / truth.vs.n as f64,
-        truth_auc: truth.truth_auc.auc(),
-        truth_log_loss: truth.truth_score.metrics().log_loss,
-        model_auc: truth.model_auc.auc(),
-        reliability_vs_truth: truth.vs.reliability(),
-    });
+    let truth = truth.check(&cfg.horizon);
 
     let table = match (table_out, empty_table) {
         (Some(out), Some(empty)) => Some(out.finish(&empty)?),
@@ -280,4 +241,67 @@ pub(super) fn score(
         truth,
         table,
     })
+}
+
+/// A row's split in the written table.
+fn split_of(label: Option<bool>, scored: bool, in_sample: bool) -> &'static str {
+    match label {
+        None => "censored",
+        Some(_) if scored => "score",
+        Some(_) if in_sample => "train",
+        Some(_) => "train_unused",
+    }
+}
+
+/// Row `i`'s last three outcomes, oldest first (`W`, `D`, `L`), when it has three earlier
+/// matches; `slots` are the columns of the most recent three's present, win and draw flags.
+fn last_three(slots: &[[Option<usize>; 3]], fc: &[&[f32]], i: usize) -> Option<String> {
+    if slots.len() != 3 {
+        return None;
+    }
+    let mut pat = String::with_capacity(3);
+    for [pr, w, d] in slots.iter().rev() {
+        let (Some(pr), Some(w), Some(d)) = (pr, w, d) else {
+            continue;
+        };
+        if fc[*pr][i] < 0.5 {
+            return None;
+        }
+        pat.push(if fc[*w][i] > 0.5 {
+            'W'
+        } else if fc[*d][i] > 0.5 {
+            'D'
+        } else {
+            'L'
+        });
+    }
+    (pat.len() == 3).then_some(pat)
+}
+
+impl TruthAcc {
+    /// A scored row's prediction `p` beside its true churn probability `t` and label `y`.
+    fn add(&mut self, p: f64, t: f64, y: bool, base_rate: f64) {
+        self.vs.add(p, t);
+        self.truth_score.add(t, f64::from(u8::from(y)));
+        self.truth_auc.add(t, y);
+        self.model_auc.add(p, y);
+        self.diff += (p - t).abs();
+        self.constant_diff += (base_rate - t).abs();
+    }
+
+    /// The comparison with the truth (none when no scored row had it).
+    fn check(&self, horizon: &str) -> Option<TruthCheck> {
+        let truth = self;
+        (truth.vs.n > 0).then(|| TruthCheck {
+            column: truth_column(horizon).unwrap_or_default().to_string(),
+            rows: truth.vs.n,
+            ece_vs_truth: truth.vs.metrics().ece,
+            mean_abs_diff: truth.diff / truth.vs.n as f64,
+            constant_mean_abs_diff: truth.constant_diff / truth.vs.n as f64,
+            truth_auc: truth.truth_auc.auc(),
+            truth_log_loss: truth.truth_score.metrics().log_loss,
+            model_auc: truth.model_auc.auc(),
+            reliability_vs_truth: truth.vs.reliability(),
+        })
+    }
 }
