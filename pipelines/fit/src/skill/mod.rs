@@ -33,7 +33,7 @@ use crate::skill::replay::{OursReplay, OursRun, Windows, run_baseline, run_ours}
 use crate::skill::report::{
     FinalWindow, ModelScore, SkillReport, TunePoint, TuningSample, WindowDates,
 };
-use crate::skill::win::WinCollector;
+use crate::skill::win::{WinCollector, WinFit, WinSkillReport};
 
 /// What `fit_skill` does.
 #[derive(Debug, Clone)]
@@ -676,20 +676,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     }
     let lake = Lake::open_as_of(&cfg.lake, cfg.as_of)?;
     let (h, complete) = read_sample(&lake, cfg, cfg.max_tune_rows)?;
-    tracing::info!(
-        matches = h.matches.len(),
-        players = h.ids.len(),
-        rows = h.player.len(),
-        complete,
-        "skill: read {} matches of {} players{}",
-        h.matches.len(),
-        h.ids.len(),
-        if complete {
-            ""
-        } else {
-            " (the first days, up to --max-tune-rows, for tuning)"
-        }
-    );
+    log_sample(&h, complete);
     if h.matches.is_empty() {
         return Err(FitError::Empty(cfg.lake.clone()));
     }
@@ -725,23 +712,13 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         &team_cfg,
     )?;
     let (win_fit, win_report) = if cfg.win_skill {
-        let (fit, report) = fin.win.fit(fin.ids.len(), &team_cfg)?;
-        log_win_skill(&report);
-        (fit, Some(report))
+        win_skill(fin.win, fin.ids.len(), &team_cfg)?
     } else {
         (None, None)
     };
     let run = &fin.run;
     let model = &run.model;
-    let end = fin.end_ms;
-    let window = i64::from(cfg.active_days) * 86_400_000;
-    let states = model.players();
-    let active: Vec<f64> = (0..fin.ids.len())
-        .filter(|&i| run.last_seen[i] >= end - window && i < states.len())
-        .map(|i| states[i].skill)
-        .collect();
-    let map =
-        PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
+    let (map, active) = percentile_map(cfg, run, fin.ids.len(), fin.end_ms)?;
     let skills: Vec<f64> = (0..fin.ids.len()).map(|i| model.skill(i)).collect();
     let (mean, sd) = mean_sd(&skills);
     write_players(
@@ -752,12 +729,6 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         &map,
         win_fit.as_ref().map(|w| w.theta.as_slice()),
     )?;
-    let count = |f: &dyn Fn(i64) -> bool| {
-        h.matches
-            .iter()
-            .filter(|m| m.two_teams() && f(m.start_ms))
-            .count() as u64
-    };
     let truth = crate::skill::truth::compare(
         &lake,
         &fin.ids,
@@ -774,19 +745,12 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         two_team_matches: fin.two_team_matches,
         player_matches: fin.rows,
         players: fin.ids.len() as u64,
-        active_players: active.len() as u64,
+        active_players: active,
         skill_mean: mean,
         skill_sd: sd,
         skill_min: skills.iter().copied().fold(f64::INFINITY, f64::min),
         skill_max: skills.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        windows: WindowDates {
-            tune_from: ms_time(win.tune_from),
-            tune_to: ms_time(win.tune_to),
-            score_from: ms_time(win.score_from),
-            score_to: ms_time(win.score_to.min(h.matches.last().map_or(0, |m| m.start_ms))),
-            tune_matches: count(&|t| win.in_tune(t)),
-            scored_matches: count(&|t| win.in_score(t)),
-        },
+        windows: window_dates(&h, &win),
         tuning_sample: (!complete).then(|| TuningSample {
             rows: h.rows() as u64,
             matches: h.matches.len() as u64,
@@ -820,6 +784,73 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
     };
     write_json(&cfg.out.join("skill_metrics.json"), &report)?;
     Ok(report)
+}
+
+/// The win skill fitted on the matches the final replay kept, and its report (logged).
+fn win_skill(
+    win: WinCollector,
+    players: usize,
+    team_cfg: &TeamFitConfig,
+) -> Result<(Option<WinFit>, Option<WinSkillReport>), FitError> {
+    let (fit, report) = win.fit(players, team_cfg)?;
+    log_win_skill(&report);
+    Ok((fit, Some(report)))
+}
+
+/// Logs what was read: the whole lake, or the first days for tuning.
+fn log_sample(h: &History, complete: bool) {
+    tracing::info!(
+        matches = h.matches.len(),
+        players = h.ids.len(),
+        rows = h.player.len(),
+        complete,
+        "skill: read {} matches of {} players{}",
+        h.matches.len(),
+        h.ids.len(),
+        if complete {
+            ""
+        } else {
+            " (the first days, up to --max-tune-rows, for tuning)"
+        }
+    );
+}
+
+/// The percentile map of the players active in the last `cfg.active_days` days of the data,
+/// and how many they are.
+fn percentile_map(
+    cfg: &SkillConfig,
+    run: &OursRun,
+    players: usize,
+    end: i64,
+) -> Result<(PercentileMap, u64), FitError> {
+    let model = &run.model;
+    let window = i64::from(cfg.active_days) * mm_lake::schema::DAY_MS;
+    let states = model.players();
+    let active: Vec<f64> = (0..players)
+        .filter(|&i| run.last_seen[i] >= end - window && i < states.len())
+        .map(|i| states[i].skill)
+        .collect();
+    let map =
+        PercentileMap::fit(&active, cfg.knots).ok_or_else(|| FitError::Empty(cfg.lake.clone()))?;
+    Ok((map, active.len() as u64))
+}
+
+/// The tuning and scoring windows' dates and two-team match counts.
+fn window_dates(h: &History, win: &Windows) -> WindowDates {
+    let count = |f: &dyn Fn(i64) -> bool| {
+        h.matches
+            .iter()
+            .filter(|m| m.two_teams() && f(m.start_ms))
+            .count() as u64
+    };
+    WindowDates {
+        tune_from: ms_time(win.tune_from),
+        tune_to: ms_time(win.tune_to),
+        score_from: ms_time(win.score_from),
+        score_to: ms_time(win.score_to.min(h.matches.last().map_or(0, |m| m.start_ms))),
+        tune_matches: count(&|t| win.in_tune(t)),
+        scored_matches: count(&|t| win.in_score(t)),
+    }
 }
 
 /// The scale that gives the established players (past their provisional matches; with fewer
