@@ -170,18 +170,9 @@ impl WinCollector {
         let first = kept.first().map_or(0, |k| k.start_ms);
         let last = kept.last().map_or(0, |k| k.start_ms);
         let end = last.saturating_add(1).min(self.until);
-        let cal_from = end - CALIBRATION_DAYS * 86_400_000;
+        let cal_from = end - CALIBRATION_DAYS * mm_lake::schema::DAY_MS;
         let decisive = |k: &Kept| k.raw.outcome == 0.0 || k.raw.outcome == 1.0;
-        // Compact numbering: the players of the kept matches.
-        let mut local = vec![u32::MAX; players];
-        let mut global: Vec<u32> = Vec::new();
-        for &p in &players_v {
-            let slot = &mut local[p as usize];
-            if *slot == u32::MAX {
-                *slot = global.len() as u32;
-                global.push(p);
-            }
-        }
+        let (local, global) = compact(&players_v, players);
         let build = |pick: &dyn Fn(&Kept) -> bool| {
             let mut d = WinMatches::new();
             for (m, k) in kept.iter().enumerate() {
@@ -233,29 +224,13 @@ impl WinCollector {
         }
         let theta_early = fit_win_skill(&early, global.len(), &cfg)?.theta;
         drop(early);
-        let mut values = Vec::new();
-        let win_samples: Vec<TeamSample> = cal
-            .iter()
-            .map(|&m| {
-                let (lo, hi) = (offsets[m], offsets[m + 1]);
-                values.clear();
-                values.extend(
-                    players_v[lo..hi]
-                        .iter()
-                        .map(|&p| theta_early[local[p as usize] as usize]),
-                );
-                let k = &kept[m];
-                TeamSample {
-                    margin: k.raw.margin,
-                    ..sample_of(
-                        &values,
-                        &parties_v[lo..hi],
-                        usize::from(k.split),
-                        k.raw.outcome,
-                    )
-                }
-            })
-            .collect();
+        let win_samples = Rows {
+            kept: &kept,
+            offsets: &offsets,
+            players: &players_v,
+            parties: &parties_v,
+        }
+        .samples(&cal, |p| theta_early[local[p as usize] as usize]);
         let raw_samples: Vec<TeamSample> = cal.iter().map(|&m| kept[m].raw).collect();
         let mut win_model = crate::skill::with_blowout(&win_samples, team_cfg)?;
         win_model.basis = SkillBasis::WinSkill;
@@ -292,6 +267,54 @@ impl WinCollector {
             }),
             report,
         ))
+    }
+}
+
+/// Compact numbering of the players of the kept matches: each fit player's compact index
+/// (`u32::MAX` when absent) and each compact index's fit player.
+fn compact(rows: &[u32], players: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut local = vec![u32::MAX; players];
+    let mut global: Vec<u32> = Vec::new();
+    for &p in rows {
+        let slot = &mut local[p as usize];
+        if *slot == u32::MAX {
+            *slot = global.len() as u32;
+            global.push(p);
+        }
+    }
+    (local, global)
+}
+
+/// The kept matches' rows: match `m`'s players and parties are `offsets[m]..offsets[m + 1]`.
+struct Rows<'a> {
+    kept: &'a [Kept],
+    offsets: &'a [usize],
+    players: &'a [u32],
+    parties: &'a [u16],
+}
+
+impl Rows<'_> {
+    /// The team samples of matches `ms` with each player's skill from `skill` (by fit player),
+    /// each keeping its raw-skill sample's margin.
+    fn samples(&self, ms: &[usize], skill: impl Fn(u32) -> f64) -> Vec<TeamSample> {
+        let mut values = Vec::new();
+        ms.iter()
+            .map(|&m| {
+                let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+                values.clear();
+                values.extend(self.players[lo..hi].iter().map(|&p| skill(p)));
+                let k = &self.kept[m];
+                TeamSample {
+                    margin: k.raw.margin,
+                    ..sample_of(
+                        &values,
+                        &self.parties[lo..hi],
+                        usize::from(k.split),
+                        k.raw.outcome,
+                    )
+                }
+            })
+            .collect()
     }
 }
 
