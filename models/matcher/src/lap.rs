@@ -447,13 +447,27 @@ impl Lap {
                 }
             }
         }
-        // Exact duals. With `j = x_i`, feasibility is `v_k <= v_j + c(i, k) - c(i, j)`: shortest
-        // paths over the columns, with no negative cycle because the assignment is optimal. The
-        // duals this ends with certify that optimum on their own (feasible everywhere, tight on
-        // the assignment), whatever the auction did; a negative cycle would never end, hence
-        // the limit.
-        // Start from the prices and only ever lower a `v_k`, scanning its row again when it
-        // changes; the prices are within `eps` of feasible, so few rows are scanned twice.
+        // Exact duals from the prices (see `exact_duals`).
+        if !self.exact_duals(n, cost) {
+            self.stats.fell_back = true;
+            return self.assign_no_diagonal_dense(n, cost);
+        }
+        self.duals(n, cost)
+    }
+
+    /// Exact column duals `v` for the auction's assignment (`y`: each column's row) from its
+    /// prices (`d`); false when the limit is reached, which only a suboptimal assignment (a
+    /// negative cycle) can do.
+    ///
+    /// With `j = x_i`, feasibility is `v_k <= v_j + c(i, k) - c(i, j)`: shortest paths over the
+    /// columns, with no negative cycle because the assignment is optimal. The duals this ends with
+    /// certify that optimum on their own (feasible everywhere, tight on the assignment), whatever
+    /// the auction did; a negative cycle would never end, hence the limit. Starts from the prices
+    /// and only ever lowers a `v_k`, scanning its row again when it changes; the prices are within
+    /// `eps` of feasible, so few rows are scanned twice.
+    fn exact_duals(&mut self, n: usize, cost: &[i64]) -> bool {
+        let s = n as i64 + 1;
+        let (p, owner, queue) = (&self.d, &self.y, &mut self.queue);
         let v = &mut self.v;
         for j in 0..n {
             v[j] = (-p[j]).div_euclid(s);
@@ -471,9 +485,8 @@ impl Lap {
             if self.stats.dual_scans > DUAL_SCAN_LIMIT * n as u64 {
                 // Only a suboptimal assignment (a negative cycle) gets here: a bug, not an input.
                 debug_assert!(false, "lap: the auction's assignment is not optimal");
-                self.stats.fell_back = true;
                 queue.clear();
-                return self.assign_no_diagonal_dense(n, cost);
+                return false;
             }
             for kk in 0..n {
                 if kk != i && base + row[kk] < v[kk] {
@@ -485,7 +498,7 @@ impl Lap {
                 }
             }
         }
-        self.duals(n, cost)
+        true
     }
 
     /// The assignment with its row duals `u_i = c(i, x_i) - v_{x_i}`.
