@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use mm_artifact::Manifest;
 use mm_artifact::store::Store;
 use serde::Serialize;
 
 use crate::args::{ExportArgs, ModelSel, ModelsCmd, Output};
+use crate::place::{store, stores};
 
 pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
     // A remote models root: export into its mirror, then upload what was added.
@@ -51,63 +52,6 @@ pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The model's store: `--name`, or the only model under `--models`.
-pub(crate) fn store(sel: &ModelSel) -> Result<Store> {
-    let mut all = stores(sel)?;
-    if all.len() > 1 {
-        let names: Vec<String> = all.into_iter().map(|(n, _)| n).collect();
-        bail!(
-            "{}: several models ({}); choose one with --name",
-            sel.models.display(),
-            names.join(", ")
-        );
-    }
-    Ok(all.remove(0).1)
-}
-
-/// The stores `mm models list` shows: `--name`, or every model under `--models`, by name.
-fn stores(sel: &ModelSel) -> Result<Vec<(String, Store)>> {
-    if let Some(n) = &sel.name {
-        return Ok(vec![(n.clone(), Store::new(sel.models.join(n)))]);
-    }
-    Ok(model_names(sel)?
-        .into_iter()
-        .map(|n| {
-            let s = Store::new(sel.models.join(&n));
-            (n, s)
-        })
-        .collect())
-}
-
-/// The models under `--models` (directories with a version history or a `LATEST`), sorted;
-/// at least one.
-fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(&sel.models) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "{}: no exported models (the directory does not exist; `mm retrain` and `mm export` \
-             publish there, or pass --models / MM_MODELS)",
-            sel.models.display()
-        ),
-        r => r.map_err(|e| anyhow::anyhow!("{}: {e}", sel.models.display()))?,
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.path().join(mm_artifact::store::HISTORY).exists()
-                || e.path().join(mm_artifact::store::LATEST).exists()
-        })
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    if names.is_empty() {
-        bail!(
-            "{}: no exported models (run `mm export`)",
-            sel.models.display()
-        );
-    }
-    names.sort();
-    Ok(names)
 }
 
 fn version_or_latest(store: &Store, v: Option<&String>) -> Result<String> {

@@ -6,7 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Result, bail};
+use mm_artifact::store::{HISTORY, LATEST, Store};
 use mm_lake::Location;
+
+use crate::args::ModelSel;
 
 /// An option that cannot take the value given (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +55,88 @@ pub fn models_root(p: &Path) -> anyhow::Result<(Location, mm_lake::mirror::Mirro
     let remote = Location::from_path(p)?;
     let mirror = mm_lake::mirror::Mirror::pull(&remote)?;
     Ok((remote, mirror))
+}
+
+/// The model directory `mm serve` serves and its models root: `--models` itself when it holds a
+/// `LATEST` and no `--name` is given, else the one model under it or `--name`. A root in a
+/// bucket is served from its local mirror, pulled here.
+///
+/// # Errors
+/// The value is not a usable location, the bucket cannot be read, or no model is found.
+pub fn served_model(sel: &ModelSel) -> anyhow::Result<Served> {
+    let (remote, mirror) = models_root(&sel.models)?;
+    let local = ModelSel {
+        models: mirror.local.clone(),
+        name: sel.name.clone(),
+    };
+    let dir = if local.name.is_none() && local.models.join(LATEST).exists() {
+        local.models.clone()
+    } else {
+        store(&local)?.root().to_path_buf()
+    };
+    Ok(Served { remote, dir })
+}
+
+/// What [`served_model`] resolves.
+pub struct Served {
+    /// `--models` as given (a path or a bucket).
+    pub remote: Location,
+    /// The model's directory in the root's local copy (the root itself when local).
+    pub dir: PathBuf,
+}
+
+/// The model's store: `--name`, or the only model under `--models`.
+pub fn store(sel: &ModelSel) -> Result<Store> {
+    let mut all = stores(sel)?;
+    if all.len() > 1 {
+        let names: Vec<String> = all.into_iter().map(|(n, _)| n).collect();
+        bail!(
+            "{}: several models ({}); choose one with --name",
+            sel.models.display(),
+            names.join(", ")
+        );
+    }
+    Ok(all.remove(0).1)
+}
+
+/// The stores `mm models list` shows: `--name`, or every model under `--models`, by name.
+pub fn stores(sel: &ModelSel) -> Result<Vec<(String, Store)>> {
+    if let Some(n) = &sel.name {
+        return Ok(vec![(n.clone(), Store::new(sel.models.join(n)))]);
+    }
+    Ok(model_names(sel)?
+        .into_iter()
+        .map(|n| {
+            let s = Store::new(sel.models.join(&n));
+            (n, s)
+        })
+        .collect())
+}
+
+/// The models under `--models` (directories with a version history or a `LATEST`), sorted;
+/// at least one.
+fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(&sel.models) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{}: no exported models (the directory does not exist; `mm retrain` and `mm export` \
+             publish there, or pass --models / MM_MODELS)",
+            sel.models.display()
+        ),
+        r => r.map_err(|e| anyhow::anyhow!("{}: {e}", sel.models.display()))?,
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join(HISTORY).exists() || e.path().join(LATEST).exists())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    if names.is_empty() {
+        bail!(
+            "{}: no exported models (run `mm export`)",
+            sel.models.display()
+        );
+    }
+    names.sort();
+    Ok(names)
 }
 
 #[cfg(test)]

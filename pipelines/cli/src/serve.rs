@@ -2,8 +2,7 @@
 
 use anyhow::{Result, bail};
 
-use crate::args::{ModelSel, ServeArgs};
-use crate::models::store;
+use crate::args::ServeArgs;
 
 /// `mm serve`: the model's directory (`--models` itself when it holds a LATEST, else the one
 /// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
@@ -11,7 +10,7 @@ use crate::models::store;
 pub fn run(a: &ServeArgs) -> Result<()> {
     // A remote store (s3://, gs://, az://) is served from its local mirror, refreshed before
     // each check of LATEST (new versions are downloaded once, the pointers every time).
-    let (remote, mirror) = crate::place::models_root(&a.sel.models)?;
+    let crate::place::Served { remote, dir } = crate::place::served_model(&a.sel)?;
     let sync = remote.is_remote().then(|| {
         mm_serve::SyncHook(std::sync::Arc::new(move || {
             mm_lake::mirror::Mirror::pull(&remote)
@@ -19,15 +18,6 @@ pub fn run(a: &ServeArgs) -> Result<()> {
                 .map_err(|e| e.to_string())
         }))
     });
-    let sel = ModelSel {
-        models: mirror.local.clone(),
-        name: a.sel.name.clone(),
-    };
-    let dir = if sel.name.is_none() && sel.models.join(mm_artifact::store::LATEST).exists() {
-        sel.models.clone()
-    } else {
-        store(&sel)?.root().to_path_buf()
-    };
     let wal = crate::place::local("wal", &a.wal)?;
     let results = a.lake.as_ref().map(|lake| mm_serve::ResultsConfig {
         lake: lake.clone(),

@@ -105,7 +105,7 @@ pub fn read(spec: &WindowSpec) -> Result<EvalHistory, EvalError> {
     // Whole days: a day's rows are read together.
     let first_day = spec
         .read_from_ms
-        .div_euclid(86_400_000)
+        .div_euclid(mm_lake::schema::DAY_MS)
         .clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
     let files = lake.matches_files_from(first_day)?;
     if files.is_empty() {

@@ -364,7 +364,7 @@ pub(crate) fn load(
     type At = (f64, [f64; 3], Option<[f64; 3]>);
     let mut at: HashMap<(u32, i64), At> = HashMap::new();
     let wanted: Vec<&str> = COLS.iter().chain(&TEAM_COLS).copied().collect();
-    let day = |ms: i64| ms.div_euclid(86_400_000) as i32;
+    let day = mm_lake::schema::day_of;
     let last = h.to_ms.min(h.data_end_ms + 1);
     for d in day(h.from_ms)..=day(last) {
         for path in mm_fit::churn::build::truth_files(&lake, d) {

@@ -61,8 +61,8 @@ pub struct RetrainConfig {
     /// The model's name under `models` (default: the mode, as `mm export` names it). Only
     /// with one mode.
     pub name: Option<String>,
-    /// Held-out span at the end of the lake, milliseconds (whole days).
-    pub holdout_ms: i64,
+    /// Whole days held out at the end of the lake for the evaluation (at least 1).
+    pub holdout_days: i64,
     /// The candidate is promoted unless its holdout churn or win log-loss is worse than
     /// `LATEST`'s by more than this (nats per prediction).
     pub margin: f64,
@@ -182,10 +182,10 @@ impl RetrainConfig {
     /// # Errors
     /// The first setting out of range, named as its flag.
     pub fn check(&self) -> Result<(), RetrainError> {
-        if self.holdout_ms < 86_400_000 {
+        if self.holdout_days < 1 {
             return Err(RetrainError::Input(format!(
                 "--holdout-days is {}: at least one day is held out",
-                self.holdout_ms / 86_400_000
+                self.holdout_days
             )));
         }
         if self.full_every_ms < DAY_MS {

@@ -194,13 +194,13 @@ pub(crate) fn cutoff_stage(cfg: &RetrainConfig, st: &mut RunState) -> Result<(),
         RetrainError::Input(format!("{}: the lake holds no matches", cfg.lake.display()))
     })?;
     let end = (i64::from(last) + 1) * DAY_MS;
-    let cutoff = (end - cfg.holdout_ms).div_euclid(DAY_MS) * DAY_MS;
+    let cutoff = end - cfg.holdout_days * DAY_MS;
     if cutoff <= i64::from(days[0]) * DAY_MS {
         return Err(RetrainError::Input(format!(
             "{}: the lake spans {} day(s); a holdout of {} day(s) leaves nothing to train on",
             cfg.lake.display(),
             days.len(),
-            cfg.holdout_ms / DAY_MS
+            cfg.holdout_days
         )));
     }
     st.cutoff_ms = Some(cutoff);

@@ -106,7 +106,7 @@ impl RetrainArgs {
             work: crate::place::local("work", &self.work)?,
             mode: self.mode.clone(),
             name: self.name.clone(),
-            holdout_ms: self.holdout_days * 86_400_000,
+            holdout_days: self.holdout_days,
             margin: self.margin,
             metric: self.metric.map(metric_of),
             rounds: self.rounds,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mm_lake::Lake;
+use mm_lake::schema::DAY_MS;
 use mm_trainer::churn::features::FeatureSpec;
 use mm_trainer::churn::model::{
     ChurnFitConfig, ChurnFitError, ChurnModel, FitChurnModel, fit_blowout_shift,
@@ -83,8 +84,8 @@ pub fn parse_horizon(s: &str) -> Result<i64, FitError> {
     let ms = match unit {
         "m" => 60_000,
         "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
+        "d" => DAY_MS,
+        "w" => 7 * DAY_MS,
         _ => return Err(bad()),
     };
     if n <= 0 {

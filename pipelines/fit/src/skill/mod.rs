@@ -15,7 +15,7 @@ pub mod win;
 use std::path::{Path, PathBuf};
 
 use mm_lake::Lake;
-use mm_lake::schema::ms_time;
+use mm_lake::schema::{DAY_MS, ms_time};
 use mm_trainer::skill::baselines::{BaselineKind, BaselineParams};
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::{RawSkillParams, RoleComparison, ValidRawSkillParams};
@@ -360,7 +360,7 @@ fn fit_models(
         "skill: replaying every match with the chosen parameters"
     );
     let span = h.matches.last().map_or(0, |m| m.start_ms) - h.matches[0].start_ms;
-    let bucket = (span / 60).max(86_400_000);
+    let bucket = (span / 60).max(DAY_MS);
     let mut run = run_ours(h, valid, None, i64::MAX, win, Some(bucket));
     let mut offsets = None;
     let mut team = fit_team(&run, team_cfg);
@@ -612,8 +612,8 @@ fn replay_days(
     let span_ms = span
         .last()
         .zip(span.first())
-        .map_or(0, |(l, f)| i64::from(l - f + 1) * 86_400_000);
-    let bucket = (span_ms / 60).max(86_400_000);
+        .map_or(0, |(l, f)| i64::from(l - f + 1) * DAY_MS);
+    let bucket = (span_ms / 60).max(DAY_MS);
     let until = cfg.until_ms.unwrap_or(i64::MAX);
     let mut replay = OursReplay::new(params, offsets, until, *win, Some(bucket), MAX_TEAM_SAMPLES);
     let mut out = MatchSkillWriter::new(&cfg.out)?;
@@ -824,7 +824,7 @@ fn percentile_map(
     end: i64,
 ) -> Result<(PercentileMap, u64), FitError> {
     let model = &run.model;
-    let window = i64::from(cfg.active_days) * mm_lake::schema::DAY_MS;
+    let window = i64::from(cfg.active_days) * DAY_MS;
     let states = model.players();
     let active: Vec<f64> = (0..players)
         .filter(|&i| run.last_seen[i] >= end - window && i < states.len())

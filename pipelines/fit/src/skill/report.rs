@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use mm_lake::schema::DAY_MS;
 use mm_trainer::skill::percentile::PercentileMap;
 use mm_trainer::skill::raw::RawSkillParams;
 use mm_trainer::skill::team::{PartyAdjustment, TeamSample, TeamWinModel};
@@ -262,7 +263,7 @@ fn charts(h: &mut String, r: &SkillReport, dist: &[DistPoint], scored: &[TeamSam
     // Skill distribution over time.
     if !dist.is_empty() {
         let t0 = dist[0].end_ms;
-        let day = |ms: i64| (ms - t0) as f64 / 86_400_000.0;
+        let day = |ms: i64| (ms - t0) as f64 / DAY_MS as f64;
         let names = ["5th", "25th", "50th", "75th", "95th"];
         let series: Vec<Series<'_>> = (0..5)
             .map(|k| {
