@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     };
     config::warn_renamed(&argv, &resolved.command);
     logging::init(&cli.out);
-    let run_id = mm_lake::new_run_id();
+    let run_id = mm_run::new_run_id();
     let stage = resolved.command.join("-");
     // `model_version` is recorded by the commands that load or publish one artifact.
     let span = tracing::info_span!(
@@ -81,9 +81,9 @@ fn main() -> ExitCode {
     // For `mm bench scale`, which runs each stage as a child: the child's own peak memory and
     // CPU time.
     if let Some(path) = std::env::var_os(mm_bench::scale::PEAK_RSS_ENV)
-        && let Some(bytes) = mm_lake::peak_rss_bytes()
+        && let Some(bytes) = mm_run::peak_rss_bytes()
     {
-        let cpu = mm_lake::cpu_seconds().unwrap_or(f64::NAN);
+        let cpu = mm_run::cpu_seconds().unwrap_or(f64::NAN);
         let _ = std::fs::write(path, format!("{bytes} {cpu}"));
     }
     let seconds = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;

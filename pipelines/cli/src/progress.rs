@@ -1,13 +1,13 @@
 //! The progress of long runs: on a terminal a bar (bytes of the current file) on stderr;
 //! otherwise, for schedulers, progress log events every few seconds
-//! ([`mm_lake::progress::Meter`]).
+//! ([`mm_run::progress::Meter`]).
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mm_lake::progress::Meter;
+use mm_run::progress::Meter;
 
 #[derive(Debug)]
 pub struct Bar {

@@ -258,7 +258,7 @@ fn pool_sizes(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<SizeResult>, EvalError> {
     let total = (cfg.rounds * cfg.pool_sizes.len()) as u64;
-    let mut meter = mm_lake::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
+    let mut meter = mm_run::progress::Meter::new("evaluate: pool rounds", "rounds", Some(total));
     let mut done = 0u64;
     let mut sizes = Vec::new();
     for &p in &cfg.pool_sizes {

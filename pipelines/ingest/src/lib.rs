@@ -184,10 +184,10 @@ pub trait Progress: Sync {
 pub struct NoProgress;
 impl Progress for NoProgress {}
 
-/// A run id that sorts by time (see [`mm_lake::new_run_id`]).
+/// A run id that sorts by time (see [`mm_run::new_run_id`]).
 #[must_use]
 pub fn new_run_id() -> String {
-    mm_lake::new_run_id()
+    mm_run::new_run_id()
 }
 
 /// Runs pass 1 of one file and hands each chunk's result to `sink`.
@@ -646,7 +646,7 @@ fn commit_run(
         .insert("commit".to_string(), t2.elapsed().as_secs_f64());
     report.seconds = t0.elapsed().as_secs_f64();
     report.records_per_second = totals.read as f64 / report.seconds.max(1e-9);
-    report.peak_rss_bytes = mm_lake::peak_rss_bytes();
+    report.peak_rss_bytes = mm_run::peak_rss_bytes();
     Ok(report)
 }
 

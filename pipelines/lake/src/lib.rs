@@ -4,7 +4,8 @@
 //! match**, a [Delta Lake](https://delta.io) table of zstd Parquet files partitioned by the UTC
 //! day of the match start (`matches/day=YYYY-MM-DD/part-<run>.parquet` plus its `_delta_log/`),
 //! on a local disk or in an object store, so Spark, DuckDB, Trino and polars open it with their
-//! Delta readers and their transactional guarantees. This crate owns four things and nothing else:
+//! Delta readers and their transactional guarantees. This crate owns the lake's tables and their
+//! transactions:
 //!
 //! - the schema ([`schema::matches_schema`], documented column by column in `data/README.md`),
 //!   the typed row that producers fill ([`PlayerRow`], with its row-level [`PlayerRow::validate`])
@@ -12,7 +13,14 @@
 //! - the columnar [`RowsBuilder`] that turns rows into Arrow batches;
 //! - where a lake lives ([`Location`]: a path or an `s3://`, `gs://`, `az://`, `file://` URL);
 //! - the store ([`Lake`]): snapshots pinned at a version or time ([`AsOf`]), and multi-file runs
-//!   committed through the Delta log with optimistic concurrency ([`Txn`]), on top of delta-rs.
+//!   committed through the Delta log with optimistic concurrency ([`Txn`]), on top of delta-rs;
+//!   the derived tables the jobs write beside it ([`derived`]), the service's results
+//!   ([`results`], [`syncer`]) and the table's upkeep ([`upkeep`]).
+//!
+//! One thing here is not a table: [`mirror`], the local copy of an artifact store in a bucket. It
+//! lives with the lake because it is the same object-store access (the [`Location`], its
+//! credentials, conditional uploads) and `mm-artifact` stays free of network code. What every
+//! job's run shares besides (run ids, peak memory, progress meters) is in `mm-run`.
 //!
 //! Producers (ingest, the simulator) decide *what* rows to write; the lake decides *how* they
 //! land. A run stages its files, then commits them all or none.
@@ -55,7 +63,6 @@ pub mod inputs;
 pub mod location;
 pub mod mirror;
 pub mod parquet_io;
-pub mod progress;
 pub mod results;
 pub mod rows;
 pub mod rules;
@@ -67,44 +74,6 @@ pub mod txn;
 pub mod upkeep;
 
 pub use rows::{PlayerRow, RowError, RowsBuilder, staging_schema, to_lake_batch};
-
-/// A run id that sorts by time and is unique across processes and machines in practice:
-/// `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>` (letters, digits and `-` only, so it can name files and
-/// partitions).
-#[must_use]
-pub fn new_run_id() -> String {
-    let now = chrono::Utc::now();
-    format!(
-        "{}-{:05x}{:05x}",
-        now.format("%Y%m%dT%H%M%S%3fZ"),
-        std::process::id() & 0xfffff,
-        now.timestamp_subsec_nanos() & 0xfffff
-    )
-}
-
-/// The peak resident memory of this process so far (Linux `VmHWM`), for run reports; `None`
-/// where `/proc` is not available.
-#[must_use]
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// The CPU time this process has used so far, user and system, all threads (Linux
-/// `/proc/self/stat`), for run reports; `None` where `/proc` is not available.
-#[must_use]
-pub fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces, inside parentheses): the state is
-    // field 3, utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second: the
-    // kernel's fixed unit for these files).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
-}
 
 pub use delta::AsOf;
 pub use error::LakeError;

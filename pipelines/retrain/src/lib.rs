@@ -330,7 +330,7 @@ pub fn retrain(cfg: &RetrainConfig) -> Result<RetrainReport, RetrainError> {
             s
         }
         Err(_) => RunState {
-            run_id: cfg.run_id.clone().unwrap_or_else(mm_lake::new_run_id),
+            run_id: cfg.run_id.clone().unwrap_or_else(mm_run::new_run_id),
             started_at: now_rfc3339(),
             ..RunState::default()
         },

@@ -889,7 +889,7 @@ impl Live {
             day.0.push(r);
             day.1.push(line);
         }
-        let run_id = mm_lake::new_run_id();
+        let run_id = mm_run::new_run_id();
         let mut txn = lake.begin(&run_id)?;
         let source = format!("{}#{}", self.app_id, run_id);
         let written: usize = days.values().map(|d| d.0.len()).sum();

@@ -250,7 +250,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
             let mut rows = 0u64;
             let mut now = 0i64;
             let mut meter =
-                mm_lake::progress::Meter::new("simulate", "days", Some(u64::from(cfg.days)));
+                mm_run::progress::Meter::new("simulate", "days", Some(u64::from(cfg.days)));
             while now < end_s {
                 if sim.day_number(now) != day.day {
                     rows += day.n as u64;
@@ -320,7 +320,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SimError> {
         rows,
         seconds,
         rows_per_s: rows as f64 / seconds.max(1e-9),
-        peak_rss_bytes: mm_lake::peak_rss_bytes(),
+        peak_rss_bytes: mm_run::peak_rss_bytes(),
     };
     let record = serde_json::json!({ "run_id": run_id, "kind": "simulate", "report": report });
     txn.commit(&record)?;

@@ -391,7 +391,7 @@ pub fn build(lake: &Lake, input: &BuildInput) -> Result<BuildStats, FitError> {
     let mut pending_rows = 0usize;
     let days = lake.days()?;
     let mut meter =
-        mm_lake::progress::Meter::new("churn features: pass 1 (per day)", "rows", Some(lake_rows));
+        mm_run::progress::Meter::new("churn features: pass 1 (per day)", "rows", Some(lake_rows));
     for day in days {
         let df = day_rows(lake, input, day)?;
         if spill_schema.is_none() {
@@ -541,7 +541,7 @@ fn write_buckets(
     let scratch = &input.scratch;
     let mut parts = Vec::new();
     let mut meter =
-        mm_lake::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
+        mm_run::progress::Meter::new("churn features: pass 2 (per bucket)", "rows", Some(rows));
     for (b, spill) in spills.iter().enumerate() {
         let input_rows = if !spill.is_empty() {
             spilled(spill_files, spill).map_err(pl_err)?

@@ -270,7 +270,7 @@ pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, Fi
     let (q, truth) = feature_query(cfg)?;
     let (key, options) = build_key(&lake, &q, truth.as_deref())?;
     let root = cfg.tables_root();
-    let run_id = mm_lake::new_run_id();
+    let run_id = mm_run::new_run_id();
     let scratch = build_scratch(&root, &run_id)?;
     let built = build::build(
         &lake,
@@ -298,7 +298,7 @@ pub fn build_churn_shard(cfg: &ChurnConfig, shard: Shard) -> Result<ShardRun, Fi
         features_version,
         state_version,
         seconds: t0.elapsed().as_secs_f64(),
-        peak_rss_bytes: mm_lake::peak_rss_bytes(),
+        peak_rss_bytes: mm_run::peak_rss_bytes(),
     })
 }
 

@@ -158,7 +158,7 @@ pub(super) fn score(
         .then(|| StreamOut::new(cfg.out.join("churn_features.parquet")));
     let mut empty_table: Option<DataFrame> = None;
     let mut row = vec![0.0; names.len()];
-    let mut meter = mm_lake::progress::Meter::new("churn: scoring", "rows", Some(rows));
+    let mut meter = mm_run::progress::Meter::new("churn: scoring", "rows", Some(rows));
     for f in files {
         let mut df = read_part(f, None)?;
         meter.add(df.height() as u64);

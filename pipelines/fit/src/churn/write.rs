@@ -88,7 +88,7 @@ pub(super) fn write_report(
         write(cfg, "churn_report.html", html.as_bytes(), &mut outputs)?;
     }
     report.total_seconds = t0.elapsed().as_secs_f64();
-    report.peak_rss_bytes = mm_lake::peak_rss_bytes();
+    report.peak_rss_bytes = mm_run::peak_rss_bytes();
     report.outputs = outputs.clone();
     let metrics = serde_json::to_string_pretty(&report).unwrap_or_default();
     write(cfg, "churn_metrics.json", metrics.as_bytes(), &mut outputs)?;

@@ -619,7 +619,7 @@ fn replay_days(
     let mut out = MatchSkillWriter::new(&cfg.out)?;
     let (mut matches, mut two, mut rows, mut end_ms) = (0u64, 0u64, 0u64, 0i64);
     let mut pre: Vec<f32> = Vec::new();
-    let mut meter = mm_lake::progress::Meter::new("skill: replay", "days", Some(span.len() as u64));
+    let mut meter = mm_run::progress::Meter::new("skill: replay", "days", Some(span.len() as u64));
     while let Some(day) = days.next_day_before(cfg.until_ms)? {
         meter.add(1);
         pre.clear();

@@ -1,0 +1,45 @@
+//! # mm-run: what every job's run shares
+//!
+//! A run's id ([`new_run_id`]), its process figures for the run reports and benches
+//! ([`peak_rss_bytes`], [`cpu_seconds`]) and the progress of its long stages as log events
+//! ([`progress::Meter`]). Standard library, `chrono` and `tracing` only, so any crate can use it.
+
+pub mod progress;
+
+/// A run id that sorts by time and is unique across processes and machines in practice:
+/// `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>` (letters, digits and `-` only, so it can name files and
+/// partitions).
+#[must_use]
+pub fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    format!(
+        "{}-{:05x}{:05x}",
+        now.format("%Y%m%dT%H%M%S%3fZ"),
+        std::process::id() & 0xfffff,
+        now.timestamp_subsec_nanos() & 0xfffff
+    )
+}
+
+/// The peak resident memory of this process so far (Linux `VmHWM`), for run reports; `None`
+/// where `/proc` is not available.
+#[must_use]
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The CPU time this process has used so far, user and system, all threads (Linux
+/// `/proc/self/stat`), for run reports; `None` where `/proc` is not available.
+#[must_use]
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces, inside parentheses): the state is
+    // field 3, utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second: the
+    // kernel's fixed unit for these files).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
