@@ -135,3 +135,61 @@ fn twelve_v_twelve_solos() {
     // Sum 0..23 = 276, so 138 each is achievable.
     assert_eq!(s.skill_diff(), 0.0);
 }
+
+fn solos(skills: &[f64]) -> Vec<Party> {
+    skills
+        .iter()
+        .map(|&k| Party { size: 1, skill: k })
+        .collect()
+}
+
+/// The Armored Warfare post smooths when the averages differ by "greater than or equal to" the
+/// threshold. Solos 30, 27, 24, 21, 18, 3 in teams of 3 are dealt A B B A A B: A = {30, 21,
+/// 18} (average 23), B = {27, 24, 3} (average 18), a gap of exactly 5. From the best of A and
+/// the worst of B inward: 30 for 3 would flip the imbalance (14 against 27), 30 for 24 gives
+/// {24, 21, 18} against {27, 30, 3}, averages 21 and 20. At a threshold of exactly 5 that swap
+/// is made; just above 5 the deal stands.
+#[test]
+fn smoothing_starts_at_a_gap_equal_to_the_threshold() {
+    let parties = solos(&[30.0, 27.0, 24.0, 21.0, 18.0, 3.0]);
+    let dealt = abba_split(&parties, 3, None).unwrap();
+    assert_eq!(dealt.teams, [vec![0, 3, 4], vec![1, 2, 5]]);
+    assert_eq!(dealt.skill, [69.0, 54.0]);
+    let at = abba_split(&parties, 3, Some(5.0)).unwrap();
+    assert_eq!(at.teams, [vec![2, 3, 4], vec![0, 1, 5]]);
+    assert_eq!(at.skill, [63.0, 60.0]);
+    let above = abba_split(&parties, 3, Some(5.0 + 1e-9)).unwrap();
+    assert_eq!(above.teams, dealt.teams);
+}
+
+/// A swap is only between parties of the same size, and only when the stronger team's party is
+/// the better per player. Teams of 3: a duo of 20 (10 a player) and solos 9, 1 and 0 are dealt
+/// duo to A, 9 and 1 to B, 0 to A: A = {duo, 0} (average 6.67), B = {9, 1} (average 5). The
+/// only party of A better per player than one of B is the duo, and B has no duo: nothing
+/// moves, however small the threshold.
+#[test]
+fn smoothing_swaps_only_same_size_parties_better_per_player() {
+    let parties = vec![
+        Party {
+            size: 2,
+            skill: 20.0,
+        },
+        Party {
+            size: 1,
+            skill: 9.0,
+        },
+        Party {
+            size: 1,
+            skill: 1.0,
+        },
+        Party {
+            size: 1,
+            skill: 0.0,
+        },
+    ];
+    let dealt = abba_split(&parties, 3, None).unwrap();
+    assert_eq!(dealt.teams, [vec![0, 3], vec![1, 2]]);
+    let smoothed = abba_split(&parties, 3, Some(0.1)).unwrap();
+    assert_eq!(smoothed.teams, dealt.teams);
+    assert_eq!(smoothed.sizes, dealt.sizes);
+}
