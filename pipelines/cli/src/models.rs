@@ -121,7 +121,7 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
     match cmd {
         ModelsCmd::List(sel) => list(sel, out),
         ModelsCmd::Show { version, sel } => {
-            let store = store(sel)?;
+            let store = store(&sel.models, sel.name.as_deref())?;
             let v = version_or_latest(&store, version.as_ref())?;
             let m = mm_artifact::load::read_manifest(&store.dir(&v))?;
             println!("{}", serde_json::to_string_pretty(&m)?);
@@ -129,19 +129,19 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
         }
         ModelsCmd::Verify { version, all, sel } => verify(version.as_ref(), *all, sel, out),
         ModelsCmd::Promote { version, sel } => {
-            let store = store(sel)?;
+            let store = store(&sel.models, sel.name.as_deref())?;
             store.promote(version)?;
             println!("LATEST -> {version}");
             Ok(())
         }
         ModelsCmd::Rollback(sel) => {
-            let store = store(sel)?;
+            let store = store(&sel.models, sel.name.as_deref())?;
             let v = store.rollback()?;
             println!("LATEST -> {v}");
             Ok(())
         }
         ModelsCmd::Diff { a, b, top, sel } => {
-            let store = store(sel)?;
+            let store = store(&sel.models, sel.name.as_deref())?;
             let (x, y) = (store.open(a)?, store.open(b)?);
             let d = mm_artifact::diff::diff(&x, &y, *top);
             if out.json {
@@ -159,7 +159,7 @@ fn list(sel: &ModelSel, out: &Output) -> Result<()> {
     // Without --name, every model under --models, one table each.
     let mut rows = Vec::new();
     let mut roots = Vec::new();
-    for (name, store) in stores(sel)? {
+    for (name, store) in stores(&sel.models, sel.name.as_deref())? {
         roots.push((name.clone(), store.root().display().to_string()));
         let latest = store.latest()?;
         for v in store.versions()? {
@@ -225,7 +225,7 @@ fn list(sel: &ModelSel, out: &Output) -> Result<()> {
 /// `mm models verify`: each version opened as a service would open it; the first refusal is
 /// the command's error.
 fn verify(version: Option<&String>, all: bool, sel: &ModelSel, out: &Output) -> Result<()> {
-    let store = store(sel)?;
+    let store = store(&sel.models, sel.name.as_deref())?;
     let versions = if all {
         store.versions()?
     } else {

@@ -3,14 +3,16 @@
 //! options that write plain local files (a fit's output folder, the retrain's work folder, the
 //! service's log) take a local path only, and refuse a URL by name. No option's URL is ever
 //! turned into a local directory named after it.
+//!
+//! Every command that takes `--models` finds its models here: the root and its mirror
+//! ([`models_root`]), a model's store ([`store`], [`stores`]) and the model `mm serve` serves
+//! ([`served_model`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use mm_artifact::store::{HISTORY, LATEST, Store};
 use mm_lake::Location;
-
-use crate::args::ModelSel;
 
 /// An option that cannot take the value given (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -63,16 +65,12 @@ pub fn models_root(p: &Path) -> anyhow::Result<(Location, mm_lake::mirror::Mirro
 ///
 /// # Errors
 /// The value is not a usable location, the bucket cannot be read, or no model is found.
-pub fn served_model(sel: &ModelSel) -> anyhow::Result<Served> {
-    let (remote, mirror) = models_root(&sel.models)?;
-    let local = ModelSel {
-        models: mirror.local.clone(),
-        name: sel.name.clone(),
-    };
-    let dir = if local.name.is_none() && local.models.join(LATEST).exists() {
-        local.models.clone()
+pub fn served_model(models: &Path, name: Option<&str>) -> anyhow::Result<Served> {
+    let (remote, mirror) = models_root(models)?;
+    let dir = if name.is_none() && mirror.local.join(LATEST).exists() {
+        mirror.local.clone()
     } else {
-        store(&local)?.root().to_path_buf()
+        store(&mirror.local, name)?.root().to_path_buf()
     };
     Ok(Served { remote, dir })
 }
@@ -85,29 +83,29 @@ pub struct Served {
     pub dir: PathBuf,
 }
 
-/// The model's store: `--name`, or the only model under `--models`.
-pub fn store(sel: &ModelSel) -> Result<Store> {
-    let mut all = stores(sel)?;
+/// The model's store under the models root `models`: `name`, or the only model there.
+pub fn store(models: &Path, name: Option<&str>) -> Result<Store> {
+    let mut all = stores(models, name)?;
     if all.len() > 1 {
         let names: Vec<String> = all.into_iter().map(|(n, _)| n).collect();
         bail!(
             "{}: several models ({}); choose one with --name",
-            sel.models.display(),
+            models.display(),
             names.join(", ")
         );
     }
     Ok(all.remove(0).1)
 }
 
-/// The stores `mm models list` shows: `--name`, or every model under `--models`, by name.
-pub fn stores(sel: &ModelSel) -> Result<Vec<(String, Store)>> {
-    if let Some(n) = &sel.name {
-        return Ok(vec![(n.clone(), Store::new(sel.models.join(n)))]);
+/// The stores `mm models list` shows: `name`, or every model under `models`, by name.
+pub fn stores(models: &Path, name: Option<&str>) -> Result<Vec<(String, Store)>> {
+    if let Some(n) = name {
+        return Ok(vec![(n.to_string(), Store::new(models.join(n)))]);
     }
-    Ok(model_names(sel)?
+    Ok(model_names(models)?
         .into_iter()
         .map(|n| {
-            let s = Store::new(sel.models.join(&n));
+            let s = Store::new(models.join(&n));
             (n, s)
         })
         .collect())
@@ -115,14 +113,14 @@ pub fn stores(sel: &ModelSel) -> Result<Vec<(String, Store)>> {
 
 /// The models under `--models` (directories with a version history or a `LATEST`), sorted;
 /// at least one.
-fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(&sel.models) {
+fn model_names(models: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(models) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "{}: no exported models (the directory does not exist; `mm retrain` and `mm export` \
              publish there, or pass --models / MM_MODELS)",
-            sel.models.display()
+            models.display()
         ),
-        r => r.map_err(|e| anyhow::anyhow!("{}: {e}", sel.models.display()))?,
+        r => r.map_err(|e| anyhow::anyhow!("{}: {e}", models.display()))?,
     };
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
@@ -130,10 +128,7 @@ fn model_names(sel: &ModelSel) -> Result<Vec<String>> {
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
     if names.is_empty() {
-        bail!(
-            "{}: no exported models (run `mm export`)",
-            sel.models.display()
-        );
+        bail!("{}: no exported models (run `mm export`)", models.display());
     }
     names.sort();
     Ok(names)

@@ -10,7 +10,8 @@ use crate::args::ServeArgs;
 pub fn run(a: &ServeArgs) -> Result<()> {
     // A remote store (s3://, gs://, az://) is served from its local mirror, refreshed before
     // each check of LATEST (new versions are downloaded once, the pointers every time).
-    let crate::place::Served { remote, dir } = crate::place::served_model(&a.sel)?;
+    let crate::place::Served { remote, dir } =
+        crate::place::served_model(&a.sel.models, a.sel.name.as_deref())?;
     let sync = remote.is_remote().then(|| {
         mm_serve::SyncHook(std::sync::Arc::new(move || {
             mm_lake::mirror::Mirror::pull(&remote)
