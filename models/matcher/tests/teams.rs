@@ -193,3 +193,42 @@ fn smoothing_swaps_only_same_size_parties_better_per_player() {
     assert_eq!(smoothed.teams, dealt.teams);
     assert_eq!(smoothed.sizes, dealt.sizes);
 }
+
+/// The post's third rule: the team with fewer players gets the next one, before the ABBA
+/// pattern. Teams of 6: a trio (3 a player, dealt first as the largest party) and solos 0.9,
+/// 0.8, 0.7. The trio goes to A, 0.9 and 0.8 to B as the pattern says; 0.7 is A's by the
+/// pattern, but A has 3 players to B's 2, so B gets it: 3 against 3, not 4 against 2.
+#[test]
+fn the_team_with_fewer_players_gets_the_next_party() {
+    let mut parties = vec![Party {
+        size: 3,
+        skill: 9.0,
+    }];
+    parties.extend(solos(&[0.9, 0.8, 0.7]));
+    let s = abba_split(&parties, 6, None).unwrap();
+    assert_eq!(s.teams, [vec![0], vec![1, 2, 3]]);
+    assert_eq!(s.sizes, [3, 3]);
+}
+
+/// Parties of one size are dealt by skill per player, best first: of duos with skills 1.5 (0.75
+/// a player) and 3 (1.5 a player), the second is dealt first, to A.
+#[test]
+fn parties_of_one_size_are_dealt_by_skill_per_player() {
+    let duos = [1.5, 3.0].map(|skill| Party { size: 2, skill });
+    let s = abba_split(&duos, 2, None).unwrap();
+    assert_eq!(s.teams, [vec![1], vec![0]]);
+}
+
+/// Smoothing repeats until no swap helps ("after a swap, repeat"). Solos 27, 34, 26, 25, 21,
+/// 56, 16, 6, 9, 84 in teams of 5 are dealt A = {84, 27, 26, 16, 9} (162) against B = {56, 34,
+/// 25, 21, 6} (142). Every swap of 84 would flip the imbalance, so the swaps are 27 for 21
+/// (156 against 148), 26 for 25 (155 against 149) and 9 for 6 (152 against 152): three rounds.
+#[test]
+fn smoothing_repeats_until_no_swap_helps() {
+    let parties = solos(&[27.0, 34.0, 26.0, 25.0, 21.0, 56.0, 16.0, 6.0, 9.0, 84.0]);
+    let dealt = abba_split(&parties, 5, None).unwrap();
+    assert_eq!(dealt.teams, [vec![0, 2, 6, 8, 9], vec![1, 3, 4, 5, 7]]);
+    let s = abba_split(&parties, 5, Some(0.01)).unwrap();
+    assert_eq!(s.teams, [vec![3, 4, 6, 7, 9], vec![0, 1, 2, 5, 8]]);
+    assert_eq!(s.skill, [152.0, 152.0]);
+}
