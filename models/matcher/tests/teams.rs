@@ -232,3 +232,18 @@ fn smoothing_repeats_until_no_swap_helps() {
     assert_eq!(s.teams, [vec![3, 4, 6, 7, 9], vec![0, 1, 2, 5, 8]]);
     assert_eq!(s.skill, [152.0, 152.0]);
 }
+
+/// A swap that would flip the imbalance is not made, even when it would narrow it (the post:
+/// swap "if they ... do not flip the imbalance"). Solos 8, 15, 19, 12, 13, 12 in teams of 3 are
+/// dealt A = {19, 12, 12} (43) against B = {8, 15, 13} (36). Swapping 19 for 15 would give 39
+/// against 40, 19 for 13 gives 36 against 43, and 12 for 8 gives 39 against 40: each flips, so
+/// the deal stands.
+#[test]
+fn smoothing_never_flips_the_imbalance() {
+    let parties = solos(&[8.0, 15.0, 19.0, 12.0, 13.0, 12.0]);
+    let dealt = abba_split(&parties, 3, None).unwrap();
+    assert_eq!(dealt.teams, [vec![2, 3, 5], vec![0, 1, 4]]);
+    let s = abba_split(&parties, 3, Some(0.5)).unwrap();
+    assert_eq!(s.teams, dealt.teams);
+    assert_eq!(s.skill, [43.0, 36.0]);
+}
