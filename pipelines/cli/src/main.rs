@@ -10,6 +10,7 @@
 mod args;
 mod config;
 mod evaluate;
+mod export;
 mod fit;
 mod ingest;
 mod lake;
@@ -139,7 +140,7 @@ fn run(cli: Cli, run_id: &str, file: Option<&std::path::Path>) -> Result<()> {
         Cmd::Lake(c) => lake::run(&c, out),
         Cmd::Simulate(a) => simulate::run(&a, out),
         Cmd::Fit(c) => fit::run(&c, out),
-        Cmd::Export(a) => models::export(&a, out),
+        Cmd::Export(a) => export::run(&a, out),
         Cmd::Models(c) => models::run(&c, out),
         Cmd::Serve(a) => serve::run(&a),
         Cmd::Pair(a) => pair::run(&a, out),

@@ -1,4 +1,4 @@
-//! `mm export` and `mm models`: publishing artifacts and managing their versions.
+//! `mm models`: an artifact store's versions: list, show, promote, roll back, verify.
 
 use std::collections::BTreeMap;
 
@@ -7,52 +7,8 @@ use mm_artifact::Manifest;
 use mm_artifact::store::Store;
 use serde::Serialize;
 
-use crate::args::{ExportArgs, ModelSel, ModelsCmd, Output};
+use crate::args::{ModelSel, ModelsCmd, Output};
 use crate::place::{store, stores};
-
-pub fn export(a: &ExportArgs, out: &Output) -> Result<()> {
-    // A remote models root: export into its mirror, then upload what was added.
-    let (remote, mirror) = crate::place::models_root(&a.models)?;
-    let r = mm_fit::export::export(&mm_fit::export::ExportConfig {
-        skill: crate::place::local("skill", &a.skill)?,
-        churn: crate::place::local("churn", &a.churn)?,
-        models: mirror.local.clone(),
-        name: a.name.clone(),
-        version: a.version.clone(),
-        promote: !a.no_promote,
-    })?;
-    mirror.push()?;
-    tracing::Span::current().record("model_version", r.version.as_str());
-    tracing::info!(name = %r.name, promoted = !a.no_promote, "published {}/{}", r.name, r.version);
-    let dir = if remote.is_remote() {
-        remote.join(&r.name).join(&r.version).to_string()
-    } else {
-        r.dir.display().to_string()
-    };
-    if out.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!(
-            "exported {}/{} ({} players) to {}{}",
-            r.name,
-            r.version,
-            r.players,
-            dir,
-            if r.promoted {
-                "; LATEST points to it"
-            } else {
-                ""
-            }
-        );
-        for f in &r.files {
-            println!(
-                "  {:<24} {:>12} bytes  sha256 {}",
-                f.path, f.bytes, f.sha256
-            );
-        }
-    }
-    Ok(())
-}
 
 fn version_or_latest(store: &Store, v: Option<&String>) -> Result<String> {
     match v {
