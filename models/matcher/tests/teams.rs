@@ -163,20 +163,21 @@ fn smoothing_starts_at_a_gap_equal_to_the_threshold() {
 }
 
 /// A swap is only between parties of the same size, and only when the stronger team's party is
-/// the better per player. Teams of 3: a duo of 20 (10 a player) and solos 9, 1 and 0 are dealt
-/// duo to A, 9 and 1 to B, 0 to A: A = {duo, 0} (average 6.67), B = {9, 1} (average 5). The
-/// only party of A better per player than one of B is the duo, and B has no duo: nothing
-/// moves, however small the threshold.
+/// the better per player. Teams of 3: duos of 0 and 18 (9 a player) and solos 1 and 3 are dealt
+/// A = {duo 18, solo 1} (19, 6.33 a player) against B = {duo 0, solo 3} (3, 1 a player). Duo 18
+/// for duo 0 would flip the imbalance (0.33 against 7), and solo 1 is not better than solo 3.
+/// Solo 1 for duo 0 would narrow the gap without flipping it (4.5 against 2 a player), but it
+/// would make the teams 4 players against 2: it is not made, and the deal stands.
 #[test]
 fn smoothing_swaps_only_same_size_parties_better_per_player() {
     let parties = vec![
         Party {
             size: 2,
-            skill: 20.0,
+            skill: 0.0,
         },
         Party {
-            size: 1,
-            skill: 9.0,
+            size: 2,
+            skill: 18.0,
         },
         Party {
             size: 1,
@@ -184,14 +185,14 @@ fn smoothing_swaps_only_same_size_parties_better_per_player() {
         },
         Party {
             size: 1,
-            skill: 0.0,
+            skill: 3.0,
         },
     ];
     let dealt = abba_split(&parties, 3, None).unwrap();
-    assert_eq!(dealt.teams, [vec![0, 3], vec![1, 2]]);
+    assert_eq!(dealt.teams, [vec![1, 2], vec![0, 3]]);
     let smoothed = abba_split(&parties, 3, Some(0.1)).unwrap();
     assert_eq!(smoothed.teams, dealt.teams);
-    assert_eq!(smoothed.sizes, dealt.sizes);
+    assert_eq!(smoothed.sizes, [3, 3]);
 }
 
 /// The post's third rule: the team with fewer players gets the next one, before the ABBA
