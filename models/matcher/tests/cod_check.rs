@@ -92,3 +92,83 @@ fn a_partial_lobby_passes_the_check_only_after_its_wait() {
         Err(Rule::TeamBalance)
     );
 }
+
+/// What `Explain` says of a search the CoD rules hold, worked by hand from the default backoff
+/// curves (skill range 0.05 at 0 s, 0.1 at 10 s, 0.2 at 30 s; disparity allowance 0.2 at 0 s,
+/// 0.8 at 60 s; extra ping 20 ms at 0 s, 40 at 30 s, 80 at 90 s). At `T0 + 5 s`, a 3v3 queue:
+/// - A (asked about): a duo at 0.45 and 0.55 (skill 0.5, own disparity 0.1), 20 ms from data
+///   centre 1 and 100 ms from 2, searching since `T0`;
+/// - X: a solo at 0.5, taken into A's lobby (3 of 6 players: nobody else fits);
+/// - S1 (0.6) and S2 (0.7): refused by skill similarity (A's range is 0.5 +- 0.075 at 5 s). The
+///   pair (A, S1) passes once both accept 0.1, at 10 s of age, `T0 + 10 s`; (A, S2) needs 0.2,
+///   at 30 s. The blocker counts 2 and says the earlier, `T0 + 10 s`;
+/// - D: a duo at 0.3 and 0.7 (spread 0.4): refused by disparity (X accepts 0 + 0.25 at 5 s).
+///   A must allow 0.4 - 0.1 = 0.3 over its own, at 10 s; D allows 0.4 - 0.4 = 0 at once:
+///   `T0 + 10 s`;
+/// - P: a solo at 0.5 the other way round (100 ms and 20 ms), searching since `T0 - 20 s`: every
+///   data centre costs one of A and P 80 ms over its best. Both allow 80 ms at 90 s of age: A at
+///   `T0 + 90 s`, P at `T0 + 70 s`; the later holds.
+///
+/// Five candidates seen (four refused, X taken), fewer than K = 32: not enough players is named
+/// too. With K = 5 it is not.
+#[test]
+fn explain_counts_each_rule_s_refusals_and_says_when_its_backoff_allows_them() {
+    let now = T0 + 5_000;
+    let mut a = search(1, &[0.45, 0.55], T0);
+    a.pings = vec![(1, 20.0), (2, 100.0)];
+    let mut p = search(6, &[0.5], T0 - 20_000);
+    p.pings = vec![(1, 100.0), (2, 20.0)];
+    let mut q = Queue::new(Mode { team_size: 3 }).unwrap();
+    for s in [
+        a,
+        search(2, &[0.5], T0),
+        search(3, &[0.6], T0),
+        search(4, &[0.7], T0),
+        search(5, &[0.3, 0.7], T0),
+        p,
+    ] {
+        q.push(s).unwrap();
+    }
+    let policy = |k: usize| {
+        let mut c = CodConfig::new(3);
+        c.k = k;
+        CodRules::new(c, LobbyModels::skill_only(3.0))
+    };
+    let e = policy(32).explain(now, &q, 1).unwrap();
+    assert_eq!(e.search, 1);
+    assert_eq!(e.wait_ms, 5_000);
+    assert_eq!((e.players_found, e.players_needed), (3, 6));
+    assert_eq!(e.max_wait_at_ms, T0 + 120_000);
+    let got: Vec<(Rule, usize, Option<i64>, &str)> = e
+        .blockers
+        .iter()
+        .map(|b| (b.rule, b.candidates, b.relaxes_at_ms, b.detail.as_str()))
+        .collect();
+    let similarity = (
+        Rule::SkillSimilarity,
+        2,
+        Some(T0 + 10_000),
+        "lobby skill range [0.425, 0.575]; search skill 0.500 accepts +-0.075",
+    );
+    let disparity = (
+        Rule::SkillDisparity,
+        1,
+        Some(T0 + 10_000),
+        "lobby disparity 0.100, accepted up to 0.250",
+    );
+    let ping = (Rule::Ping, 1, Some(T0 + 90_000), "allowed extra ping 23 ms");
+    let few = (
+        Rule::NotEnoughPlayers,
+        0,
+        None,
+        "5 of 32 compatible candidates found",
+    );
+    assert_eq!(got, vec![similarity, disparity, ping, few]);
+
+    let e = policy(5).explain(now, &q, 1).unwrap();
+    let rules: Vec<Rule> = e.blockers.iter().map(|b| b.rule).collect();
+    assert_eq!(
+        rules,
+        vec![Rule::SkillSimilarity, Rule::SkillDisparity, Rule::Ping]
+    );
+}

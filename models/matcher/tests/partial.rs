@@ -177,3 +177,17 @@ fn random_queues_form_only_equal_partial_lobbies_after_the_wait() {
     }
     assert!(partial_seen >= 50, "{partial_seen} partial lobbies");
 }
+
+/// The wait is inclusive: the seed's example forms its partial lobby when the oldest search
+/// has waited exactly `after_s` (60 s), and not a millisecond before.
+#[test]
+fn a_partial_lobby_forms_at_exactly_its_wait() {
+    let parties = [3, 2, 2, 2, 1];
+    // The oldest search (the last pushed) started at T0 - 4 s.
+    let at = T0 - 4_000 + 60_000;
+    for (now, forms) in [(at - 1, false), (at, true)] {
+        let q = queue(6, &parties);
+        let lobbies = cod(6, Some((60.0, 8))).form_lobbies(now, &q);
+        assert_eq!(lobbies.len(), usize::from(forms), "at {}", now - at);
+    }
+}
