@@ -190,3 +190,147 @@ fn read_batch(path: &Path, b: &RecordBatch, out: &mut Vec<(String, FinishedMatch
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::ArrayRef;
+
+    use super::*;
+    use crate::parquet_io::write_parquet_file;
+
+    const T: i64 = 1_704_067_200_000;
+
+    /// Two players of one 1v1 match with every column the update reads, a draw of the same id
+    /// at a later start (another match), and a free-for-all row with none of the optional
+    /// columns: the lake rows in the lake's order.
+    fn rows() -> Vec<PlayerRow<'static>> {
+        let full = |player: &'static str, team, outcome| PlayerRow {
+            match_id: "m1".into(),
+            mode: "duel".into(),
+            start_ms: T,
+            team,
+            player_id: player.into(),
+            outcome: Some(outcome),
+            party_id: Some(format!("party-{player}").into()),
+            role: Some("mid".into()),
+            kills: Some(7 + team),
+            deaths: Some(3),
+            deaths_by_enemy: Some(2),
+            score: Some(1250.5),
+            seconds_played: Some(600.0),
+            perf: Some(0.25 * f64::from(team)),
+            team_score: Some(13.0 - f64::from(team)),
+            ..PlayerRow::default()
+        };
+        let again = |player: &'static str, team| PlayerRow {
+            start_ms: T + 5_000,
+            outcome: Some(Outcome::Draw),
+            ..full(player, team, Outcome::Draw)
+        };
+        let bare = PlayerRow {
+            match_id: "f1".into(),
+            mode: "ffa".into(),
+            start_ms: T + 9_000,
+            team: 3,
+            player_id: "p9".into(),
+            outcome: Some(Outcome::Loss),
+            ..PlayerRow::default()
+        };
+        vec![
+            full("p1", 0, Outcome::Win),
+            full("p2", 1, Outcome::Loss),
+            again("p1", 0),
+            again("p2", 1),
+            bare,
+        ]
+    }
+
+    /// What the update must read back: the matches in order, each with its mode and rows.
+    fn expected(rows: &[PlayerRow<'_>]) -> Vec<(String, FinishedMatch)> {
+        let m = |mode: &str, id: &str, start_ms, rs: &[PlayerRow<'_>]| {
+            let rows = rs.iter().map(|r| r.result_row().unwrap()).collect();
+            (
+                mode.to_string(),
+                FinishedMatch {
+                    match_id: id.to_string(),
+                    start_ms,
+                    rows,
+                },
+            )
+        };
+        vec![
+            m("duel", "m1", T, &rows[0..2]),
+            m("duel", "m1", T + 5_000, &rows[2..4]),
+            m("ffa", "f1", T + 9_000, &rows[4..5]),
+        ]
+    }
+
+    #[test]
+    fn finished_matches_read_back_from_a_batch_and_from_its_file() {
+        let rows = rows();
+        let want = expected(&rows);
+        // Spelled out once, so that `result_row` itself is checked, not only compared with.
+        let p1 = &want[0].1.rows[0];
+        assert_eq!(
+            (p1.player_id.as_str(), p1.team, p1.outcome, p1.team_score),
+            ("p1", 0, Outcome::Win, Some(13.0))
+        );
+        assert_eq!(
+            (p1.party_id.as_deref(), p1.role.as_deref()),
+            (Some("party-p1"), Some("mid"))
+        );
+        let s = &p1.stats;
+        assert_eq!(
+            (s.kills, s.deaths, s.deaths_by_enemy, s.score),
+            (Some(7.0), Some(3.0), Some(2.0), Some(1250.5))
+        );
+        assert_eq!(
+            (s.seconds_played, s.perf, s.outcome),
+            (Some(600.0), Some(0.0), Some(Outcome::Win))
+        );
+        let bare = &want[2].1.rows[0];
+        assert_eq!((bare.party_id.as_ref(), bare.stats.kills), (None, None));
+
+        let batch = lake_batch(&rows, "live", &[1, 2, 3, 4, 5]).unwrap();
+        assert_eq!(finished_of_batch(&batch, "live").unwrap(), want);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("part.parquet");
+        write_parquet_file(&file, &[batch]).unwrap();
+        assert_eq!(read_finished(&file).unwrap(), want);
+    }
+
+    #[test]
+    fn a_row_without_its_outcome_is_not_a_result() {
+        let row = PlayerRow {
+            outcome: None,
+            ..rows()[0].clone()
+        };
+        assert_eq!(row.result_row(), None);
+    }
+
+    /// A batch without a column the update needs, or with an outcome it cannot read, is refused
+    /// naming the file and what is wrong.
+    #[test]
+    fn a_batch_missing_a_column_or_with_a_bad_outcome_is_refused() {
+        let batch = lake_batch(&rows(), "live", &[1, 2, 3, 4, 5]).unwrap();
+        let at = batch.schema().index_of(col::OUTCOME).unwrap();
+        let keep: Vec<usize> = (0..batch.num_columns()).filter(|&i| i != at).collect();
+        let err = finished_of_batch(&batch.project(&keep).unwrap(), "live").unwrap_err();
+        assert!(
+            matches!(&err, LakeError::Corrupt { path, reason }
+                if path == Path::new("live") && reason == "no column outcome"),
+            "{err}"
+        );
+        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        let bad: Vec<&str> = vec!["win", "loss", "maybe", "draw", "loss"];
+        columns[at] = Arc::new(StringArray::from(bad));
+        let bad = RecordBatch::try_new(batch.schema(), columns).unwrap();
+        let err = finished_of_batch(&bad, "live").unwrap_err();
+        assert!(
+            matches!(&err, LakeError::Corrupt { reason, .. } if reason == "row 2: outcome \"maybe\""),
+            "{err}"
+        );
+    }
+}

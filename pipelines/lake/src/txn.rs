@@ -642,3 +642,7 @@ impl Txn {
         result
     }
 }
+
+#[cfg(test)]
+#[path = "txn_tests.rs"]
+mod tests;
