@@ -1,10 +1,13 @@
 //! The CoD policy's own check of a formed lobby (`Policy::check`: the rules a lobby must pass,
 //! named when it breaks one) against lobbies that break each rule: formed by the same policy
 //! with every rule open, then checked under the default rules, at no wait and after the
-//! backoff has loosened the rule.
+//! backoff has loosened the rule. Then what `Explain` says of a search the rules hold (each
+//! rule's count, the time its backoff allows the nearest refused candidate, its detail), and
+//! the edges of the rules: similarity both ways, the ping looked up per data centre and
+//! allowed up to its bound inclusive.
 #![allow(clippy::unwrap_used)]
 
-use mm_matcher::cod::{CodConfig, CodRules, PartialLobbies};
+use mm_matcher::cod::{Candidate, CodConfig, CodRules, LobbyBuilder, PartialLobbies};
 use mm_matcher::queue::{LobbyModels, Mode, Policy, Queue, Rule, Search};
 
 mod common;
@@ -171,4 +174,58 @@ fn explain_counts_each_rule_s_refusals_and_says_when_its_backoff_allows_them() {
         rules,
         vec![Rule::SkillSimilarity, Rule::SkillDisparity, Rule::Ping]
     );
+}
+
+/// Skill similarity holds both ways: a search narrower than one already in the lobby refuses
+/// it although the lobby's searches accept the newcomer. A (0.6, accepting +-0.2) is in the
+/// lobby; B (0.5, accepting +-0.05) joins only if its range [0.45, 0.55] holds A's 0.6: it does
+/// not. C (0.5, +-0.1) would hold it.
+#[test]
+fn a_newcomer_whose_range_misses_a_lobby_member_is_refused() {
+    let cand = |index, skill, range| Candidate {
+        index,
+        size: 1,
+        skill,
+        range,
+        pct_min: skill,
+        pct_max: skill,
+        max_disparity: 1.0,
+        max_delta_ping: 0.0,
+    };
+    let mut b = LobbyBuilder::new(2);
+    b.try_add(&cand(0, 0.6, 0.2), &[]).unwrap();
+    assert_eq!(
+        b.try_add(&cand(1, 0.5, 0.05), &[]),
+        Err(Rule::SkillSimilarity)
+    );
+    assert_eq!(b.members(), &[0]);
+    assert_eq!(b.try_add(&cand(2, 0.5, 0.1), &[]), Ok(()));
+    assert_eq!(b.skill_range(), (0.4, 0.6));
+}
+
+/// The ping rule looks each search's ping up at the data centre it weighs, and the allowed
+/// extra ping is inclusive. 1v1 at no wait (20 ms allowed):
+/// - both 300, 300 and 20 ms from data centres 1, 2 and 3: centre 3 costs neither anything,
+///   and the lobby forms;
+/// - 20 and 40 ms from centres 1 and 2 against 40 and 20: every centre costs one of them
+///   exactly 20 ms, which is allowed;
+/// - 20 and 41 against 41 and 20: 21 ms is not, until the allowance grows (at 1.5 s).
+#[test]
+fn the_ping_rule_weighs_each_data_centre_and_allows_exactly_its_bound() {
+    let forms = |a: &[(u16, f32)], b: &[(u16, f32)], at: i64| {
+        let mut q = Queue::new(Mode { team_size: 1 }).unwrap();
+        q.push(pinged(1, 0.5, a)).unwrap();
+        q.push(pinged(2, 0.5, b)).unwrap();
+        let mut p = CodRules::new(CodConfig::new(1), LobbyModels::skill_only(3.0));
+        p.form_lobbies(at, &q).len()
+    };
+    let far_then_near = [(1, 300.0), (2, 300.0), (3, 20.0)];
+    assert_eq!(forms(&far_then_near, &far_then_near, T0), 1);
+    assert_eq!(
+        forms(&[(1, 20.0), (2, 40.0)], &[(1, 40.0), (2, 20.0)], T0),
+        1
+    );
+    let (a, b) = ([(1, 20.0), (2, 41.0)], [(1, 41.0), (2, 20.0)]);
+    assert_eq!(forms(&a, &b, T0), 0);
+    assert_eq!(forms(&a, &b, T0 + 1_500), 1);
 }
