@@ -1,5 +1,6 @@
 //! `mm simulate`: a small world through the binary, read back by `mm lake show`; a second run
-//! into the same lake is refused with exit code 2 and changes nothing.
+//! into the same lake is refused with exit code 2 and changes nothing; a closed standard output
+//! stops the printing, not the command.
 
 use crate::util::{mm, snapshot};
 
@@ -417,4 +418,56 @@ fn bench_serve_runs_every_phase() {
     ]);
     assert_ne!(code, 0);
     assert!(err.contains("--queue-searches"), "{err}");
+}
+
+/// A reader that closes standard output early (`mm simulate ... | head -0`) stops the printing,
+/// not the command: the lake is written whole and `mm` exits 0, without a panic. A failure to
+/// write that is not a closed pipe (a full disk: `/dev/full`) fails the command, named.
+#[test]
+fn a_closed_standard_output_stops_the_printing_not_the_command() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let lake_s = lake.to_str().unwrap();
+    let closed = || {
+        // The reader is gone before `mm` starts, so its first write fails (EPIPE).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        Stdio::from(writer)
+    };
+    let run = |args: &[&str], stdout: Stdio| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mm"))
+            .args(args)
+            .stdout(stdout)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    let args = [
+        "simulate",
+        "--lake",
+        lake_s,
+        "--players",
+        "800",
+        "--days",
+        "2",
+    ];
+    let (code, err) = run(&args, closed());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, out, err) = mm(&["lake", "show", "--lake", lake_s, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let show: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(show["match_rows"].as_u64().unwrap() > 0, "{show}");
+
+    let (code, err) = run(&["completions", "bash"], closed());
+    assert_eq!(code, Some(0), "{err}");
+    let full = std::fs::File::create("/dev/full").unwrap();
+    let (code, err) = run(&["completions", "bash"], Stdio::from(full));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("mm: error: cannot write to standard output: No space left on device"),
+        "{err}"
+    );
 }

@@ -36,7 +36,7 @@ pub fn run(a: &BenchArtifactArgs, json: bool) -> Result<()> {
         let art = mm_artifact::Artifact::open(&dir.join("v1"))?;
         let seconds = t.elapsed().as_secs_f64();
         let (after, peak) = rss();
-        println!(
+        mm_run::outln!(
             "{}",
             serde_json::json!({"seconds": seconds, "players": art.snapshot.len(),
                 "rss_before": before, "rss_after": after, "peak_rss": peak})
@@ -79,9 +79,9 @@ pub fn run(a: &BenchArtifactArgs, json: bool) -> Result<()> {
         "resident_mib_held": held, "peak_rss_mib": peak,
     });
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        mm_run::outln!(
             "artifact of {} players ({:.1} MiB on disk, written in {:.2} s): load + verify median {:.3} s over {} runs; {:.0} MiB resident after loading, peak {:.0} MiB",
             a.players,
             bytes as f64 / 1048576.0,

@@ -141,7 +141,7 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_results(a, &results);
     }
@@ -177,12 +177,12 @@ fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<(f64, f64)> 
 
 /// `mm bench ingest`'s figures, as text.
 fn print_results(a: &BenchIngestArgs, results: &[SizeResult]) {
-    println!(
+    mm_run::outln!(
         "canonical CSV -> lake (validation, dedup, day partitions, zstd 1; polars: one file, zstd 3); median of {} runs, {} cores",
         a.reps,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!(
+    mm_run::outln!(
         "{:>11} {:>8} | {:>8} {:>12} {:>9} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
         "rows",
         "CSV MiB",
@@ -206,7 +206,7 @@ fn print_results(a: &BenchIngestArgs, results: &[SizeResult]) {
     for r in results {
         let (e, em) = opt(&r.polars_eager);
         let (l, lm) = opt(&r.polars_lazy);
-        println!(
+        mm_run::outln!(
             "{:>11} {:>8.0} | {:>8.2} {:>12.0} {:>9.0} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
             r.rows,
             r.csv_mib,

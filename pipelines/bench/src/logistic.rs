@@ -115,7 +115,7 @@ pub fn logistic(a: &BenchLogisticArgs, json: bool) -> Result<()> {
         sklearn_200,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
@@ -251,7 +251,7 @@ fn sklearn(
 
 /// `mm bench logistic`'s figures, as text.
 fn print_report(report: &Report) {
-    println!(
+    mm_run::outln!(
         "logistic regression, {} train x {} features (read {:.2} s); converged reference objective {}",
         report.rows_train,
         report.features,
@@ -260,9 +260,14 @@ fn print_report(report: &Report) {
             .reference_objective
             .map_or("-".into(), |r| format!("{r:.4}"))
     );
-    println!(
+    mm_run::outln!(
         "{:<48} {:>9} {:>6} {:>16} {:>12} {:>9}",
-        "solver", "fit s", "iters", "objective", "rel. gap", "test AUC"
+        "solver",
+        "fit s",
+        "iters",
+        "objective",
+        "rel. gap",
+        "test AUC"
     );
     for f in [
         Some(&report.ours),
@@ -272,7 +277,7 @@ fn print_report(report: &Report) {
     .into_iter()
     .flatten()
     {
-        println!(
+        mm_run::outln!(
             "{:<48} {:>9.3} {:>6} {:>16.4} {:>12} {:>9.5}",
             f.solver,
             f.seconds,
@@ -284,7 +289,7 @@ fn print_report(report: &Report) {
         );
     }
     if let Some(s) = report.speedup_vs_sklearn {
-        println!("ours is {s:.1}x faster than scikit-learn's 200-iteration fit (same run)");
+        mm_run::outln!("ours is {s:.1}x faster than scikit-learn's 200-iteration fit (same run)");
     }
 }
 

@@ -107,7 +107,7 @@ pub fn run(a: &BenchPairArgs, json: bool) -> Result<()> {
             speedup_vs_networkx: networkx_seconds.map(|nx| nx / mm_seconds),
         };
         if !json {
-            println!(
+            mm_run::outln!(
                 "P={:<5} optimum {:>10} (= reference)  mm {:>9.3} ms  networkx {:>9}  speed-up {}",
                 p,
                 row.objective,
@@ -121,7 +121,7 @@ pub fn run(a: &BenchPairArgs, json: bool) -> Result<()> {
         rows.push(row);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())
 }

@@ -463,19 +463,25 @@ pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
         runs,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!(
+    mm_run::outln!(
         "every stage in its own process; {} players, lakes grow by days; peak RSS is each process's VmHWM",
         report.players
     );
-    println!(
+    mm_run::outln!(
         "{:<14} {:>12} {:>9} {:>9} {:>12} {:>12} {:>10}",
-        "stage", "rows", "s", "cpu s", "rows/s", "rows/cpu-s", "peak MiB"
+        "stage",
+        "rows",
+        "s",
+        "cpu s",
+        "rows/s",
+        "rows/cpu-s",
+        "peak MiB"
     );
     for r in &report.runs {
-        println!(
+        mm_run::outln!(
             "{:<14} {:>12} {:>9.2} {:>9.2} {:>12.0} {:>12.0} {:>10.0}{}",
             r.stage,
             r.rows,
@@ -492,12 +498,14 @@ pub fn run(a: &BenchScaleArgs, json: bool) -> Result<()> {
         );
     }
     if !report.scaling.is_empty() {
-        println!("largest size over smallest:");
-        println!("{:<14} {:>10} {:>12}", "stage", "peak RSS", "throughput");
+        mm_run::outln!("largest size over smallest:");
+        mm_run::outln!("{:<14} {:>10} {:>12}", "stage", "peak RSS", "throughput");
         for g in &report.scaling {
-            println!(
+            mm_run::outln!(
                 "{:<14} {:>9.2}x {:>11.2}x",
-                g.stage, g.rss_ratio, g.throughput_ratio
+                g.stage,
+                g.rss_ratio,
+                g.throughput_ratio
             );
         }
     }

@@ -128,14 +128,28 @@ struct Phase {
 
 /// The phases as a table, the names in a column `name_width` wide.
 fn print_phases<'a>(name_width: usize, phases: impl IntoIterator<Item = &'a Phase>) {
-    println!(
+    mm_run::outln!(
         "{:<name_width$} {:>5} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
-        "phase", "conc", "requests", "failed", "req/s", "p50 ms", "p99 ms", "max ms"
+        "phase",
+        "conc",
+        "requests",
+        "failed",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms"
     );
     for p in phases {
-        println!(
+        mm_run::outln!(
             "{:<name_width$} {:>5} {:>9} {:>7} {:>10.0} {:>9.3} {:>9.3} {:>9.3}",
-            p.name, p.concurrency, p.requests, p.failed, p.per_second, p.p50_ms, p.p99_ms, p.max_ms
+            p.name,
+            p.concurrency,
+            p.requests,
+            p.failed,
+            p.per_second,
+            p.p50_ms,
+            p.p99_ms,
+            p.max_ms
         );
     }
 }
@@ -692,7 +706,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     })?;
     drop(server);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_reports(&report);
     }
@@ -701,7 +715,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
 
 /// `mm bench serve --reports`'s figures, as text.
 fn print_reports(report: &ReportsReport) {
-    println!(
+    mm_run::outln!(
         "mm serve on loopback with results (a lake and a log on local disk), an artifact of {} players",
         report.players
     );
@@ -713,16 +727,18 @@ fn print_reports(report: &ReportsReport) {
             &report.reports,
         ],
     );
-    println!(
+    mm_run::outln!(
         "reports: {:.0} player-results/s acknowledged (p99 {:.2} ms); Score p99 beside them {:.2}x alone",
-        report.player_results_per_second, report.reports.p99_ms, report.score_p99_ratio
+        report.player_results_per_second,
+        report.reports.p99_ms,
+        report.score_p99_ratio
     );
-    println!(
+    mm_run::outln!(
         "log: {:.0} syncs ({:.2} reports a sync)",
         report.log_syncs,
         report.acknowledged as f64 / report.log_syncs
     );
-    println!(
+    mm_run::outln!(
         "lake: {} matches acknowledged, {} rows and {} distinct (match, player) keys {:.1} s after the last (want {}); log at most {:.1} MiB",
         report.acknowledged,
         report.lake_rows,
@@ -736,7 +752,7 @@ fn print_reports(report: &ReportsReport) {
         report.rss_mib_half,
         report.rss_mib_end,
     ) {
-        println!(
+        mm_run::outln!(
             "server resident memory: {s:.0} MiB before, {h:.0} MiB halfway through the reports, {e:.0} MiB at the end; {:+.1} MiB a minute over the second half (least squares)",
             report.rss_mib_per_minute_second_half.unwrap_or(f64::NAN)
         );
@@ -813,7 +829,7 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
     })?;
     drop(server);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
@@ -958,13 +974,13 @@ async fn soak_phase(
 
 /// `mm bench serve`'s figures, as text.
 fn print_report(report: &Report) {
-    println!(
+    mm_run::outln!(
         "mm serve on loopback, an artifact of {} players; closed loops (offered load = concurrency)",
         report.players
     );
     print_phases(16, report.phases.iter().chain(&report.soak));
     let q = &report.queue;
-    println!(
+    mm_run::outln!(
         "queue: {} 6v6 searches, {} arrivals/s, {} ticks: tick p50 {:.1} ms, p99 {:.1} ms, {:.1} lobbies/tick, {} queued at the end; enqueue p50 {:.3} ms, p99 {:.3} ms",
         q.searches_at_start,
         q.arrivals_per_second,
@@ -977,7 +993,7 @@ fn print_report(report: &Report) {
         q.enqueue_p99_ms
     );
     let r = &report.reload;
-    println!(
+    mm_run::outln!(
         "reloads: {} versions published under load: {} requests, {} failed, versions seen {:?}; after a corrupt version promoted by hand: serving {}, refusals in the metrics {}",
         r.published,
         r.requests,
@@ -987,7 +1003,9 @@ fn print_report(report: &Report) {
         r.refusals_in_metrics
     );
     if let (Some(s), Some(e)) = (report.rss_mib_start, report.rss_mib_end) {
-        println!("server resident memory: {s:.0} MiB before the phases, {e:.0} MiB at the end");
+        mm_run::outln!(
+            "server resident memory: {s:.0} MiB before the phases, {e:.0} MiB at the end"
+        );
     }
     if report.soak.is_some() {
         let series: Vec<String> = report
@@ -995,7 +1013,7 @@ fn print_report(report: &Report) {
             .iter()
             .map(|m| format!("{m:.0}"))
             .collect();
-        println!(
+        mm_run::outln!(
             "soak: resident memory (MiB) at its start and after each tenth: {}",
             series.join(", ")
         );

@@ -245,12 +245,18 @@ fn atp(a: &BenchSkillArgs) -> Result<Option<Vec<SystemRate>>> {
 }
 
 fn print_rates(rows: &[SystemRate]) {
-    println!(
+    mm_run::outln!(
         "{:<12} {:>9} {:>14} {:>14} {:>16} {:>16} {:>9}",
-        "system", "seconds", "updates/s", "matches/s", "peer", "peer matches/s", "ratio"
+        "system",
+        "seconds",
+        "updates/s",
+        "matches/s",
+        "peer",
+        "peer matches/s",
+        "ratio"
     );
     for s in rows {
-        println!(
+        mm_run::outln!(
             "{:<12} {:>9.3} {:>14.0} {:>14.0} {:>16} {:>16} {:>9}",
             s.model,
             s.seconds,
@@ -270,24 +276,30 @@ pub fn run(a: &BenchSkillArgs, json: bool) -> Result<()> {
     let atp = if a.no_atp { None } else { atp(a)? };
     let report = Report { lobbies: lob, atp };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let l = &report.lobbies;
-    println!(
+    mm_run::outln!(
         "6v6 lobbies: {} rows, {} matches, {} pairs compared ({})",
         l.rows,
         l.matches,
         l.pairs,
         l.lake.display()
     );
-    println!(
+    mm_run::outln!(
         "raw skill, Parquet to fitted state: {:.3} s median (read {:.3} s, fit {:.3} s) = {:.0} rows/s; 10M rows projected {:.2} s (target < 3 s)",
-        l.total_seconds, l.read_seconds, l.fit_seconds, l.rows_per_s, l.projected_10m_seconds
+        l.total_seconds,
+        l.read_seconds,
+        l.fit_seconds,
+        l.rows_per_s,
+        l.projected_10m_seconds
     );
     print_rates(&l.systems);
     if let Some(atp) = &report.atp {
-        println!("ATP (1991-2019, every match predicted then updated; peers' script run now):");
+        mm_run::outln!(
+            "ATP (1991-2019, every match predicted then updated; peers' script run now):"
+        );
         print_rates(atp);
     }
     Ok(())

@@ -540,17 +540,17 @@ pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Re
             "command": r.command,
             "settings": r.settings,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     match &r.file {
-        Some(f) => println!("# config file: {}", f.display()),
-        None => println!("# config file: none ({DEFAULT_FILE} not in the working directory)"),
+        Some(f) => mm_run::outln!("# config file: {}", f.display()),
+        None => mm_run::outln!("# config file: none ({DEFAULT_FILE} not in the working directory)"),
     }
     if r.command.is_empty() {
-        println!("# mm: the global flags (name a command to see its settings)");
+        mm_run::outln!("# mm: the global flags (name a command to see its settings)");
     } else {
-        println!("# mm {}", r.command.join(" "));
+        mm_run::outln!("# mm {}", r.command.join(" "));
     }
     let width = r
         .settings
@@ -560,7 +560,7 @@ pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Re
         .unwrap_or(0);
     for s in &r.settings {
         let Some(v) = s.value.as_deref() else {
-            println!("# {} is unset", s.key);
+            mm_run::outln!("# {} is unset", s.key);
             continue;
         };
         let scalar = |v: &str| {
@@ -578,7 +578,7 @@ pub fn show(argv_of_command: &[String], config: Option<&Path>, json: bool) -> Re
             scalar(v)
         };
         let line = format!("{} = {value}", s.key);
-        println!("{line:<width$}  # {}", s.source);
+        mm_run::outln!("{line:<width$}  # {}", s.source);
     }
     Ok(())
 }

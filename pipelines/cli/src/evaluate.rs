@@ -17,11 +17,11 @@ pub fn run(a: &EvaluateArgs, out: &crate::args::Output) -> Result<()> {
     let report = mm_eval::evaluate_with(&cfg, &mut |done, total| bar.rounds(done, total))?;
     bar.finish();
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    print!("{}", mm_eval::report::summary(&report));
-    println!(
+    mm_run::out!("{}", mm_eval::report::summary(&report));
+    mm_run::outln!(
         "wrote {} and {}",
         cfg.out.join("evaluation.html").display(),
         cfg.out.join("evaluation.json").display()

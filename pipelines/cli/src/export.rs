@@ -24,9 +24,9 @@ pub fn run(a: &ExportArgs, out: &Output) -> Result<()> {
         r.dir.display().to_string()
     };
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
+        mm_run::outln!(
             "exported {}/{} ({} players) to {}{}",
             r.name,
             r.version,
@@ -39,9 +39,11 @@ pub fn run(a: &ExportArgs, out: &Output) -> Result<()> {
             }
         );
         for f in &r.files {
-            println!(
+            mm_run::outln!(
                 "  {:<24} {:>12} bytes  sha256 {}",
-                f.path, f.bytes, f.sha256
+                f.path,
+                f.bytes,
+                f.sha256
             );
         }
     }

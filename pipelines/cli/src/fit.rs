@@ -12,7 +12,7 @@ pub fn run(cmd: &FitCmd, out: &Output) -> Result<()> {
             if let Some(shard) = a.shard()? {
                 let r = mm_fit::churn::build_churn_shard(&a.to_config()?, shard)?;
                 return emit(out, &r, |r| {
-                    println!(
+                    mm_run::outln!(
                         "shard {} of build {}: {} rows of its players ({} read), {} buckets, \
                          committed as features v{} and state v{} in {} ({:.1}s)",
                         r.shard,
@@ -37,7 +37,7 @@ pub fn run(cmd: &FitCmd, out: &Output) -> Result<()> {
 }
 
 fn print_churn(r: &mm_fit::churn::ChurnReport) {
-    println!(
+    mm_run::outln!(
         "churn within {}: {} rows, {} censored; trained on {} rows (churn {:.4}), scored on {} later rows (churn {:.4}); C = {}",
         r.horizon,
         r.rows,
@@ -48,12 +48,15 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
         r.churn_rate_score,
         r.c
     );
-    println!(
+    mm_run::outln!(
         "scoring window: AUC {:.4}, log-loss {:.4}, Brier {:.4}, calibration error {:.4}",
-        r.auc, r.scored.log_loss, r.scored.brier, r.scored.ece
+        r.auc,
+        r.scored.log_loss,
+        r.scored.brier,
+        r.scored.ece
     );
     if let Some(t) = &r.truth {
-        println!(
+        mm_run::outln!(
             "against the true {}: calibration error {:.4}, mean |model - truth| {:.4} (the training churn rate's {:.4}); AUC model {:.4}, truth {:.4}",
             t.column,
             t.ece_vs_truth,
@@ -64,13 +67,15 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
         );
     }
     if let Some(f) = &r.refit {
-        println!(
+        mm_run::outln!(
             "exported: refitted at C = {} on {} labelled rows of both windows (churn {:.4}); the figures above are the training window's model",
-            r.c, f.rows, f.churn_rate
+            r.c,
+            f.rows,
+            f.churn_rate
         );
     }
     let b = &r.build;
-    println!(
+    mm_run::outln!(
         "feature table: build {} in {} ({} shard{}, {}), features v{}",
         b.key,
         b.tables,
@@ -83,17 +88,19 @@ fn print_churn(r: &mm_fit::churn::ChurnReport) {
         },
         b.features_version.unwrap_or(-1)
     );
-    println!(
+    mm_run::outln!(
         "features {:.1} s, fit {:.1} s, total {:.1} s",
-        r.features_seconds, r.fit_seconds, r.total_seconds
+        r.features_seconds,
+        r.fit_seconds,
+        r.total_seconds
     );
     for o in &r.outputs {
-        println!("wrote {}", o.display());
+        mm_run::outln!("wrote {}", o.display());
     }
 }
 
 fn print_skill(r: &mm_fit::SkillReport) {
-    println!(
+    mm_run::outln!(
         "raw skill ({}): {} matches ({} two-team), {} players ({} active); skill mean {:.3}, sd {:.3}, range [{:.3}, {:.3}]",
         r.metric.name(),
         r.matches,
@@ -105,7 +112,7 @@ fn print_skill(r: &mm_fit::SkillReport) {
         r.skill_min,
         r.skill_max
     );
-    println!(
+    mm_run::outln!(
         "tuned on {} .. {} ({} matches), scored on {} .. {} ({} matches); half-life {} matches, margin {:.4}",
         r.windows.tune_from,
         r.windows.tune_to,
@@ -116,12 +123,18 @@ fn print_skill(r: &mm_fit::SkillReport) {
         r.params.half_life_matches,
         r.params.margin
     );
-    println!(
+    mm_run::outln!(
         "{:<34} {:>9} {:>9} {:>9} {:>9} {:>8} {:>12}",
-        "model", "log-loss", "accuracy", "Brier", "ECE", "n", "updates/s"
+        "model",
+        "log-loss",
+        "accuracy",
+        "Brier",
+        "ECE",
+        "n",
+        "updates/s"
     );
     for m in &r.models {
-        println!(
+        mm_run::outln!(
             "{:<34} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>8} {:>12.0}",
             m.model,
             m.scored.log_loss,
@@ -133,16 +146,19 @@ fn print_skill(r: &mm_fit::SkillReport) {
         );
     }
     if let Some(a) = &r.party_adjustment {
-        println!(
+        mm_run::outln!(
             "party adjustment: {:+.4} raw skill per member {:+.4} per unit of party skill sd",
-            a.per_member, a.per_member_per_sd
+            a.per_member,
+            a.per_member_per_sd
         );
     }
-    println!(
+    mm_run::outln!(
         "pairwise (metric) predictions: log-loss {:.4}, accuracy {:.4}, {} pairs",
-        r.pairwise.log_loss, r.pairwise.accuracy, r.pairwise.n
+        r.pairwise.log_loss,
+        r.pairwise.accuracy,
+        r.pairwise.n
     );
-    println!(
+    mm_run::outln!(
         "wrote {}/players.parquet, percentiles.json, team_model.json, skill_metrics.json, skill_report.html in {:.1} s",
         r.out.display(),
         r.seconds

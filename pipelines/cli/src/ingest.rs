@@ -9,5 +9,5 @@ pub fn run(a: &IngestArgs, out: &Output) -> Result<()> {
     let bar = crate::progress::Bar::new(out.quiet || out.json);
     let report = mm_ingest::ingest(&cfg, &bar)?;
     bar.finish();
-    crate::output::emit(out, &report, |r| print!("{}", r.summary()))
+    crate::output::emit(out, &report, |r| mm_run::out!("{}", r.summary()))
 }

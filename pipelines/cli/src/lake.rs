@@ -17,18 +17,20 @@ pub fn run(cmd: &LakeCmd, out: &Output) -> Result<()> {
                 .into());
             }
             let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            emit(out, &summary, |s| print!("{s}"))
+            emit(out, &summary, |s| mm_run::out!("{s}"))
         }
         LakeCmd::Convert(a) => {
             let lake = mm_lake::Lake::convert_legacy(&a.lake)?;
             let summary = mm_lake::summary::summarize(&lake, a.history)?;
-            emit(out, &summary, |s| print!("converted to Delta Lake\n{s}"))
+            emit(out, &summary, |s| {
+                mm_run::out!("converted to Delta Lake\n{s}")
+            })
         }
         LakeCmd::Optimize(a) => {
             let lake = mm_lake::Lake::open(&a.lake)?;
             let r = lake.optimize(a.min_files)?;
             emit(out, &r, |r| {
-                println!(
+                mm_run::outln!(
                     "optimize {}: {} days compacted, {} files replaced by {} ({} rows); version {}",
                     lake.root(),
                     r.days_compacted,
@@ -49,7 +51,7 @@ pub fn run(cmd: &LakeCmd, out: &Output) -> Result<()> {
                         |(v, n)| format!("checkpoint at version {v}, {n} log entries deleted"),
                     )
                 };
-                println!(
+                mm_run::outln!(
                     "checkpoint {}: matches {}; quarantine {}",
                     lake.root(),
                     part(r.matches),
@@ -61,7 +63,7 @@ pub fn run(cmd: &LakeCmd, out: &Output) -> Result<()> {
             let lake = mm_lake::Lake::open(&a.lake)?;
             let r = lake.vacuum(a.retention_hours, a.full, a.dry_run, a.force)?;
             emit(out, &r, |r| {
-                println!(
+                mm_run::outln!(
                     "vacuum {}{}: {} matches files, {} quarantine files {}",
                     lake.root(),
                     if a.dry_run { " (dry run)" } else { "" },

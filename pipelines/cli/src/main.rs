@@ -3,7 +3,9 @@
 //! Three layers, as in ripgrep: [`args`] parses flags into plain values, each command validates
 //! them into a library config, and the library does the work. `main` only maps errors to exit
 //! codes: 0 success, 2 bad input or usage (an unreadable or truncated file, a missing column, a
-//! bad flag), 1 anything else. Before the command runs, [`config`] applies `mm.toml` to the
+//! bad flag), 1 anything else. Output goes through [`mm_run::outln!`]: a reader that closes
+//! standard output early (`mm evaluate ... | head -1`) stops the printing, not the command.
+//! Before the command runs, [`config`] applies `mm.toml` to the
 //! flags and [`logging`] installs the log subscriber; the whole command runs in one `run` span
 //! that carries the run id and the stage on every log line.
 
@@ -78,7 +80,12 @@ fn main() -> ExitCode {
     );
     let t0 = Instant::now();
     let json_logs = cli.out.log_format == LogFormat::Json;
-    let result = run(cli, &run_id, resolved.file.as_deref());
+    let result = run(cli, &run_id, resolved.file.as_deref()).and_then(|()| {
+        // A reader that closed the pipe (`| head`) is not a failure; a full disk is.
+        mm_run::stdout::write_error().map_or(Ok(()), |e| {
+            Err(anyhow::anyhow!("cannot write to standard output: {e}"))
+        })
+    });
     // For `mm bench scale`, which runs each stage as a child: the child's own peak memory and
     // CPU time.
     if let Some(path) = std::env::var_os(mm_bench::scale::PEAK_RSS_ENV)
@@ -133,7 +140,10 @@ fn run(cli: Cli, run_id: &str, file: Option<&std::path::Path>) -> Result<()> {
             config::show(&a.command, out.config.as_deref(), out.json)
         }
         Cmd::Completions(a) => {
-            reference::completions(a.shell, &mut std::io::stdout().lock());
+            // Generated whole, then printed: clap_complete panics when its writer fails.
+            let mut script = Vec::new();
+            reference::completions(a.shell, &mut script);
+            mm_run::stdout::write_bytes(&script);
             Ok(())
         }
         Cmd::Ingest(a) => ingest::run(&a, out),

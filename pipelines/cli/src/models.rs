@@ -80,20 +80,20 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
             let store = store(&sel.models, sel.name.as_deref())?;
             let v = version_or_latest(&store, version.as_ref())?;
             let m = mm_artifact::load::read_manifest(&store.dir(&v))?;
-            println!("{}", serde_json::to_string_pretty(&m)?);
+            mm_run::outln!("{}", serde_json::to_string_pretty(&m)?);
             Ok(())
         }
         ModelsCmd::Verify { version, all, sel } => verify(version.as_ref(), *all, sel, out),
         ModelsCmd::Promote { version, sel } => {
             let store = store(&sel.models, sel.name.as_deref())?;
             store.promote(version)?;
-            println!("LATEST -> {version}");
+            mm_run::outln!("LATEST -> {version}");
             Ok(())
         }
         ModelsCmd::Rollback(sel) => {
             let store = store(&sel.models, sel.name.as_deref())?;
             let v = store.rollback()?;
-            println!("LATEST -> {v}");
+            mm_run::outln!("LATEST -> {v}");
             Ok(())
         }
         ModelsCmd::Diff { a, b, top, sel } => {
@@ -101,7 +101,7 @@ fn run_local(cmd: &ModelsCmd, out: &Output) -> Result<()> {
             let (x, y) = (store.open(a)?, store.open(b)?);
             let d = mm_artifact::diff::diff(&x, &y, *top);
             if out.json {
-                println!("{}", serde_json::to_string_pretty(&d)?);
+                mm_run::outln!("{}", serde_json::to_string_pretty(&d)?);
             } else {
                 print_diff(a, b, &d);
             }
@@ -148,18 +148,23 @@ fn list(sel: &ModelSel, out: &Output) -> Result<()> {
         }
     }
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
     let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
     for (name, root) in roots {
-        println!("{root}");
-        println!(
+        mm_run::outln!("{root}");
+        mm_run::outln!(
             "  {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}",
-            "version", "created", "players", "churn AUC", "churn ECE", "skill LL"
+            "version",
+            "created",
+            "players",
+            "churn AUC",
+            "churn ECE",
+            "skill LL"
         );
         for r in rows.iter().filter(|r| r.name == name) {
-            println!(
+            mm_run::outln!(
                 "{} {:<10} {:<22} {:>9} {:>9} {:>9} {:>10}{}",
                 if r.latest { "*" } else { " " },
                 r.version,
@@ -194,7 +199,7 @@ fn verify(version: Option<&String>, all: bool, sel: &ModelSel, out: &Output) -> 
             Ok(a) => {
                 results.insert(v.clone(), "ok".to_string());
                 if !out.json {
-                    println!(
+                    mm_run::outln!(
                         "{v}: ok ({} files, {} players, format {})",
                         a.manifest.files.len() + 1,
                         a.snapshot.len(),
@@ -205,14 +210,14 @@ fn verify(version: Option<&String>, all: bool, sel: &ModelSel, out: &Output) -> 
             Err(e) => {
                 results.insert(v.clone(), e.to_string());
                 if !out.json {
-                    println!("{v}: REFUSED: {e}");
+                    mm_run::outln!("{v}: REFUSED: {e}");
                 }
                 failed.push(e);
             }
         }
     }
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&results)?);
     }
     match failed.into_iter().next() {
         Some(e) => Err(e.into()),
@@ -221,27 +226,28 @@ fn verify(version: Option<&String>, all: bool, sel: &ModelSel, out: &Output) -> 
 }
 
 fn print_diff(a: &str, b: &str, d: &mm_artifact::diff::Diff) {
-    println!("{a} -> {b}");
-    println!("players: {} -> {}", d.players.0, d.players.1);
-    println!("churn C: {} -> {}", d.churn_c.0, d.churn_c.1);
-    println!("churn coefficients that moved most (per sd of the feature):");
+    mm_run::outln!("{a} -> {b}");
+    mm_run::outln!("players: {} -> {}", d.players.0, d.players.1);
+    mm_run::outln!("churn C: {} -> {}", d.churn_c.0, d.churn_c.1);
+    mm_run::outln!("churn coefficients that moved most (per sd of the feature):");
     let f = |x: Option<f64>| x.map_or("absent".into(), |x| format!("{x:+.4}"));
     for (n, x, y) in &d.churn_coefficients {
-        println!("  {n:<34} {:>10} -> {:>10}", f(*x), f(*y));
+        mm_run::outln!("  {n:<34} {:>10} -> {:>10}", f(*x), f(*y));
     }
-    println!("skill parameters:");
+    mm_run::outln!("skill parameters:");
     for (n, x, y) in &d.skill_parameters {
-        println!("  {n:<34} {x:>10.4} -> {y:>10.4}");
+        mm_run::outln!("  {n:<34} {x:>10.4} -> {y:>10.4}");
     }
-    println!(
+    mm_run::outln!(
         "percentile table: knots moved by {:.4} at most, {:.4} on average (raw skill)",
-        d.percentile_knots_max_move, d.percentile_knots_mean_move
+        d.percentile_knots_max_move,
+        d.percentile_knots_mean_move
     );
-    println!("metrics that changed ({}):", d.metrics.len());
+    mm_run::outln!("metrics that changed ({}):", d.metrics.len());
     for (k, x, y) in d.metrics.iter().take(40) {
-        println!("  {k:<50} {x:>12.6} -> {y:>12.6}");
+        mm_run::outln!("  {k:<50} {x:>12.6} -> {y:>12.6}");
     }
     if d.metrics.len() > 40 {
-        println!("  ... {} more (--json lists all)", d.metrics.len() - 40);
+        mm_run::outln!("  ... {} more (--json lists all)", d.metrics.len() - 40);
     }
 }

@@ -11,7 +11,7 @@ use crate::args::Output;
 /// The value does not serialise (a bug).
 pub fn emit<T: Serialize>(out: &Output, value: &T, text: impl FnOnce(&T)) -> Result<()> {
     if out.json {
-        println!("{}", serde_json::to_string_pretty(value)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(value)?);
     } else {
         text(value);
     }

@@ -142,10 +142,10 @@ pub fn run(a: &PairArgs, out: &Output) -> Result<()> {
         results,
     };
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("{}: {} players", report.input, report.players);
+    mm_run::outln!("{}: {} players", report.input, report.players);
     for r in &report.results {
         let obj = match r.objective {
             Objective::Int(x) => x.to_string(),
@@ -156,7 +156,7 @@ pub fn run(a: &PairArgs, out: &Output) -> Result<()> {
             Some(false) => ", CERTIFICATE CHECK FAILED",
             None => "",
         };
-        println!(
+        mm_run::outln!(
             "{:<7} objective {obj}  pairs {}  waiting {}  solve {:.3} ms{cert}",
             r.policy,
             r.pairs.len(),
@@ -165,7 +165,7 @@ pub fn run(a: &PairArgs, out: &Output) -> Result<()> {
         );
         if !a.summary {
             for [i, j] in &r.pairs {
-                println!("  {i} {j}");
+                mm_run::outln!("  {i} {j}");
             }
         }
     }

@@ -54,12 +54,12 @@ pub fn run(
         tracing::info!(files = pushed.len(), "uploaded the models to {remote}");
     }
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        mm_run::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let st = &report.state;
     if let Some(c) = st.cutoff_ms {
-        println!(
+        mm_run::outln!(
             "trained on matches before {}, evaluated on the rest",
             chrono::DateTime::from_timestamp_millis(c)
                 .map_or_else(|| c.to_string(), |d| d.format("%Y-%m-%d").to_string())
@@ -83,18 +83,18 @@ pub fn run(
         } else {
             format!("{group}: ")
         };
-        println!("  {head}{}", items.join(", "));
+        mm_run::outln!("  {head}{}", items.join(", "));
     }
     // The run's notes: a stale lock taken over, a resume, modes left out, pools skipped.
     for n in &st.notes {
-        println!("{n}");
+        mm_run::outln!("{n}");
     }
     // Paths under the working directory are shown as the user typed them (`out/retrain/…`).
     let cwd = std::env::current_dir().unwrap_or_default();
     let work = cfg.work.strip_prefix(&cwd).unwrap_or(&cfg.work);
     for l in mm_retrain::summary(work, st) {
-        println!("{l}");
+        mm_run::outln!("{l}");
     }
-    println!("run log: {}", work.join("runs.jsonl").display());
+    mm_run::outln!("run log: {}", work.join("runs.jsonl").display());
     Ok(())
 }

@@ -81,12 +81,10 @@ pub fn run(a: &ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(mm_serve::serve(&cfg, |b| {
-        use std::io::Write as _;
-        println!("listening on {}", b.grpc);
+        mm_run::outln!("listening on {}", b.grpc);
         if let Some(m) = b.metrics {
-            println!("metrics on http://{m}/metrics");
+            mm_run::outln!("metrics on http://{m}/metrics");
         }
-        let _ = std::io::stdout().flush();
     }))?;
     Ok(())
 }

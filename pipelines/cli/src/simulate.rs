@@ -7,7 +7,7 @@ use crate::args::{Output, SimulateArgs};
 pub fn run(a: &SimulateArgs, out: &Output) -> Result<()> {
     let report = mm_sim::simulate(&a.to_config()?)?;
     crate::output::emit(out, &report, |r| {
-        println!(
+        mm_run::outln!(
             "simulated {} players over {} days into {}: {} 6v6 and {} 1v1 matches, {} rows in {:.1} s ({:.0} rows/s{})",
             r.config.players,
             r.config.days,

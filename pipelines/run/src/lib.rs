@@ -2,9 +2,12 @@
 //!
 //! A run's id ([`new_run_id`]), its process figures for the run reports and benches
 //! ([`peak_rss_bytes`], [`cpu_seconds`]) and the progress of its long stages as log events
-//! ([`progress::Meter`]). Standard library, `chrono` and `tracing` only, so any crate can use it.
+//! ([`progress::Meter`]), and its printing to a standard output whose reader may close it early
+//! ([`stdout`], [`outln!`]). Standard library, `chrono` and `tracing` only, so any crate can use
+//! it.
 
 pub mod progress;
+pub mod stdout;
 
 /// A run id that sorts by time and is unique across processes and machines in practice:
 /// `YYYYMMDDTHHMMSSmmmZ-<pid><nanos>` (letters, digits and `-` only, so it can name files and
