@@ -903,7 +903,19 @@ async fn reload_phase(
         })
         .await??;
     }
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Under the load until the server has tried the corrupt version (its poll runs on its own
+    // clock, later on a busy machine): at least a second, at most 30.
+    let refused = "mm_serve_reloads_total{outcome=\"refused\"}";
+    let t0 = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let seen = metric(&http_get(&server.metrics)?, refused) >= 1.0;
+        if (seen && t0.elapsed() >= Duration::from_secs(1))
+            || t0.elapsed() >= Duration::from_secs(30)
+        {
+            break;
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     let (ms, failed, versions) = gather(tasks).await?;
     let after = client
@@ -928,7 +940,7 @@ async fn reload_phase(
         failed,
         versions_seen: versions.into_iter().collect(),
         served_after_corrupt: after,
-        refusals_in_metrics: metric(&metrics, "mm_serve_reloads_total{outcome=\"refused\"}"),
+        refusals_in_metrics: metric(&metrics, refused),
     })
 }
 
