@@ -191,7 +191,7 @@ fn subset_sums(parties: &[Party]) -> Vec<(usize, f64)> {
 
 /// The exhaustive two-team split (CoD "Lobby Phase"): fewest size difference first, then the
 /// smallest difference of skill sums; no team larger than `team_size`. Deterministic: team A
-/// (`teams[0]`) holds party 0, and among equal splits the first found wins.
+/// (`teams[0]`) holds party 0, and the same parties always give the same split.
 pub fn best_split(parties: &[Party], team_size: usize) -> Result<Split, TeamError> {
     validate(parties, team_size)?;
     let p = parties.len();
