@@ -5,9 +5,9 @@
 //! codes: 0 success, 2 bad input or usage (an unreadable or truncated file, a missing column, a
 //! bad flag), 1 anything else. Output goes through [`mm_run::outln!`]: a reader that closes
 //! standard output early (`mm evaluate ... | head -1`) stops the printing, not the command.
-//! Before the command runs, [`config`] applies `mm.toml` to the
-//! flags and [`logging`] installs the log subscriber; the whole command runs in one `run` span
-//! that carries the run id and the stage on every log line.
+//! Before the command runs, [`config`] applies `mm.toml` to the flags and [`logging`] installs
+//! the log subscriber; the whole command runs in one `run` span that carries the run id and the
+//! stage on every log line.
 
 mod args;
 mod config;

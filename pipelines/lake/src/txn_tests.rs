@@ -9,7 +9,7 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::rows::{PlayerRow, RowsBuilder, to_lake_batch};
-use crate::schema::{Outcome, quarantine_schema};
+use crate::schema::{DAY_MS, Outcome, quarantine_schema};
 use crate::store::TXN_DIR;
 
 const DAY0: i32 = 19_700;
@@ -58,7 +58,6 @@ fn quarantine_batch(run: &str, sha: &str, lines: &[i64]) -> RecordBatch {
 }
 
 const SHA: &str = "abcdef0123456789abcdef0123456789";
-const DAY_MS: i64 = crate::schema::DAY_MS;
 
 fn matches_rel(run: &str) -> PathBuf {
     Lake::partition_rel(DAY0).join(format!("part-{run}.parquet"))

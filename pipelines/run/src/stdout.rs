@@ -18,11 +18,20 @@ static ERROR: Mutex<Option<String>> = Mutex::new(None);
 
 /// Writes `args` to standard output and flushes it, unless an earlier write failed.
 pub fn write_out(args: std::fmt::Arguments<'_>) {
+    write_with(|out| out.write_fmt(args));
+}
+
+/// Writes `bytes` as they are (a generated script), as [`write_out`] does.
+pub fn write_bytes(bytes: &[u8]) {
+    write_with(|out| out.write_all(bytes));
+}
+
+fn write_with(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
     if STOPPED.load(Ordering::Relaxed) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+    if let Err(e) = write(&mut out).and_then(|()| out.flush()) {
         STOPPED.store(true, Ordering::Relaxed);
         if e.kind() != std::io::ErrorKind::BrokenPipe
             && let Ok(mut slot) = ERROR.lock()
@@ -30,11 +39,6 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
             slot.get_or_insert_with(|| e.to_string());
         }
     }
-}
-
-/// Writes `bytes` as they are (generated scripts), as [`write_out`] does.
-pub fn write_bytes(bytes: &[u8]) {
-    write_out(format_args!("{}", String::from_utf8_lossy(bytes)));
 }
 
 /// The first failure to write standard output other than a closed pipe, if any.
