@@ -597,3 +597,84 @@ fn the_whole_chain_runs_against_an_s3_server() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("s3://no-such-bucket/lake"), "{err}");
 }
+
+/// On a bucket, a run refused by a concurrent winner removes the files it published from the
+/// table it published them to (the remote branch of the lake's unpublishing): after two runs
+/// from one snapshot that share a row, the bucket holds the winner's data file only. The runs
+/// use the lake's own API in a child of this test binary (`refused_run_on_a_bucket_child`),
+/// which gets the server's address in its environment.
+#[test]
+fn a_refused_run_on_a_bucket_leaves_no_file_behind() {
+    let Some(py) = util::moto_python() else {
+        return;
+    };
+    let server = util::S3Server::start(&py);
+    server.create_bucket("lake");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "delta::refused_run_on_a_bucket_child",
+            "--ignored",
+            "--test-threads",
+            "1",
+        ])
+        .envs(server.env())
+        .env("MM_CACHE", dir.path().join("cache"))
+        .env("MM_TEST_LAKE", "s3://lake/t")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("test result: ok. 1 passed"),
+        "{text}"
+    );
+    let data: Vec<String> = server
+        .list("lake")
+        .into_iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("_delta_log"))
+        .collect();
+    assert_eq!(data, ["t/matches/day=2023-12-09/part-r1.parquet"]);
+}
+
+/// The child of `a_refused_run_on_a_bucket_leaves_no_file_behind`: two runs from one snapshot
+/// of the lake at `MM_TEST_LAKE` stage the same rows; the first commits, the second is refused.
+#[test]
+#[ignore = "run by a_refused_run_on_a_bucket_leaves_no_file_behind, with the server's address"]
+fn refused_run_on_a_bucket_child() {
+    use mm_lake::{Lake, LakeError, PlayerRow, RowsBuilder, to_lake_batch};
+    let root = std::env::var("MM_TEST_LAKE").expect("run by its parent test");
+    let lake = Lake::open_or_create(&root).unwrap();
+    let day = 19_700;
+    let stage = |run: &str| {
+        let mut b = RowsBuilder::with_capacity(2);
+        for (k, p) in ["p1", "p2"].iter().enumerate() {
+            let row = PlayerRow {
+                match_id: "m1".into(),
+                mode: "duel".into(),
+                start_ms: i64::from(day) * 86_400_000,
+                team: k as i32,
+                player_id: (*p).into(),
+                outcome: Some(if k == 0 {
+                    mm_lake::schema::Outcome::Win
+                } else {
+                    mm_lake::schema::Outcome::Loss
+                }),
+                ..PlayerRow::default()
+            };
+            b.push(&row, "test.csv", k as u64 + 1, 0, 1);
+        }
+        let mut txn = lake.begin(run).unwrap();
+        let rel = Lake::partition_rel(day).join(format!("part-{run}.parquet"));
+        txn.write_parquet(&rel, &[to_lake_batch(&b.finish()).unwrap()])
+            .unwrap();
+        txn
+    };
+    let (first, second) = (stage("r1"), stage("r2"));
+    first.commit(&serde_json::json!({"run_id": "r1"})).unwrap();
+    let err = second
+        .commit(&serde_json::json!({"run_id": "r2"}))
+        .unwrap_err();
+    assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
+}
