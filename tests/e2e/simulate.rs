@@ -420,6 +420,49 @@ fn bench_serve_runs_every_phase() {
     assert!(err.contains("--queue-searches"), "{err}");
 }
 
+/// `mm bench serve --reports` on a small load: Score alone, beside the control's Score calls and
+/// beside the reports, none failing; every acknowledged match in the lake exactly once.
+#[test]
+fn bench_serve_reports_runs_its_phases_and_lands_every_match_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = mm(&[
+        "bench",
+        "serve",
+        "--reports",
+        "--players",
+        "20000",
+        "--seconds",
+        "1",
+        "--report-rate",
+        "200",
+        "--work",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for (key, name) in [
+        ("score_alone", "Score 12"),
+        ("score_beside_score_calls", "Score 12 + Score open"),
+        ("score_calls", "Score 12 (open)"),
+        ("score_beside_reports", "Score 12 + reports"),
+        ("reports", "ReportMatch (open)"),
+    ] {
+        let p = &v[key];
+        assert_eq!(p["name"], name, "{p}");
+        assert_eq!(p["failed"], 0, "{p}");
+        assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
+    }
+    // The open loops send their calls at the rate asked: 200 in one second each.
+    assert_eq!(v["score_calls"]["requests"], 200);
+    assert_eq!(v["acknowledged"], 200);
+    assert_eq!(v["lake_rows"], 2400);
+    assert_eq!(v["lake_keys"], 2400);
+    for ratio in ["score_p99_ratio", "score_p99_ratio_control"] {
+        assert!(v[ratio].as_f64().unwrap() > 0.0, "{ratio}: {}", v[ratio]);
+    }
+}
+
 /// A reader that closes standard output early (`mm simulate ... | head -0`) stops the printing,
 /// not the command: the lake is written whole and `mm` exits 0, without a panic. A failure to
 /// write that is not a closed pipe (a full disk: `/dev/full`) fails the command, named.

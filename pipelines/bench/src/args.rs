@@ -55,9 +55,10 @@ pub struct BenchServeArgs {
     #[arg(long, default_value = "/tmp/mm-bench-serve")]
     pub work: PathBuf,
     /// Instead of the phases above: results under load. The server records into a lake in the
-    /// work directory; Score (12 players) runs alone, then beside closed loops of ReportMatch
-    /// (6v6 matches, 12 player-results each); the lake is checked to hold every acknowledged
-    /// match exactly once.
+    /// work directory; Score (12 players) runs alone, then beside an open loop of Score calls
+    /// at the report rate (the control: what any call at that rate costs it), then beside an
+    /// open loop of ReportMatch (6v6 matches, 12 player-results each); the lake is checked to
+    /// hold every acknowledged match exactly once.
     #[arg(long)]
     pub reports: bool,
     /// ReportMatch calls a second in the results phase, sent at that rate whatever the answers'

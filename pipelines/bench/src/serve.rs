@@ -489,15 +489,83 @@ where
     Ok((ms, failed))
 }
 
+/// [`open_loop`] on a connection and a runtime (one thread) of its own, as the game servers that
+/// report results are processes of their own: the closed loop's latencies then include no wait
+/// behind the open loop's tasks in one scheduler.
+fn open_loop_thread<F>(
+    url: String,
+    rate: f64,
+    seconds: f64,
+    call: F,
+) -> std::io::Result<OpenLoopThread>
+where
+    F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
+{
+    std::thread::Builder::new()
+        .name("bench-open-loop".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let client = MatcherClient::new(Channel::from_shared(url)?.connect().await?);
+                open_loop(&client, rate, seconds, call).await
+            })
+        })
+}
+
+/// An open loop's thread: the latencies (ms) of its answered calls, and how many failed.
+type OpenLoopThread = std::thread::JoinHandle<Result<(Vec<f64>, u64)>>;
+
+fn joined(h: OpenLoopThread) -> Result<(Vec<f64>, u64)> {
+    h.join()
+        .map_err(|_| anyhow::anyhow!("the open loop's thread panicked"))?
+}
+
+/// The control of the results phase: the closed loop of Score beside an open loop of Score
+/// calls (12 other players) at the reports' rate. Any call at that rate costs Score at least
+/// this much on a shared machine; what the reports cost beyond it is theirs.
+async fn control_phase(
+    client: &MatcherClient<Channel>,
+    url: &str,
+    a: &BenchServeArgs,
+    ids: &[String],
+) -> Result<(Phase, Phase)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let twelve = Arc::new(ids[..12].to_vec());
+    let scores = closed_loop(client, a.concurrency, Arc::clone(&stop), score_call(twelve)).await;
+    let others = Arc::new(ids[12..24].to_vec());
+    let open = open_loop_thread(
+        url.to_string(),
+        a.report_rate,
+        a.seconds,
+        score_call(others),
+    )?;
+    let (om, of) = tokio::task::spawn_blocking(move || joined(open)).await??;
+    stop.store(true, Ordering::Relaxed);
+    let (sm, sf, _) = gather(scores).await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    Ok((
+        phase("Score 12 + Score open", a.concurrency, sm, sf, seconds),
+        phase("Score 12 (open)", 0, om, of, seconds),
+    ))
+}
+
 #[derive(Debug, Serialize)]
 struct ReportsReport {
     players: usize,
     score_alone: Phase,
+    /// The control: Score beside Score calls at the reports' rate, and those calls.
+    score_beside_score_calls: Phase,
+    score_calls: Phase,
     score_beside_reports: Phase,
     reports: Phase,
     player_results_per_second: f64,
     /// Score's p99 beside the reports over its p99 alone.
     score_p99_ratio: f64,
+    /// Score's p99 beside the control's calls over its p99 alone.
+    score_p99_ratio_control: f64,
     /// Matches acknowledged, and the lake's rows and distinct (match, player) keys once the last
     /// flush is in.
     acknowledged: u64,
@@ -612,10 +680,9 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     publish(&root, "v0001", a.players, 1)?;
     let server = start_results(a, &root, &lake, &wal)?;
     let rt = tokio::runtime::Runtime::new()?;
+    let url = format!("http://{}", server.grpc);
     let report = rt.block_on(async {
-        let channel = Channel::from_shared(format!("http://{}", server.grpc))?
-            .connect()
-            .await?;
+        let channel = Channel::from_shared(url.clone())?.connect().await?;
         let client = MatcherClient::new(channel);
         let art = Store::new(&root).open_latest()?;
         let ids: Arc<Vec<String>> = Arc::new(
@@ -633,6 +700,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             score_call(Arc::clone(&twelve)),
         )
         .await?;
+        let (control, control_calls) = control_phase(&client, &url, a, &ids).await?;
         // Both loops at once, the log's size sampled from the metrics meanwhile.
         let stop = Arc::new(AtomicBool::new(false));
         let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -644,32 +712,24 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             score_call(Arc::clone(&twelve)),
         )
         .await;
-        // The results come from the game servers, not from the matchmaker that scores: a
-        // connection of their own.
-        let report_client = MatcherClient::new(
-            Channel::from_shared(format!("http://{}", server.grpc))?
-                .connect()
-                .await?,
-        );
-        let reports = tokio::spawn({
-            let (client, call) = (
-                report_client,
-                report_call(
-                    Arc::clone(&ids),
-                    Arc::clone(&next),
-                    art.manifest.snapshot_as_of_ms + 3_600_000,
-                ),
-            );
-            let (rate, seconds) = (a.report_rate, a.seconds);
-            async move { open_loop(&client, rate, seconds, call).await }
-        });
+        // The results come from the game servers, not from the matchmaker that scores.
+        let reports = open_loop_thread(
+            url.clone(),
+            a.report_rate,
+            a.seconds,
+            report_call(
+                Arc::clone(&ids),
+                Arc::clone(&next),
+                art.manifest.snapshot_as_of_ms + 3_600_000,
+            ),
+        )?;
         let syncs_before = http_get(&server.metrics)
             .map(|t| metric(&t, "mm_serve_log_syncs_total"))
             .unwrap_or(0.0);
         let (log_max, rss) = sample_load(&server, t0, a.seconds).await;
         let rss_half = rss.first().map(|r| r.1);
         let rss_slope = slope_per_minute(&rss);
-        let (rm, rf) = reports.await??;
+        let (rm, rf) = tokio::task::spawn_blocking(move || joined(reports)).await??;
         stop.store(true, Ordering::Relaxed);
         let (sm, sf, _) = gather(scores).await?;
         let seconds = t0.elapsed().as_secs_f64();
@@ -689,7 +749,10 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             players: a.players,
             player_results_per_second: reports.per_second * 12.0,
             score_p99_ratio: beside.p99_ms / alone.p99_ms,
+            score_p99_ratio_control: control.p99_ms / alone.p99_ms,
             score_alone: alone,
+            score_beside_score_calls: control,
+            score_calls: control_calls,
             score_beside_reports: beside,
             reports,
             acknowledged,
@@ -720,9 +783,11 @@ fn print_reports(report: &ReportsReport) {
         report.players
     );
     print_phases(
-        20,
+        22,
         [
             &report.score_alone,
+            &report.score_beside_score_calls,
+            &report.score_calls,
             &report.score_beside_reports,
             &report.reports,
         ],
@@ -732,6 +797,10 @@ fn print_reports(report: &ReportsReport) {
         report.player_results_per_second,
         report.reports.p99_ms,
         report.score_p99_ratio
+    );
+    mm_run::outln!(
+        "control: Score p99 beside as many Score calls a second as reports {:.2}x alone",
+        report.score_p99_ratio_control
     );
     mm_run::outln!(
         "log: {:.0} syncs ({:.2} reports a sync)",
@@ -790,10 +859,9 @@ pub fn run(a: &BenchServeArgs, json: bool) -> Result<()> {
     let budget = 60.0 + a.seconds * 6.0 + a.soak_seconds + a.reloads as f64 * 2.0;
     let server = start(&root, budget)?;
     let rt = tokio::runtime::Runtime::new()?;
+    let url = format!("http://{}", server.grpc);
     let report = rt.block_on(async {
-        let channel = Channel::from_shared(format!("http://{}", server.grpc))?
-            .connect()
-            .await?;
+        let channel = Channel::from_shared(url.clone())?.connect().await?;
         let mut client = MatcherClient::new(channel);
         let art = Store::new(&root).open_latest()?;
         let ids: Vec<String> = (0..art.snapshot.len().min(20_000))
