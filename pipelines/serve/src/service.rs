@@ -20,6 +20,11 @@ use crate::proto;
 use crate::queues::{Known, Queues, first_twice};
 use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
 
+/// A Score of at most this many players (a lobby's worth) runs on the request's own thread
+/// ([`MatcherService::inline`]): its work is shorter than a hand-over to the blocking pool. A
+/// larger one takes a turn on the CPU in the pool.
+pub const INLINE_SCORE_PLAYERS: usize = 64;
+
 /// The service over one model's hot-reloaded artifact.
 #[derive(Debug, Clone)]
 pub struct MatcherService {
@@ -31,7 +36,8 @@ pub struct MatcherService {
     auth: Auth,
     /// Requests whose CPU-bound work may run at once: one per core. The others wait their turn
     /// here rather than as threads on the cores, where they would delay everything else the
-    /// service does (acknowledging reports above all) by the length of the run queue.
+    /// service does (acknowledging reports above all) by the length of the run queue. (A
+    /// lobby-sized Score runs inline: [`INLINE_SCORE_PLAYERS`].)
     cpu: Arc<tokio::sync::Semaphore>,
 }
 
@@ -358,6 +364,21 @@ impl MatcherService {
         out.map(Response::new)
     }
 
+    /// Runs `f` on the request's own thread: work of a few microseconds, for which a turn on
+    /// the CPU and a hand-over to the blocking pool ([`Self::timed`]) would cost more than the
+    /// work itself.
+    fn inline<R>(
+        &self,
+        method: &str,
+        f: impl FnOnce() -> Result<R, Status>,
+    ) -> Result<Response<R>, Status> {
+        let t0 = std::time::Instant::now();
+        let out = f();
+        let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
+        self.metrics.request(method, code, t0.elapsed());
+        out.map(Response::new)
+    }
+
     /// Sets the queue's gauge from the size its response reports (no second look at the queues).
     fn queue_size<R>(&self, queue: &str, r: &Result<Response<R>, Status>, size: fn(&R) -> u64) {
         if let Ok(r) = r {
@@ -378,11 +399,15 @@ impl proto::matcher_server::Matcher for MatcherService {
         self.allow("Score", &request, Access::Read)?;
         // The artifact current now: the whole request uses it.
         let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
-        self.timed("Score", move || match &live {
+        let small = req.players.len() <= INLINE_SCORE_PLAYERS;
+        let f = move || match &live {
             Some(l) => score(&art, &req, &|id| l.state(id)),
             None => score(&art, &req, &no_state),
-        })
-        .await
+        };
+        if small {
+            return self.inline("Score", f);
+        }
+        self.timed("Score", f).await
     }
 
     async fn pair(
@@ -655,6 +680,42 @@ mod tests {
             now_ms: 0,
         };
         assert_eq!(code(empty_id), tonic::Code::InvalidArgument);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A lobby-sized Score runs inline, a larger one through the blocking pool: both answer
+    /// each player as the library scores it, and both are counted in the metrics.
+    #[tokio::test]
+    async fn inline_and_pooled_scores_answer_alike() {
+        use proto::matcher_server::Matcher;
+        let (art, dir) = artifact("inline");
+        let store = mm_artifact::Store::new(&dir);
+        let metrics = Metrics::new();
+        let svc = MatcherService::new(
+            Arc::new(mm_artifact::store::Reloader::start(store).unwrap()),
+            metrics.clone(),
+        );
+        let ids: Vec<String> = (0..INLINE_SCORE_PLAYERS + 6)
+            .map(|i| format!("p{i}"))
+            .chain((0..12).map(|i| art.snapshot.id(i).to_string()))
+            .collect();
+        let few = &ids[ids.len() - 12..];
+        assert!(few.len() <= INLINE_SCORE_PLAYERS && ids.len() > INLINE_SCORE_PLAYERS);
+        let ask = |ids: &[String]| {
+            let svc = svc.clone();
+            let req = proto::ScoreRequest::of_ids(ids, true);
+            async move { svc.score(Request::new(req)).await.unwrap().into_inner() }
+        };
+        let (inline, pooled) = (ask(few).await, ask(&ids).await);
+        let want = score(&art, &proto::ScoreRequest::of_ids(few, true), &no_state).unwrap();
+        assert_eq!(inline.players, want.players);
+        assert_eq!(pooled.players[ids.len() - 12..], want.players[..]);
+        assert!(inline.players.iter().all(|p| p.known));
+        let text = metrics.text();
+        assert!(
+            text.contains("mm_serve_requests_total{method=\"Score\",code=\"Ok\"} 2"),
+            "{text}"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
