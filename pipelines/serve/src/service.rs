@@ -359,14 +359,11 @@ impl MatcherService {
             .await
             .map_err(|e| Status::internal(format!("the request stopped: {e}")))
             .and_then(|r| r);
-        let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
-        self.metrics.request(method, code, t0.elapsed());
-        out.map(Response::new)
+        self.answered(method, t0, out)
     }
 
-    /// Runs `f` on the request's own thread: work of a few microseconds, for which a turn on
-    /// the CPU and a hand-over to the blocking pool ([`Self::timed`]) would cost more than the
-    /// work itself.
+    /// Runs `f` on the request's own thread, for work shorter than a turn on the CPU and a
+    /// hand-over to the blocking pool ([`Self::timed`]), and records it as `timed` does.
     fn inline<R>(
         &self,
         method: &str,
@@ -374,6 +371,16 @@ impl MatcherService {
     ) -> Result<Response<R>, Status> {
         let t0 = std::time::Instant::now();
         let out = f();
+        self.answered(method, t0, out)
+    }
+
+    /// Records a request's status and its latency since `t0` as `method`; the answer.
+    fn answered<R>(
+        &self,
+        method: &str,
+        t0: std::time::Instant,
+        out: Result<R, Status>,
+    ) -> Result<Response<R>, Status> {
         let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
         self.metrics.request(method, code, t0.elapsed());
         out.map(Response::new)
@@ -530,9 +537,7 @@ impl proto::matcher_server::Matcher for MatcherService {
                 "this service records no results: start it with --lake",
             )),
         };
-        let code = out.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
-        self.metrics.request("ReportMatch", code, t0.elapsed());
-        out.map(Response::new)
+        self.answered("ReportMatch", t0, out)
     }
 }
 
