@@ -529,13 +529,18 @@ async fn control_phase(
     client: &MatcherClient<Channel>,
     url: &str,
     a: &BenchServeArgs,
-    ids: &[String],
+    twelve: &Arc<Vec<String>>,
+    others: Arc<Vec<String>>,
 ) -> Result<(Phase, Phase)> {
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
-    let twelve = Arc::new(ids[..12].to_vec());
-    let scores = closed_loop(client, a.concurrency, Arc::clone(&stop), score_call(twelve)).await;
-    let others = Arc::new(ids[12..24].to_vec());
+    let scores = closed_loop(
+        client,
+        a.concurrency,
+        Arc::clone(&stop),
+        score_call(Arc::clone(twelve)),
+    )
+    .await;
     let open = open_loop_thread(
         url.to_string(),
         a.report_rate,
@@ -690,6 +695,12 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
                 .map(|i| art.snapshot.id(i).to_string())
                 .collect(),
         );
+        if ids.len() < 24 {
+            bail!(
+                "--players {}: the results phase scores 24 players",
+                a.players
+            );
+        }
         let twelve = Arc::new(ids[..12].to_vec());
         let rss_start = server.rss_mib();
         let (alone, _) = timed_phase(
@@ -700,7 +711,8 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             score_call(Arc::clone(&twelve)),
         )
         .await?;
-        let (control, control_calls) = control_phase(&client, &url, a, &ids).await?;
+        let (control, control_calls) =
+            control_phase(&client, &url, a, &twelve, Arc::new(ids[12..24].to_vec())).await?;
         // Both loops at once, the log's size sampled from the metrics meanwhile.
         let stop = Arc::new(AtomicBool::new(false));
         let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
