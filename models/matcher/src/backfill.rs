@@ -31,8 +31,9 @@
 //!
 //! Every policy backfills by these rules, and a policy may add its own
 //! ([`Policy::backfill_rule`], [`Lobbies::backfill_by`]): the threshold policy's backfills must
-//! reach its lobby threshold at the age of the lobby's open slots, with the lobby's players
-//! fixed, or the searches are cut back until they do; team EOMM's choose, among the
+//! reach its lobby threshold at the age of their oldest (a joiner, or the lobby's parties'
+//! longest wait when they joined plus the time its slots have been open, the age the CoD rules
+//! give its parties), with the lobby's players fixed, or the searches are cut back until they do; team EOMM's choose, among the
 //! oldest-first fill and alternatives that each leave out one of its searches, the set that
 //! fills the most slots and then leaves the lobby the least expected churn, within its balance
 //! bound. Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
@@ -935,8 +936,10 @@ fn in_force(own: &BackfillRule, open_age: f64) -> bool {
 
 /// A policy's own rule on lobby `l` with `joins` added (`ages`: the queue's searches' ages,
 /// s): the lobby's expected churn when it passes, or the rule it breaks (the threshold
-/// policy's [`Rule::Quality`]; team EOMM's balance bound, [`Rule::Imbalance`], at the least of
-/// the lobby's open age and the joiners' ages).
+/// policy's [`Rule::Quality`], at the greatest of the joiners' ages and the lobby's (its
+/// parties' longest wait when they joined plus its open age), as a new lobby's threshold is its
+/// oldest search's; team EOMM's balance bound,
+/// [`Rule::Imbalance`], at the least of them, as a new lobby's bound is its youngest search's).
 #[allow(clippy::too_many_arguments)]
 fn judge(
     own: &BackfillRule,
@@ -951,7 +954,15 @@ fn judge(
     match own {
         BackfillRule::Quality { rule, threshold } => {
             let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Quality)?;
-            if s.quality.total >= threshold.at(open_age) - EPS {
+            // As for a new lobby, the threshold of its oldest search: a joiner, or the lobby's
+            // longest wait when it formed (its parties' ages in the CoD rules) plus the time its
+            // slots have been open.
+            let waited = l.waited_ms.values().copied().max().unwrap_or(0) as f64 / 1e3;
+            let oldest = joins
+                .iter()
+                .map(|&(i, _)| ages[i])
+                .fold(waited + open_age, f64::max);
+            if s.quality.total >= threshold.at(oldest) - EPS {
                 Ok(s.churn)
             } else {
                 Err(Rule::Quality)

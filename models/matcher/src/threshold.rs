@@ -279,8 +279,9 @@ impl Policy for ThresholdPolicy {
         }
     }
 
-    /// Backfills reach the lobby threshold at the age of the lobby's open slots, with its
-    /// players fixed (the swap search's quality criteria).
+    /// Backfills reach the lobby threshold at the age of their oldest (a joiner, or the lobby's
+    /// longest wait when it formed plus the time its slots have been open), with its players
+    /// fixed (the swap search's quality criteria).
     fn backfill_rule(&self) -> Option<BackfillRule> {
         Some(BackfillRule::Quality {
             rule: self.max_wait_rule(),

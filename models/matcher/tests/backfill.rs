@@ -702,6 +702,39 @@ fn a_quality_gate_refuses_a_backfill_into_a_stacked_lobby() {
     }
 }
 
+/// The gate's threshold is at the age of the oldest of the open slots and the joiners, as a new
+/// lobby's is its oldest search's: a floor no lobby reaches (above 1) until 59 s, none from 60 s.
+/// Slots opened just now refuse a fresh single and take one that has searched for 60 s; slots
+/// open for 60 s take the fresh one.
+#[test]
+fn a_quality_gate_loosens_with_the_oldest_of_the_slots_and_the_joiners() {
+    let cfg = CodConfig::open(6);
+    let gate = BackfillRule::Quality {
+        rule: rule(6),
+        threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
+    };
+    for (now, started, takes) in [
+        (T0, T0, false),
+        (T0, T0 - 60_000, true),
+        (T0 + 60_000, T0 + 60_000, true),
+        (T0 + 30_000, T0, false),
+    ] {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        let l = lobby(&mut lobbies, &[(1, 0.5); 6], &[(1, 0.5); 5]);
+        let mut q = queue(vec![search(1, &[0.5], started)]);
+        let done = lobbies.backfill_by(now, &mut q, &cfg, Some(&gate));
+        assert_eq!(
+            done.len(),
+            usize::from(takes),
+            "now {now}, started {started}"
+        );
+        assert_eq!(
+            lobbies.get(l).unwrap().players()[1],
+            if takes { 6 } else { 5 }
+        );
+    }
+}
+
 /// Over the random cases: a gate no lobby can miss (0) places exactly the searches of the plain
 /// backfill, and one no lobby can reach (above 1) places none.
 #[test]

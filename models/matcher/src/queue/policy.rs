@@ -26,8 +26,10 @@ pub struct MaxWaitRule {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BackfillRule {
     /// The threshold policy's: the lobby with the searches added, its players fixed, scores at
-    /// least `threshold` at the age of its open slots, by the rule's weights and models (the
-    /// maximum wait scales the wait criterion).
+    /// least `threshold` at the age of its oldest (a joiner, or the lobby's parties' longest
+    /// wait when they joined plus the time its slots have been open; a new lobby needs its
+    /// oldest search's threshold), by the rule's weights and models (the maximum wait scales
+    /// the wait criterion).
     Quality {
         rule: MaxWaitRule,
         threshold: Backoff,
