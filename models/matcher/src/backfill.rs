@@ -33,11 +33,12 @@
 //! ([`Policy::backfill_rule`], [`Lobbies::backfill_by`]): the threshold policy's backfills must
 //! reach its lobby threshold at the age of their oldest (a joiner, or the lobby's parties'
 //! longest wait when they joined plus the time its slots have been open, the age the CoD rules
-//! give its parties), with the lobby's players fixed, or the searches are cut back until they do; team EOMM's choose, among the
-//! oldest-first fill and alternatives that each leave out one of its searches, the set that
-//! fills the most slots and then leaves the lobby the least expected churn, within its balance
-//! bound. Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
-//! maximum-wait rule places a search its policy could not.
+//! give its parties), with the lobby's players fixed, or the searches are cut back until they
+//! do; team EOMM's choose, among the oldest-first fill and alternatives that each leave out one
+//! of its searches, the set that fills the most slots and then leaves the lobby the least
+//! expected churn, within its balance bound. Slots open for the policy's maximum wait are
+//! filled by the CoD rules alone, as the maximum-wait rule places a search its policy could
+//! not.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -938,8 +939,8 @@ fn in_force(own: &BackfillRule, open_age: f64) -> bool {
 /// s): the lobby's expected churn when it passes, or the rule it breaks (the threshold
 /// policy's [`Rule::Quality`], at the greatest of the joiners' ages and the lobby's (its
 /// parties' longest wait when they joined plus its open age), as a new lobby's threshold is its
-/// oldest search's; team EOMM's balance bound,
-/// [`Rule::Imbalance`], at the least of them, as a new lobby's bound is its youngest search's).
+/// oldest search's; team EOMM's balance bound, [`Rule::Imbalance`], at the least of the lobby's
+/// open age and the joiners' ages, as a new lobby's bound is its youngest search's).
 #[allow(clippy::too_many_arguments)]
 fn judge(
     own: &BackfillRule,

@@ -735,6 +735,33 @@ fn a_quality_gate_loosens_with_the_oldest_of_the_slots_and_the_joiners() {
     }
 }
 
+/// The lobby's own age counts too: a party that joined after searching for 60 s makes the
+/// lobby's floor that of a 60-s search when its slots open again (the age the CoD rules give the
+/// party), so a fresh single fills a slot opened just now, which the same lobby with no waited
+/// party refuses (above).
+#[test]
+fn a_quality_gate_reads_the_wait_a_lobby_formed_with() {
+    let cfg = CodConfig::open(6);
+    let gate = BackfillRule::Quality {
+        rule: rule(6),
+        threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
+    };
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(1, 0.5); 6], &[(1, 0.5); 5]);
+    let mut q = queue(vec![search(1, &[0.5], T0 - 60_000)]);
+    assert_eq!(lobbies.backfill_by(T0, &mut q, &cfg, Some(&gate)).len(), 1);
+    assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+    // A player of team A leaves; the slot is offered at once to a search that starts now.
+    let first = lobbies.get(l).unwrap().teams[0][0].id;
+    lobbies.leave(l, first, 0).unwrap();
+    lobbies.open_backfill(l, T0).unwrap();
+    let mut q = queue(vec![search(2, &[0.5], T0)]);
+    let done = lobbies.backfill_by(T0, &mut q, &cfg, Some(&gate));
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].search, done[0].team), (2, 0));
+    assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+}
+
 /// Over the random cases: a gate no lobby can miss (0) places exactly the searches of the plain
 /// backfill, and one no lobby can reach (above 1) places none.
 #[test]
