@@ -702,17 +702,21 @@ fn a_quality_gate_refuses_a_backfill_into_a_stacked_lobby() {
     }
 }
 
+/// A floor no lobby reaches (above 1) until 59 s, none from 60 s.
+fn gate_from_60_s() -> BackfillRule {
+    BackfillRule::Quality {
+        rule: rule(6),
+        threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
+    }
+}
+
 /// The gate's threshold is at the age of the oldest of the open slots and the joiners, as a new
-/// lobby's is its oldest search's: a floor no lobby reaches (above 1) until 59 s, none from 60 s.
-/// Slots opened just now refuse a fresh single and take one that has searched for 60 s; slots
-/// open for 60 s take the fresh one.
+/// lobby's is its oldest search's ([`gate_from_60_s`]). Slots opened just now refuse a fresh
+/// single and take one that has searched for 60 s; slots open for 60 s take the fresh one.
 #[test]
 fn a_quality_gate_loosens_with_the_oldest_of_the_slots_and_the_joiners() {
     let cfg = CodConfig::open(6);
-    let gate = BackfillRule::Quality {
-        rule: rule(6),
-        threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
-    };
+    let gate = gate_from_60_s();
     for (now, started, takes) in [
         (T0, T0, false),
         (T0, T0 - 60_000, true),
@@ -742,10 +746,7 @@ fn a_quality_gate_loosens_with_the_oldest_of_the_slots_and_the_joiners() {
 #[test]
 fn a_quality_gate_reads_the_wait_a_lobby_formed_with() {
     let cfg = CodConfig::open(6);
-    let gate = BackfillRule::Quality {
-        rule: rule(6),
-        threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
-    };
+    let gate = gate_from_60_s();
     let mut lobbies = Lobbies::new(Mode { team_size: 6 });
     let l = lobby(&mut lobbies, &[(1, 0.5); 6], &[(1, 0.5); 5]);
     let mut q = queue(vec![search(1, &[0.5], T0 - 60_000)]);
