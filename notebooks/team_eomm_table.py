@@ -5,7 +5,8 @@
 
 One markdown table per file: every team-queue policy's waits, predicted blowouts and balance,
 skill disparity, expected churn under the churn model and under the simulator's truth, true
-blowouts and true retention over the CoD rules (paired over the players both placed); then the
+blowouts, the true balance and how much more often than our team win model predicts its
+favourite wins, and true retention over the CoD rules (paired over the players both placed); then the
 team oracle's line with its two half-oracles. With `--bounds`, one row per file of a balance-bound sweep (`task
 evaluate:balance`): team EOMM's wait, balance and true blowouts, its true retention over the CoD
 rules and the oracle's, and the share. Standard library only.
@@ -26,8 +27,9 @@ def table(label, path, only=None):
         f"{rows[0]['searches']:,} searches)",
         "",
         "| policy | mean wait | predicted blowouts | mean abs(P(win) - 1/2) | skill disparity "
-        "| expected churn (our model) | true churn | true blowouts | true retention over CoD (paired p) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| expected churn (our model) | true churn | true blowouts | true abs(P(win) - 1/2) "
+        "| favourite's excess | true retention over CoD (paired p) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in rows:
         if only and p["policy"] not in only:
@@ -39,10 +41,15 @@ def table(label, path, only=None):
             vs = f"{pt['diff']:+.5f} (p {pt['p']:.3f})"
         true_churn = f"{tr['expected_churn']:.4f}" if tr else "–"
         true_blow = f"{100 * tr['blowout_rate']:.1f}%" if tr else "–"
+        # Evaluations from before the truth's balance was recorded have none.
+        true_bal = f"{tr['mean_abs_pwin_minus_half']:.3f}" if "favourite_excess" in tr else "–"
+        # Rounded first, so that a small negative prints as +0.000, not -0.000.
+        excess = f"{round(tr['favourite_excess'], 3) + 0.0:+.3f}" if "favourite_excess" in tr else "–"
         out.append(
             f"| {p['policy']} | {p['wait_s_mean']:.1f} s | {100 * p['blowout_rate']:.1f}% "
             f"| {p['mean_abs_pwin_minus_half']:.3f} | {p['mean_skill_disparity']:.3f} "
-            f"| {p['expected_churn']:.4f} | {true_churn} | {true_blow} | {vs} |"
+            f"| {p['expected_churn']:.4f} | {true_churn} | {true_blow} | {true_bal} | {excess} "
+            f"| {vs} |"
         )
     o = t.get("oracle")
     if o:

@@ -33,6 +33,21 @@ pub(crate) fn balance(p: &OutcomeProbs, blowout_p: f64) -> (f64, bool) {
     ((pw - 0.5).abs(), pw.max(1.0 - pw) >= blowout_p)
 }
 
+/// How a lobby's predicted balance compares with the truth's, both as `P(A wins | decisive)`:
+/// the truth's `|P - 1/2|`, and how much more often than predicted the predicted favourite
+/// wins (the truth's chance minus ours, for the side ours favours; team A when even). `ours`
+/// is (A wins, draw, B wins); `truth` is the simulator's (A wins, draw, ...).
+pub(crate) fn against_truth(ours: &OutcomeProbs, truth_a_win: f64, truth_draw: f64) -> (f64, f64) {
+    let decisive = |win: f64, loss: f64| {
+        let dec = win + loss;
+        if dec > 0.0 { win / dec } else { 0.5 }
+    };
+    let p = decisive(ours.win, ours.loss);
+    let t = decisive(truth_a_win, (1.0 - truth_a_win - truth_draw).max(0.0));
+    let excess = if p >= 0.5 { t - p } else { p - t };
+    ((t - 0.5).abs(), excess)
+}
+
 /// Per-decile figures from per-decile sums: players, retained players (expected or drawn) and
 /// |P(win) - 1/2| summed over the players.
 pub(crate) fn decile_stats(
@@ -262,6 +277,34 @@ mod tests {
         assert_eq!(decile(0.95), 9);
         assert_eq!(decile(1.0), 9);
         assert_eq!(decile(-0.2), 0);
+    }
+
+    #[test]
+    fn the_truth_s_balance_and_the_favourite_s_excess_are_by_hand() {
+        // Ours: A favoured at 0.6 (no draws). The truth: A wins 0.63, draws 0.1, so
+        // P(A | decisive) = 0.7: 0.2 off one half, A wins 0.1 more often than predicted.
+        let ours = OutcomeProbs {
+            win: 0.6,
+            draw: 0.0,
+            loss: 0.4,
+        };
+        let (b, x) = against_truth(&ours, 0.63, 0.1);
+        assert!(
+            (b - 0.2).abs() < 1e-12 && (x - 0.1).abs() < 1e-12,
+            "{b} {x}"
+        );
+        // Ours favours B (0.7 of the decisive matches); the truth gives B 0.6: B wins 0.1 less
+        // often than predicted, and the truth is 0.1 off one half.
+        let ours = OutcomeProbs {
+            win: 0.24,
+            draw: 0.2,
+            loss: 0.56,
+        };
+        let (b, x) = against_truth(&ours, 0.4, 0.0);
+        assert!(
+            (b - 0.1).abs() < 1e-12 && (x + 0.1).abs() < 1e-12,
+            "{b} {x}"
+        );
     }
 
     #[test]

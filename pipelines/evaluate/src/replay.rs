@@ -32,7 +32,7 @@ use mm_matcher::queue::{Lobby, LobbyModels, Member, Mode, Policy, Queue};
 use crate::config::EvalConfig;
 use crate::error::EvalError;
 use crate::history::EvalHistory;
-use crate::measures::{Scored, balance, decile, decile_stats, mix};
+use crate::measures::{Scored, against_truth, balance, decile, decile_stats, mix};
 use crate::results::{PairTest, TeamOracle, TeamPolicyStats, TeamQueueResult, TeamTruthStats};
 use crate::stats::{Moments, paired, welch, wilson};
 use crate::team::{Arrival, ORACLES, TEAM_POLICIES, Truth, eomm_config, policy};
@@ -106,6 +106,8 @@ struct Acc {
     /// seat's churn (NaN when not placed) for the paired tests.
     true_churn: Moments,
     true_blowouts: f64,
+    true_balance: f64,
+    favourite_excess: f64,
     true_by_seat: Vec<f64>,
 }
 
@@ -144,6 +146,14 @@ fn record(
     if let Some(t) = truth {
         let o = t.lobby(lobby, arr);
         acc.true_blowouts += o[2] + o[3];
+        let ours = mm_matcher::scoring::OutcomeProbs {
+            win: lobby.p[0],
+            draw: lobby.p[1],
+            loss: lobby.p[2],
+        };
+        let (balance, excess) = against_truth(&ours, o[0], o[1]);
+        acc.true_balance += balance;
+        acc.favourite_excess += excess;
         for (side, team) in lobby.teams.iter().enumerate() {
             for &id in team {
                 for &k in &arr[id as usize].seats {
@@ -381,6 +391,8 @@ fn policy_stats(
             expected_churn: acc.true_churn.mean,
             expected_churn_ci95: acc.true_churn.ci(0.95),
             blowout_rate: acc.true_blowouts / lob,
+            mean_abs_pwin_minus_half: acc.true_balance / lob,
+            favourite_excess: acc.favourite_excess / lob,
         }),
     }
 }

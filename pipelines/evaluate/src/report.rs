@@ -732,8 +732,12 @@ fn team_truth_section(h: &mut String, t: &TeamQueueResult) {
         "<h3>Under the simulator's truth</h3><p>The same lobbies scored by the kill race's true \
          win, draw and blowout probabilities and each player's true churn after a win, a draw, \
          a close loss and a blowout loss (the simulator's players stop more often after a \
-         blowout loss). Paired tests over the players both policies placed.</p><table><tr>\
+         blowout loss). Paired tests over the players both policies placed. Balance: \
+         |P(A wins | decisive) - 1/2| by our team win model and by the truth; the favourite's \
+         excess is how much more often than our model predicts its favourite wins under the \
+         truth.</p><table><tr>\
          <th>policy</th><th>true churn per player (95% CI)</th><th>true blowouts per lobby</th>\
+         <th>balance, ours / true</th><th>favourite's excess</th>\
          <th>true retention over the CoD rules (paired p)</th></tr>",
     );
     for x in &t.policies {
@@ -754,12 +758,16 @@ fn team_truth_section(h: &mut String, t: &TeamQueueResult) {
             );
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{} ({} – {})</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{} ({} – {})</td><td>{}</td><td>{} / {}</td><td>{:+.4}</td>\
+             <td>{}</td></tr>",
             escape(&x.label),
             decimals(tr.expected_churn, 4),
             decimals(tr.expected_churn_ci95.0, 4),
             decimals(tr.expected_churn_ci95.1, 4),
             decimals(tr.blowout_rate, 4),
+            decimals(x.mean_abs_pwin_minus_half, 3),
+            decimals(tr.mean_abs_pwin_minus_half, 3),
+            tr.favourite_excess,
             vs
         );
     }
@@ -1212,13 +1220,20 @@ fn team_summary(s: &mut String, t: &TeamQueueResult) {
         s,
         "team queue replay ({n}v{n}, tick {} s): policy, placed/unplaced searches, mean wait s, \
          p90 wait s, predicted blowouts, |P(win)-1/2|, skill disparity, party parity, \
-         predicted churn per player; under the truth: churn, blowouts",
+         predicted churn per player; under the truth: churn, blowouts, |P(win)-1/2|, the \
+         favourite's excess",
         t.tick_s,
         n = t.team_size
     );
     for x in &t.policies {
         let truth = x.truth.as_ref().map_or_else(String::new, |tr| {
-            format!(" {:>8.4} {:>6.3}", tr.expected_churn, tr.blowout_rate)
+            format!(
+                " {:>8.4} {:>6.3} {:>6.3} {:>+7.4}",
+                tr.expected_churn,
+                tr.blowout_rate,
+                tr.mean_abs_pwin_minus_half,
+                tr.favourite_excess
+            )
         });
         let _ = writeln!(
             s,

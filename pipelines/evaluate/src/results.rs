@@ -308,6 +308,13 @@ pub struct TeamTruthStats {
     pub expected_churn_ci95: (f64, f64),
     /// Expected share of lobbies that end in a blowout (score difference above the game's).
     pub blowout_rate: f64,
+    /// Mean `|P(A wins | decisive) - 1/2|` under the true outcome probabilities, beside the
+    /// policy's own `mean_abs_pwin_minus_half` by our team win model.
+    pub mean_abs_pwin_minus_half: f64,
+    /// Mean over the lobbies of how much more often than our team win model predicts its
+    /// favourite wins a decisive match under the truth (positive: the lobbies are more uneven,
+    /// in the direction our model sees, than it thinks).
+    pub favourite_excess: f64,
 }
 
 /// The replay's results.

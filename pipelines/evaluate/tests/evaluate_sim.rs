@@ -299,6 +299,18 @@ fn team_queue_replay_accounts_for_every_search() {
             .expect("a simulated lake scores every policy by its truth");
         assert!(truth.expected_churn > 0.0 && truth.expected_churn < 1.0);
         assert!((0.0..=1.0).contains(&truth.blowout_rate));
+        // The truth's balance, and how much more often our model's favourite wins than it
+        // predicts: lobby by lobby the favourite's true chance is our chance plus the excess, so
+        // the truth is off one half by at least our model's imbalance plus the excess.
+        assert!((0.0..=0.5).contains(&truth.mean_abs_pwin_minus_half));
+        assert!(truth.favourite_excess.abs() <= 0.5);
+        assert!(
+            truth.mean_abs_pwin_minus_half
+                >= p.mean_abs_pwin_minus_half + truth.favourite_excess - 1e-9,
+            "{}: {truth:?} against our {}",
+            p.label,
+            p.mean_abs_pwin_minus_half
+        );
     }
     // Every pair of policies has a paired test under the truth, antisymmetric; the oracle
     // figures are those of the oracle's and team EOMM's tests against the CoD rules.

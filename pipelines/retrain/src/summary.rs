@@ -316,8 +316,19 @@ fn queue_lines(tq: &Value, first: &dyn Fn(&Value) -> Vec<Value>) -> Vec<String> 
         ));
         let t = &p["truth"];
         if t.is_object() {
+            // Evaluations from before the truth's balance was recorded have none.
+            let balance = if t["favourite_excess"].is_number() {
+                // Rounded first, so that a small negative prints as +0.000, not -0.000.
+                let excess = (f(&t["favourite_excess"]) * 1e3).round() / 1e3 + 0.0;
+                format!(
+                    ", |P(win)-1/2| {:.3}, favourite {excess:+.3}",
+                    f(&t["mean_abs_pwin_minus_half"])
+                )
+            } else {
+                String::new()
+            };
             lines.push(format!(
-                "            {:<15} under the truth: churn {:.4}, blowouts {:.1}%",
+                "            {:<15} under the truth: churn {:.4}, blowouts {:.1}%{balance}",
                 "",
                 f(&t["expected_churn"]),
                 100.0 * f(&t["blowout_rate"])
@@ -542,6 +553,37 @@ mod tests {
             lines[at + 1],
             "            half-oracles: true churn with our win model +0.00080 (p 0.040, 50%), our \
              churn with the true outcomes +0.00120 (p 0.000, 75%)"
+        );
+    }
+
+    /// Under the truth: churn and blowouts, and, from evaluations that record them, the true
+    /// balance and the favourite's excess (a small negative prints as +0.000).
+    #[test]
+    fn the_truth_line_gives_the_true_balance_when_recorded() {
+        let mut e = team_queue(0.020);
+        e["team_queue"]["policies"][0]["truth"] = serde_json::json!({
+            "expected_churn": 0.2156, "blowout_rate": 0.068,
+            "mean_abs_pwin_minus_half": 0.1319, "favourite_excess": -0.0002
+        });
+        e["team_queue"]["policies"][2]["truth"] = serde_json::json!({
+            "expected_churn": 0.2155, "blowout_rate": 0.081,
+            "mean_abs_pwin_minus_half": 0.173, "favourite_excess": 0.0271
+        });
+        e["team_queue"]["policies"][1]["truth"] =
+            serde_json::json!({"expected_churn": 0.2156, "blowout_rate": 0.067});
+        let lines = eval_lines(&e);
+        let truth: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains("under the truth"))
+            .map(|l| l.trim_start())
+            .collect();
+        assert_eq!(
+            truth,
+            [
+                "under the truth: churn 0.2156, blowouts 6.8%, |P(win)-1/2| 0.132, favourite +0.000",
+                "under the truth: churn 0.2156, blowouts 6.7%",
+                "under the truth: churn 0.2155, blowouts 8.1%, |P(win)-1/2| 0.173, favourite +0.027",
+            ]
         );
     }
 
