@@ -26,10 +26,15 @@ pub(crate) fn decile(p: f64) -> usize {
     ((p * 10.0).floor().max(0.0) as usize).min(9)
 }
 
+/// `P(win | decisive)`: a win's share of the decisive outcomes (1/2 when there are none).
+fn decisive_win(win: f64, loss: f64) -> f64 {
+    let dec = win + loss;
+    if dec > 0.0 { win / dec } else { 0.5 }
+}
+
 /// |P(win | decisive) - 1/2| of a pairing, and whether it is a predicted blowout.
 pub(crate) fn balance(p: &OutcomeProbs, blowout_p: f64) -> (f64, bool) {
-    let dec = p.win + p.loss;
-    let pw = if dec > 0.0 { p.win / dec } else { 0.5 };
+    let pw = decisive_win(p.win, p.loss);
     ((pw - 0.5).abs(), pw.max(1.0 - pw) >= blowout_p)
 }
 
@@ -38,12 +43,8 @@ pub(crate) fn balance(p: &OutcomeProbs, blowout_p: f64) -> (f64, bool) {
 /// wins (the truth's chance minus ours, for the side ours favours; team A when even). `ours`
 /// is (A wins, draw, B wins); `truth` is the simulator's (A wins, draw, ...).
 pub(crate) fn against_truth(ours: &OutcomeProbs, truth_a_win: f64, truth_draw: f64) -> (f64, f64) {
-    let decisive = |win: f64, loss: f64| {
-        let dec = win + loss;
-        if dec > 0.0 { win / dec } else { 0.5 }
-    };
-    let p = decisive(ours.win, ours.loss);
-    let t = decisive(truth_a_win, (1.0 - truth_a_win - truth_draw).max(0.0));
+    let p = decisive_win(ours.win, ours.loss);
+    let t = decisive_win(truth_a_win, (1.0 - truth_a_win - truth_draw).max(0.0));
     let excess = if p >= 0.5 { t - p } else { p - t };
     ((t - 0.5).abs(), excess)
 }
