@@ -282,30 +282,23 @@ mod tests {
 
     #[test]
     fn the_truth_s_balance_and_the_favourite_s_excess_are_by_hand() {
-        // Ours: A favoured at 0.6 (no draws). The truth: A wins 0.63, draws 0.1, so
-        // P(A | decisive) = 0.7: 0.2 off one half, A wins 0.1 more often than predicted.
-        let ours = OutcomeProbs {
-            win: 0.6,
-            draw: 0.0,
-            loss: 0.4,
-        };
-        let (b, x) = against_truth(&ours, 0.63, 0.1);
-        assert!(
-            (b - 0.2).abs() < 1e-12 && (x - 0.1).abs() < 1e-12,
-            "{b} {x}"
-        );
-        // Ours favours B (0.7 of the decisive matches); the truth gives B 0.6: B wins 0.1 less
-        // often than predicted, and the truth is 0.1 off one half.
-        let ours = OutcomeProbs {
-            win: 0.24,
-            draw: 0.2,
-            loss: 0.56,
-        };
-        let (b, x) = against_truth(&ours, 0.4, 0.0);
-        assert!(
-            (b - 0.1).abs() < 1e-12 && (x + 0.1).abs() < 1e-12,
-            "{b} {x}"
-        );
+        // (ours: A wins, draw, B wins; the truth: A wins, draw; the truth's |P - 1/2|; excess)
+        let cases = [
+            // A favoured at 0.6; the truth's P(A | decisive) = 0.63 / 0.9 = 0.7: 0.2 off one
+            // half, A wins 0.1 more often than predicted.
+            ([0.6, 0.0, 0.4], (0.63, 0.1), 0.2, 0.1),
+            // B favoured at 0.7 of the decisive matches; the truth gives B 0.6: 0.1 off one
+            // half, B wins 0.1 less often than predicted.
+            ([0.24, 0.2, 0.56], (0.4, 0.0), 0.1, -0.1),
+        ];
+        for ([win, draw, loss], (t_win, t_draw), want_b, want_x) in cases {
+            let ours = OutcomeProbs { win, draw, loss };
+            let (b, x) = against_truth(&ours, t_win, t_draw);
+            assert!(
+                (b - want_b).abs() < 1e-12 && (x - want_x).abs() < 1e-12,
+                "{b} {x}"
+            );
+        }
     }
 
     #[test]
