@@ -3,6 +3,7 @@
 
 pub mod baselines;
 pub mod percentile;
+pub mod perf;
 pub mod raw;
 pub mod team;
 pub mod win;

@@ -222,6 +222,20 @@ pub fn fit_win_skill(
     players: usize,
     cfg: &WinSkillFit,
 ) -> Result<WinSkill, WinSkillError> {
+    fit_win_skill_from(data, &vec![0.0; players], cfg)
+}
+
+/// Fits the strengths of `init.len()` players on `data`, starting from `init` (a warm start:
+/// the optimum is the same, the solver's path shorter when `init` is near it).
+///
+/// # Errors
+/// As [`fit_win_skill`].
+pub fn fit_win_skill_from(
+    data: &WinMatches,
+    init: &[f64],
+    cfg: &WinSkillFit,
+) -> Result<WinSkill, WinSkillError> {
+    let players = init.len();
     if !(cfg.alpha.is_finite() && cfg.alpha > 0.0) {
         return Err(WinSkillError::Alpha(cfg.alpha));
     }
@@ -248,7 +262,7 @@ pub fn fit_win_skill(
         .map_err(|e| WinSkillError::Solver(e.to_string()))?;
     let res = Executor::new(problem, solver)
         .configure(|s| {
-            s.param(Array1::zeros(players))
+            s.param(Array1::from(init.to_vec()))
                 .max_iters(cfg.max_iterations)
         })
         .run()
