@@ -110,8 +110,9 @@ pub enum SkillBasis {
     /// The online raw skill (`raw_skill`), what every artifact before format 5 used.
     #[default]
     RawSkill,
-    /// The whole-history Bradley-Terry strength (`win_skill` in the snapshot, format 5 on;
-    /// `mm-trainer`'s `skill::win` documents it).
+    /// The whole-history strength `mm fit skill` chose (`win_skill` in the snapshot, format 5
+    /// on): Bradley-Terry on the outcomes or least squares on the in-match metric
+    /// (`mm-trainer`'s `skill::win` and `skill::perf` document them).
     WinSkill,
 }
 

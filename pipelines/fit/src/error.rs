@@ -17,6 +17,8 @@ pub enum FitError {
     Team(#[from] TeamFitError),
     #[error(transparent)]
     WinSkill(#[from] mm_trainer::skill::win::WinSkillError),
+    #[error(transparent)]
+    PerfSkill(#[from] mm_trainer::skill::perf::PerfSkillError),
     #[error("{path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("feature query: {0}")]

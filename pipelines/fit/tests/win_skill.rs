@@ -1,5 +1,5 @@
-//! The win skill in `mm fit skill` on a simulated 1v1 world, judged against the simulator's
-//! ground truth (issue 29).
+//! The win skill in `mm fit skill` on simulated 1v1 and 6v6 worlds, judged against the
+//! simulator's ground truth (issues 29 and 56).
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float64Type;
+use mm_fit::skill::win::WinEstimator;
 use mm_fit::{Metric, SkillConfig, fit_skill};
 use mm_lake::parquet_io::read_parquet_columns;
 use mm_sim::{SimConfig, simulate};
@@ -68,8 +69,17 @@ fn the_win_skill_ranks_and_predicts_better_than_raw_skill_on_a_duel_world() {
     eprintln!("{w:?}");
     assert!(w.exported, "{}", w.reason);
     assert!(w.converged && w.players > 1_000);
-    let (wl, rl) = (w.win_log_loss.unwrap(), w.raw_log_loss.unwrap());
-    assert!(wl < rl, "win skill {wl} against raw skill {rl}");
+    // A 1v1 scored by outcome has one measurement a match either way: the outcomes' fit wins.
+    assert_eq!(w.estimator, Some(WinEstimator::Outcomes));
+    let (wl, pl, rl) = (
+        w.win_log_loss.unwrap(),
+        w.perf_log_loss.unwrap(),
+        w.raw_log_loss.unwrap(),
+    );
+    assert!(
+        wl < rl && wl <= pl,
+        "win skill {wl}, performance {pl}, raw skill {rl}"
+    );
     let team: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("team_model.json")).unwrap()).unwrap();
     let model: TeamWinModel = serde_json::from_value(team["model"].clone()).unwrap();
@@ -96,7 +106,7 @@ fn the_win_skill_ranks_and_predicts_better_than_raw_skill_on_a_duel_world() {
             .unwrap_or_else(|| panic!("{s} not in the report"))
     };
     assert!(at("<h2>Team win model on raw skill") < at("<p>Pairwise ("));
-    assert!(at("<p>Pairwise (") < at("<h2>Win skill (whole-history Bradley-Terry; exported"));
+    assert!(at("<p>Pairwise (") < at("<h2>Win skill (a whole-history strength; exported"));
     assert!(html.ends_with("</p></body></html>"));
 
     // Against the truth: players' true skill at the end of the history.
@@ -122,4 +132,50 @@ fn the_win_skill_ranks_and_predicts_better_than_raw_skill_on_a_duel_world() {
     assert!((model.skill_coef - report.team_model_final.unwrap().skill_coef).abs() < 1e-12);
     let schema = read_parquet_columns(&out.join("players.parquet"), None).unwrap()[0].schema();
     assert!(schema.field_with_name("win_skill").is_err());
+}
+
+/// On a 6v6 world scored by kills per enemy death, the performance strength (twelve
+/// measurements a match) predicts the last ten days better than the outcomes' fit, so it is
+/// the candidate against raw skill; it is exported exactly when its log-loss is below raw
+/// skill's, and the exported team model then reads it.
+#[test]
+fn the_performance_strength_is_the_candidate_on_a_team_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    simulate(&SimConfig {
+        lake: lake.clone(),
+        players: 5_000,
+        days: 60,
+        duel_share: 0.0,
+        seed: 4343,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let out = dir.path().join("skill");
+    let report = fit_skill(&SkillConfig {
+        mode: Some("tdm-6v6".into()),
+        metric: Metric::KillsPerEnemyDeath,
+        ..SkillConfig::new(lake.clone(), out.clone())
+    })
+    .unwrap();
+    let w = report.win_skill.unwrap();
+    eprintln!("{w:?}");
+    assert_eq!(w.estimator, Some(WinEstimator::Performance));
+    let (wl, pl, rl) = (
+        w.win_log_loss.unwrap(),
+        w.perf_log_loss.unwrap(),
+        w.raw_log_loss.unwrap(),
+    );
+    assert!(pl + 0.02 < wl, "outcomes {wl}, performance {pl}");
+    assert_eq!(w.chosen_log_loss(), Some(pl));
+    assert_eq!(w.exported, pl < rl, "performance {pl}, raw skill {rl}");
+    let team: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("team_model.json")).unwrap()).unwrap();
+    let model: TeamWinModel = serde_json::from_value(team["model"].clone()).unwrap();
+    let basis = if w.exported {
+        SkillBasis::WinSkill
+    } else {
+        SkillBasis::RawSkill
+    };
+    assert_eq!(model.basis, basis);
 }

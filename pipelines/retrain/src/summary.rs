@@ -155,9 +155,14 @@ fn skill_lines(s: &Value) -> Vec<String> {
     let w = &s["win_skill"];
     if w.is_object() {
         lines.push(if w["exported"].as_bool() == Some(true) {
+            // Fits from before the performance strength have no estimator: the outcomes'.
+            let (name, loss) = match w["estimator"].as_str() {
+                Some("performance") => ("performance", &w["perf_log_loss"]),
+                _ => ("outcomes", &w["win_log_loss"]),
+            };
             format!(
-                "  win skill exported, the team model reads it: log-loss {:.4} against raw skill's {:.4} on the last ten days",
-                f(&w["win_log_loss"]),
+                "  win skill ({name}) exported, the team model reads it: log-loss {:.4} against raw skill's {:.4} on the last ten days",
+                f(loss),
                 f(&w["raw_log_loss"])
             )
         } else {
@@ -464,7 +469,15 @@ mod tests {
         })));
         assert_eq!(
             exported.last().unwrap(),
-            "  win skill exported, the team model reads it: log-loss 0.6350 against raw skill's 0.6465 on the last ten days"
+            "  win skill (outcomes) exported, the team model reads it: log-loss 0.6350 against raw skill's 0.6465 on the last ten days"
+        );
+        let performance = skill_lines(&metrics(serde_json::json!({
+            "exported": true, "estimator": "performance", "win_log_loss": 0.6172,
+            "perf_log_loss": 0.5693, "raw_log_loss": 0.5734, "reason": ""
+        })));
+        assert_eq!(
+            performance.last().unwrap(),
+            "  win skill (performance) exported, the team model reads it: log-loss 0.5693 against raw skill's 0.5734 on the last ten days"
         );
         let kept = skill_lines(&metrics(serde_json::json!({
             "exported": false, "win_log_loss": 0.6493, "raw_log_loss": 0.5644,

@@ -69,6 +69,18 @@ impl Metric {
         Metric::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// The metric on the scale a least-squares fit reads: the logarithm of the ratio metrics
+    /// (kills per enemy death, score per minute), whose differences are relative; the others as
+    /// they are. `NaN` (not fitted) for a ratio that is not positive.
+    #[must_use]
+    pub fn fit_scale(self, value: f64) -> f64 {
+        match self {
+            Metric::KillsPerEnemyDeath | Metric::ScorePerMinute if value > 0.0 => value.ln(),
+            Metric::KillsPerEnemyDeath | Metric::ScorePerMinute => f64::NAN,
+            Metric::Perf | Metric::Outcome => value,
+        }
+    }
+
     /// The metric of one row; `NaN` when the columns it reads are missing (that player is not
     /// compared in the match).
     #[must_use]

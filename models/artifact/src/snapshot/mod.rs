@@ -16,7 +16,8 @@
 //!   next more than the churn horizon later (format 3 on: an older snapshot loads it as 0; only
 //!   a churn model with the churn history features reads it);
 //! - `win_skill`, last and only when the team win model reads it (format 5 on): the player's
-//!   whole-history Bradley-Terry strength in log-odds (`mm-trainer`'s `skill::win`).
+//!   whole-history strength (`mm-trainer`'s `skill::win` on the outcomes, in log-odds, or
+//!   `skill::perf` on the in-match metric, as `mm fit skill` chose).
 //!
 //! It is written with parquet's own column API (no arrow), zstd, in row groups of
 //! [`ROW_GROUP`] rows that load in parallel.

@@ -308,11 +308,12 @@ pub struct FitSkillArgs {
     #[arg(long, default_value_t = mm_fit::MAX_TUNE_ROWS)]
     pub max_tune_rows: usize,
     /// Do not fit the whole-history win skill: the exported team win model reads raw skill.
-    /// By default the win skill (a Bradley-Terry fit on the most recent two-team matches) is
+    /// By default the win skill (the better of a Bradley-Terry fit on the outcomes and a
+    /// least-squares fit on the in-match metric, over the most recent two-team matches) is
     /// exported with its model when it predicts the last 10 days better than raw skill.
     #[arg(long)]
     pub no_win_skill: bool,
-    /// The most recent two-team matches the win skill is fitted on (memory: about 100 bytes a
+    /// The most recent two-team matches the win skill is fitted on (memory: about 150 bytes a
     /// 6v6 match).
     #[arg(long, default_value_t = mm_fit::skill::win::MAX_WIN_MATCHES)]
     pub max_win_matches: usize,

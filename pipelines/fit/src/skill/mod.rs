@@ -505,7 +505,11 @@ fn final_run(
     win: &Windows,
     team_cfg: &TeamFitConfig,
 ) -> Result<FinalRun, FitError> {
-    let mut collector = WinCollector::new(cfg.max_win_matches, cfg.until_ms.unwrap_or(i64::MAX));
+    let mut collector = WinCollector::new(
+        cfg.max_win_matches,
+        cfg.until_ms.unwrap_or(i64::MAX),
+        cfg.metric,
+    );
     if !complete {
         drop(run);
         tracing::info!("skill: replaying every day of the lake with the chosen model");
@@ -541,8 +545,9 @@ fn log_win_skill(report: &crate::skill::win::WinSkillReport) {
         },
         if report.exported {
             format!(
-                "log-loss {:.4} against raw skill's {:.4} over the last {} days",
-                report.win_log_loss.unwrap_or(f64::NAN),
+                "{} strength, log-loss {:.4} against raw skill's {:.4} over the last {} days",
+                report.estimator.map_or("", |e| e.name()),
+                report.chosen_log_loss().unwrap_or(f64::NAN),
                 report.raw_log_loss.unwrap_or(f64::NAN),
                 crate::skill::win::CALIBRATION_DAYS
             )

@@ -367,11 +367,15 @@ fn team_model(h: &mut String, r: &SkillReport) {
 fn win_skill_html(h: &mut String, w: &crate::skill::win::WinSkillReport) {
     let _ = write!(
         h,
-        "<h2>Win skill (whole-history Bradley-Terry; {})</h2><p>Fitted on the {} most recent \
-         two-team matches of {} ({} to {}; {} decisive, {} players, L2 penalty {}). Calibrated on \
-         the {} matches from {} ({} decisive) with the strengths fitted before them ({} decisive \
-         matches): log-loss of the decisive ones {} against raw skill's {} (each through a team \
-         model fitted on those matches).{}</p>",
+        "<h2>Win skill (a whole-history strength; {})</h2><p>Two strengths per player, fitted \
+         on the {} most recent two-team matches of {} ({} to {}; {} decisive, {} players): \
+         Bradley-Terry on the decisive matches' outcomes (L2 penalty {}), and least squares on \
+         each row's in-match metric against the opponents' mean strength (L2 penalty {}, each \
+         match weighted by a half-life of {} days). Calibrated on the {} matches from {} ({} \
+         decisive; {} decisive matches before them), each predicted by the strengths refitted on \
+         every match before its {}-day step: log-loss of the decisive ones {} (outcomes) and {} \
+         (performance) against raw skill's {} (each through a team model fitted on those \
+         matches).{}{}</p>",
         if w.exported {
             "exported: the team win model reads it"
         } else {
@@ -384,14 +388,23 @@ fn win_skill_html(h: &mut String, w: &crate::skill::win::WinSkillReport) {
         w.decisive,
         w.players,
         decimals(w.alpha, 3),
+        decimals(w.perf_lambda, 3),
+        decimals(w.perf_half_life_days, 1),
         w.calibration_matches,
         escape(&w.calibration_from),
         w.calibration_decisive,
         w.early_decisive,
+        crate::skill::win::CALIBRATION_STEP_DAYS,
         w.win_log_loss
+            .map_or_else(|| "-".to_string(), |x| decimals(x, 4)),
+        w.perf_log_loss
             .map_or_else(|| "-".to_string(), |x| decimals(x, 4)),
         w.raw_log_loss
             .map_or_else(|| "-".to_string(), |x| decimals(x, 4)),
+        w.estimator.map_or_else(String::new, |e| format!(
+            " The better of the two: {}.",
+            e.name()
+        )),
         if w.reason.is_empty() {
             String::new()
         } else {
@@ -403,7 +416,7 @@ fn win_skill_html(h: &mut String, w: &crate::skill::win::WinSkillReport) {
             h,
             "<p>Exported model: logit P(A wins | decisive) = {} × win-skill-sum difference + {} \
              × party-member difference + {} × party-spread difference (win-skill units); final \
-             fit {} L-BFGS iterations{}.</p>",
+             fit {} iterations{}.</p>",
             decimals(t.skill_coef, 3),
             decimals(t.party_members_coef, 4),
             decimals(t.party_spread_coef, 4),

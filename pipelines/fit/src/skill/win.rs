@@ -1,26 +1,29 @@
-//! The win skill in `mm fit skill` (issue 29): the most recent two-team matches, kept in bounded
-//! memory as the replay goes; a Bradley-Terry fit on them (`mm-trainer`'s `skill::win`); its
-//! out-of-sample calibration into a team win model; and the choice, on the same later matches,
-//! between that model and raw skill's.
+//! The win skill in `mm fit skill` (issues 29 and 56): the most recent two-team matches, kept
+//! in bounded memory as the replay goes; two whole-history strengths fitted on them, a
+//! Bradley-Terry fit on the outcomes (`mm-trainer`'s `skill::win`) and a least-squares fit on the
+//! rows' in-match metric (`skill::perf`); their out-of-sample calibration into team win models;
+//! and the choice, on the same later matches, between the better of them and raw skill's.
 //!
-//! Calibration: the strengths fitted on the matches before the last [`CALIBRATION_DAYS`] days
-//! predict those days' matches, and a team win model (skill, party terms, draws) is fitted on
-//! those predictions. Raw skill's model is fitted on the same matches from each row's pre-match
+//! Calibration: the strengths fitted on the matches before each [`CALIBRATION_STEP_DAYS`] of
+//! the last [`CALIBRATION_DAYS`] days predict that step's matches (a rolling origin), and a team
+//! win model (skill, party terms, draws) is fitted on those predictions. Raw skill's model is fitted on the same matches from each row's pre-match
 //! raw skill. Both predict matches their skill has not seen, with the same few coefficients, so
-//! their log-losses compare. The win skill is exported when its log-loss is the lower: then the
-//! strengths fitted on every kept match, with the calibrated model's coefficients.
+//! their log-losses compare. The better strength is exported when its log-loss is also below
+//! raw skill's: then that strength fitted on every kept match, with the calibrated model's
+//! coefficients.
 
 use std::collections::VecDeque;
 
+use mm_trainer::skill::perf::{PerfMatches, PerfSkillFit, fit_perf_skill, fit_perf_skill_from};
 use mm_trainer::skill::team::{
     FitTeamWinModel, SkillBasis, TeamFitConfig, TeamSample, TeamWinModel,
 };
-use mm_trainer::skill::win::{WinMatches, WinSkillFit, fit_win_skill};
+use mm_trainer::skill::win::{WinMatches, WinSkillFit, fit_win_skill, fit_win_skill_from};
 use mm_trainer::stats::{BinaryScore, sigmoid};
 use serde::Serialize;
 
 use crate::error::FitError;
-use crate::skill::history::History;
+use crate::skill::history::{History, Metric};
 use crate::skill::replay::sample_of;
 
 /// Days at the end of the kept matches that calibrate the win skill and choose between it and
@@ -28,11 +31,49 @@ use crate::skill::replay::sample_of;
 pub const CALIBRATION_DAYS: i64 = 10;
 
 /// Default of the most recent two-team matches kept for the win skill. At about 12 players a
-/// match (6v6) they hold about 100 MB; players with no kept match get win skill 0.
+/// match (6v6) they hold about 150 MB; players with no kept match get win skill 0.
 pub const MAX_WIN_MATCHES: usize = 1_000_000;
 
 /// The fewest decisive matches before the calibration days, and in them, for a win skill.
 pub const MIN_WIN_DECISIVE: usize = 1_000;
+
+/// Steps of the calibration days: before each, the strengths are refitted on the matches
+/// before it, so they predict matches 0 to 2 days after their fit, as an evaluation's held-out
+/// day after a retrain does. Raw skill's model reads each row's pre-match value, current to
+/// the match. In one 10-day step (each strength fitted once, before the calibration days) the
+/// whole-history strengths were up to ten days older than raw skill, and lost to it on the
+/// bundled world (log-loss 0.5706 against 0.5630) although on its held-out day the performance
+/// strength predicted better (win/draw/loss log-loss 0.6850 against 0.7114); in 2-day steps
+/// 0.5606.
+pub const CALIBRATION_STEP_DAYS: i64 = 2;
+
+/// Half-life in days of a match's weight in the performance strength's fit, counted back from
+/// the fit's last match: a player's skill drifts, and older matches say less about it now.
+/// Chosen with the penalty (`PerfSkillFit`'s default) on the calibration log-loss of a 60-day
+/// 6v6 world (seed 9103, no other use): 0.5681 at 20 days, 0.5691 at 10, 0.5688 at 40 and
+/// 0.5702 without decay.
+pub const PERF_HALF_LIFE_DAYS: f64 = 20.0;
+
+/// Which whole-history strength the win skill is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WinEstimator {
+    /// Bradley-Terry on the decisive matches' outcomes (`mm-trainer`'s `skill::win`).
+    Outcomes,
+    /// Least squares on the rows' in-match metric against the opponents' strength
+    /// (`mm-trainer`'s `skill::perf`).
+    Performance,
+}
+
+impl WinEstimator {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            WinEstimator::Outcomes => "outcomes",
+            WinEstimator::Performance => "performance",
+        }
+    }
+}
 
 /// One kept match: its rows are the next `len` of the kept players and parties.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +93,9 @@ pub struct WinCollector {
     kept: VecDeque<Kept>,
     players: VecDeque<u32>,
     parties: VecDeque<u16>,
+    /// Each kept row's metric on the performance fit's scale (`NaN`: unknown).
+    ys: VecDeque<f32>,
+    metric: Metric,
     offered: u64,
 }
 
@@ -71,21 +115,38 @@ pub struct WinSkillReport {
     pub early_decisive: u64,
     pub calibration_matches: u64,
     pub calibration_decisive: u64,
-    /// L2 penalty (`1 / C`).
+    /// L2 penalty of the outcomes' fit (`1 / C`).
     pub alpha: f64,
+    /// L2 penalty and recency half-life of the performance fit.
+    pub perf_lambda: f64,
+    pub perf_half_life_days: f64,
     /// The final fit's L-BFGS iterations and whether it converged.
     pub iterations: u64,
     pub converged: bool,
-    /// Mean log-loss of decisive calibration matches, win skill (strengths from before them)
-    /// and raw skill (each row's pre-match value), each through a team win model fitted on
-    /// those matches.
+    /// Mean log-loss of decisive calibration matches: the outcomes' and the performance
+    /// strengths (fitted before them) and raw skill (each row's pre-match value), each through
+    /// a team win model fitted on those matches.
     pub win_log_loss: Option<f64>,
+    pub perf_log_loss: Option<f64>,
     pub raw_log_loss: Option<f64>,
-    /// The win skill's calibrated model, whether it was exported, and why not when not.
+    /// The better of the two strengths, its calibrated model, whether it was exported, and
+    /// why not when not.
+    pub estimator: Option<WinEstimator>,
     pub model: Option<TeamWinModel>,
     pub exported: bool,
     pub reason: String,
     pub seconds: f64,
+}
+
+impl WinSkillReport {
+    /// The calibration log-loss of the strength chosen ([`WinSkillReport::estimator`]).
+    #[must_use]
+    pub fn chosen_log_loss(&self) -> Option<f64> {
+        match self.estimator? {
+            WinEstimator::Outcomes => self.win_log_loss,
+            WinEstimator::Performance => self.perf_log_loss,
+        }
+    }
 }
 
 /// The exported win skill: a strength per player (by the fit's player number) and the team win
@@ -97,15 +158,18 @@ pub struct WinFit {
 }
 
 impl WinCollector {
-    /// Keeps the latest `cap` two-team matches starting before `until`.
+    /// Keeps the latest `cap` two-team matches starting before `until`, with their rows'
+    /// `metric`.
     #[must_use]
-    pub fn new(cap: usize, until: i64) -> Self {
+    pub fn new(cap: usize, until: i64, metric: Metric) -> Self {
         WinCollector {
             cap: cap.max(1),
             until,
             kept: VecDeque::new(),
             players: VecDeque::new(),
             parties: VecDeque::new(),
+            ys: VecDeque::new(),
+            metric,
             offered: 0,
         }
     }
@@ -139,11 +203,15 @@ impl WinCollector {
             });
             self.players.extend(&h.player[lo..hi]);
             self.parties.extend(&h.party[lo..hi]);
+            let metric = self.metric;
+            self.ys
+                .extend(h.metric[lo..hi].iter().map(|&x| metric.fit_scale(x) as f32));
             if self.kept.len() > self.cap
                 && let Some(old) = self.kept.pop_front()
             {
                 self.players.drain(..usize::from(old.len));
                 self.parties.drain(..usize::from(old.len));
+                self.ys.drain(..usize::from(old.len));
             }
         }
     }
@@ -162,35 +230,37 @@ impl WinCollector {
         let players_v: Vec<u32> = self.players.into_iter().collect();
         let parties_v: Vec<u16> = self.parties.into_iter().collect();
         let kept: Vec<Kept> = self.kept.into_iter().collect();
-        let mut offsets = Vec::with_capacity(kept.len() + 1);
-        offsets.push(0usize);
-        for k in &kept {
-            offsets.push(offsets.last().copied().unwrap_or(0) + usize::from(k.len));
-        }
+        let ys_v: Vec<f32> = self.ys.into_iter().collect();
+        let offsets: Vec<usize> = std::iter::once(0)
+            .chain(kept.iter().scan(0, |end, k| {
+                *end += usize::from(k.len);
+                Some(*end)
+            }))
+            .collect();
         let first = kept.first().map_or(0, |k| k.start_ms);
         let last = kept.last().map_or(0, |k| k.start_ms);
         let end = last.saturating_add(1).min(self.until);
         let cal_from = end - CALIBRATION_DAYS * mm_lake::schema::DAY_MS;
         let decisive = |k: &Kept| k.raw.outcome == 0.0 || k.raw.outcome == 1.0;
         let (local, global) = compact(&players_v, players);
-        let build = |pick: &dyn Fn(&Kept) -> bool| {
-            let mut d = WinMatches::new();
-            for (m, k) in kept.iter().enumerate() {
-                if decisive(k) && pick(k) {
-                    let rows = &players_v[offsets[m]..offsets[m + 1]];
-                    let ids: Vec<u32> = rows.iter().map(|&p| local[p as usize]).collect();
-                    let (a, b) = ids.split_at(usize::from(k.split));
-                    d.push(a, b, k.raw.outcome == 1.0);
-                }
-            }
-            d
+        let rows = Rows {
+            kept: &kept,
+            offsets: &offsets,
+            players: &players_v,
+            parties: &parties_v,
+            ys: &ys_v,
+            local: &local,
         };
-        let early = build(&|k| k.start_ms < cal_from);
+        let early = kept
+            .iter()
+            .filter(|k| k.start_ms < cal_from && decisive(k))
+            .count();
         let cal: Vec<usize> = (0..kept.len())
             .filter(|&m| kept[m].start_ms >= cal_from)
             .collect();
         let cal_decisive = cal.iter().filter(|&&m| decisive(&kept[m])).count();
         let cfg = WinSkillFit::default();
+        let perf_cfg = PerfSkillFit::default();
         let mut report = WinSkillReport {
             offered_matches: self.offered,
             kept_matches: kept.len() as u64,
@@ -199,75 +269,84 @@ impl WinCollector {
             first_kept: mm_lake::schema::ms_time(first),
             calibration_from: mm_lake::schema::ms_time(cal_from),
             last_kept: mm_lake::schema::ms_time(last),
-            early_decisive: early.len() as u64,
+            early_decisive: early as u64,
             calibration_matches: cal.len() as u64,
             calibration_decisive: cal_decisive as u64,
             alpha: cfg.alpha,
+            perf_lambda: perf_cfg.lambda,
+            perf_half_life_days: PERF_HALF_LIFE_DAYS,
             iterations: 0,
             converged: false,
             win_log_loss: None,
+            perf_log_loss: None,
             raw_log_loss: None,
+            estimator: None,
             model: None,
             exported: false,
             reason: String::new(),
             seconds: 0.0,
         };
-        if early.len() < MIN_WIN_DECISIVE || cal_decisive < MIN_WIN_DECISIVE {
+        if early < MIN_WIN_DECISIVE || cal_decisive < MIN_WIN_DECISIVE {
             report.reason = format!(
                 "too few decisive matches: {} before the last {CALIBRATION_DAYS} days and {} in \
                  them (at least {MIN_WIN_DECISIVE} each)",
-                early.len(),
-                cal_decisive
+                early, cal_decisive
             );
             report.seconds = t0.elapsed().as_secs_f64();
             return Ok((None, report));
         }
-        let theta_early = fit_win_skill(&early, global.len(), &cfg)?.theta;
-        drop(early);
-        let win_samples = Rows {
-            kept: &kept,
-            offsets: &offsets,
-            players: &players_v,
-            parties: &parties_v,
-        }
-        .samples(&cal, |p| theta_early[local[p as usize] as usize]);
+        // Each whole-history strength, refitted before each step of the calibration days,
+        // predicts them through a team win model calibrated on them.
+        let (win_samples, perf_samples) = rows.rolling(&cal, cal_from, end, global.len())?;
+        let (win_model, w) = calibrated(&win_samples, team_cfg)?;
+        let (perf_model, p) = calibrated(&perf_samples, team_cfg)?;
         let raw_samples: Vec<TeamSample> = cal.iter().map(|&m| kept[m].raw).collect();
-        let mut win_model = crate::skill::with_blowout(&win_samples, team_cfg)?;
-        win_model.basis = SkillBasis::WinSkill;
         let raw_model = TeamWinModel::fit(&raw_samples, team_cfg)?;
-        let (w, r) = (
-            decisive_log_loss(&win_model, &win_samples),
-            decisive_log_loss(&raw_model, &raw_samples),
-        );
+        let r = decisive_log_loss(&raw_model, &raw_samples);
         report.win_log_loss = Some(w);
+        report.perf_log_loss = Some(p);
         report.raw_log_loss = Some(r);
-        report.model = Some(win_model);
-        if w >= r || win_model.skill_coef <= 0.0 {
+        // The better of the two strengths (a model that reads a strength backwards is not a
+        // candidate), then against raw skill.
+        let (estimator, model, loss) =
+            if p < w && perf_model.skill_coef > 0.0 || win_model.skill_coef <= 0.0 {
+                (WinEstimator::Performance, perf_model, p)
+            } else {
+                (WinEstimator::Outcomes, win_model, w)
+            };
+        report.estimator = Some(estimator);
+        report.model = Some(model);
+        if loss >= r || model.skill_coef <= 0.0 {
             report.reason = format!(
                 "raw skill predicts the last {CALIBRATION_DAYS} days at least as well \
-                 (log-loss {r:.4} against {w:.4})"
+                 (log-loss {r:.4} against {loss:.4}, {})",
+                estimator.name()
             );
             report.seconds = t0.elapsed().as_secs_f64();
             return Ok((None, report));
         }
-        let all = build(&|_| true);
-        let full = fit_win_skill(&all, global.len(), &cfg)?;
-        report.iterations = full.iterations;
-        report.converged = full.converged;
+        let (fitted, iterations, converged) = rows.refit(estimator, global.len(), end)?;
+        report.iterations = iterations;
+        report.converged = converged;
         report.exported = true;
         let mut theta = vec![0.0; players];
         for (l, &g) in global.iter().enumerate() {
-            theta[g as usize] = full.theta[l];
+            theta[g as usize] = fitted[l];
         }
         report.seconds = t0.elapsed().as_secs_f64();
-        Ok((
-            Some(WinFit {
-                theta,
-                model: win_model,
-            }),
-            report,
-        ))
+        Ok((Some(WinFit { theta, model }), report))
     }
+}
+
+/// The team win model reading a strength, fitted on `samples`, and its mean log-loss on their
+/// decisive ones.
+fn calibrated(
+    samples: &[TeamSample],
+    team_cfg: &TeamFitConfig,
+) -> Result<(TeamWinModel, f64), FitError> {
+    let mut model = crate::skill::with_blowout(samples, team_cfg)?;
+    model.basis = SkillBasis::WinSkill;
+    Ok((model, decisive_log_loss(&model, samples)))
 }
 
 /// Compact numbering of the players of the kept matches: each fit player's compact index
@@ -291,9 +370,114 @@ struct Rows<'a> {
     offsets: &'a [usize],
     players: &'a [u32],
     parties: &'a [u16],
+    /// Each row's metric on the performance fit's scale.
+    ys: &'a [f32],
+    /// Each fit player's compact index.
+    local: &'a [u32],
 }
 
 impl Rows<'_> {
+    /// The decisive matches `pick` keeps, for the outcomes' fit (compact player indices).
+    fn outcomes(&self, pick: &dyn Fn(&Kept) -> bool) -> WinMatches {
+        let mut d = WinMatches::new();
+        let mut ids = Vec::new();
+        for (m, k) in self.kept.iter().enumerate() {
+            if (k.raw.outcome == 0.0 || k.raw.outcome == 1.0) && pick(k) {
+                ids.clear();
+                ids.extend(
+                    self.players[self.offsets[m]..self.offsets[m + 1]]
+                        .iter()
+                        .map(|&p| self.local[p as usize]),
+                );
+                let (a, b) = ids.split_at(usize::from(k.split));
+                d.push(a, b, k.raw.outcome == 1.0);
+            }
+        }
+        d
+    }
+
+    /// The team samples of the calibration matches `cal` (in time order, from `cal_from` to
+    /// `end`) by rolling origin, for the outcomes' and the performance strengths: before each
+    /// [`CALIBRATION_STEP_DAYS`] both are refitted on every kept match before the step
+    /// (warm-started from the previous step's), as a retrain schedule refits them, and they
+    /// read that step's matches.
+    fn rolling(
+        &self,
+        cal: &[usize],
+        cal_from: i64,
+        end: i64,
+        players: usize,
+    ) -> Result<(Vec<TeamSample>, Vec<TeamSample>), FitError> {
+        let step = CALIBRATION_STEP_DAYS * mm_lake::schema::DAY_MS;
+        let (mut win, mut perf) = (vec![0.0; players], vec![0.0; players]);
+        let (mut win_samples, mut perf_samples) = (Vec::new(), Vec::new());
+        let mut from = cal_from;
+        while from < end {
+            let to = from.saturating_add(step).min(end);
+            let chunk: Vec<usize> = cal
+                .iter()
+                .copied()
+                .filter(|&m| (from..to).contains(&self.kept[m].start_ms))
+                .collect();
+            if !chunk.is_empty() {
+                let before = |k: &Kept| k.start_ms < from;
+                win = fit_win_skill_from(&self.outcomes(&before), &win, &WinSkillFit::default())?
+                    .theta;
+                let data = self.performance(&before, from);
+                perf = fit_perf_skill_from(&data, &perf, &PerfSkillFit::default())?.theta;
+                win_samples.extend(self.samples(&chunk, |p| win[self.local[p as usize] as usize]));
+                perf_samples
+                    .extend(self.samples(&chunk, |p| perf[self.local[p as usize] as usize]));
+            }
+            from = to;
+        }
+        Ok((win_samples, perf_samples))
+    }
+
+    /// `estimator`'s strengths of the `players` compact players fitted on every kept match
+    /// (performance weighted by age at `end`), its iterations and whether it converged.
+    fn refit(
+        &self,
+        estimator: WinEstimator,
+        players: usize,
+        end: i64,
+    ) -> Result<(Vec<f64>, u64, bool), FitError> {
+        Ok(match estimator {
+            WinEstimator::Outcomes => {
+                let full =
+                    fit_win_skill(&self.outcomes(&|_| true), players, &WinSkillFit::default())?;
+                (full.theta, full.iterations, full.converged)
+            }
+            WinEstimator::Performance => {
+                let data = self.performance(&|_| true, end);
+                let full = fit_perf_skill(&data, players, &PerfSkillFit::default())?;
+                (full.theta, full.iterations, full.converged)
+            }
+        })
+    }
+
+    /// The matches `pick` keeps whose rows all have a metric, for the performance fit, each
+    /// weighted by its age at `to_ms` ([`PERF_HALF_LIFE_DAYS`]).
+    fn performance(&self, pick: &dyn Fn(&Kept) -> bool, to_ms: i64) -> PerfMatches {
+        let mut d = PerfMatches::new();
+        let (mut ids, mut y) = (Vec::new(), Vec::new());
+        for (m, k) in self.kept.iter().enumerate() {
+            let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+            if !pick(k) || self.ys[lo..hi].iter().any(|v| !v.is_finite()) {
+                continue;
+            }
+            ids.clear();
+            ids.extend(self.players[lo..hi].iter().map(|&p| self.local[p as usize]));
+            y.clear();
+            y.extend(self.ys[lo..hi].iter().map(|&v| f64::from(v)));
+            let split = usize::from(k.split);
+            let age_days = (to_ms - k.start_ms).max(0) as f64 / mm_lake::schema::DAY_MS as f64;
+            let w = 0.5f64.powf(age_days / PERF_HALF_LIFE_DAYS);
+            d.push(&ids[..split], &y[..split], &ids[split..], &y[split..], w);
+        }
+        d
+    }
+
     /// The team samples of matches `ms` with each player's skill from `skill` (by fit player),
     /// each keeping its raw-skill sample's margin.
     fn samples(&self, ms: &[usize], skill: impl Fn(u32) -> f64) -> Vec<TeamSample> {
