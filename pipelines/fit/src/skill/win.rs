@@ -6,9 +6,9 @@
 //!
 //! Calibration: the strengths fitted on the matches before each [`CALIBRATION_STEP_DAYS`] of
 //! the last [`CALIBRATION_DAYS`] days predict that step's matches (a rolling origin), and a team
-//! win model (skill, party terms, draws) is fitted on those predictions. Raw skill's model is fitted on the same matches from each row's pre-match
-//! raw skill. Both predict matches their skill has not seen, with the same few coefficients, so
-//! their log-losses compare. The better strength is exported when its log-loss is also below
+//! win model (skill, party terms, draws) is fitted on those predictions. Raw skill's model is
+//! fitted on the same matches from each row's pre-match raw skill. Each predicts matches its
+//! skill has not seen, with the same few coefficients, so their log-losses compare. The better strength is exported when its log-loss is also below
 //! raw skill's: then that strength fitted on every kept match, with the calibrated model's
 //! coefficients.
 
@@ -42,9 +42,9 @@ pub const MIN_WIN_DECISIVE: usize = 1_000;
 /// day after a retrain does. Raw skill's model reads each row's pre-match value, current to
 /// the match. In one 10-day step (each strength fitted once, before the calibration days) the
 /// whole-history strengths were up to ten days older than raw skill, and lost to it on the
-/// bundled world (log-loss 0.5706 against 0.5630) although on its held-out day the performance
-/// strength predicted better (win/draw/loss log-loss 0.6850 against 0.7114); in 2-day steps
-/// 0.5606.
+/// bundled world (`mm fit skill` on its 6v6 matches: log-loss 0.5706 against 0.5630) although
+/// on its held-out day the performance strength predicted better (win/draw/loss log-loss 0.6850
+/// against 0.7114); in 2-day steps 0.5606.
 pub const CALIBRATION_STEP_DAYS: i64 = 2;
 
 /// Half-life in days of a match's weight in the performance strength's fit, counted back from
@@ -120,12 +120,13 @@ pub struct WinSkillReport {
     /// L2 penalty and recency half-life of the performance fit.
     pub perf_lambda: f64,
     pub perf_half_life_days: f64,
-    /// The final fit's L-BFGS iterations and whether it converged.
+    /// The final fit's iterations (L-BFGS for the outcomes, conjugate gradient for the
+    /// performance) and whether it converged.
     pub iterations: u64,
     pub converged: bool,
     /// Mean log-loss of decisive calibration matches: the outcomes' and the performance
-    /// strengths (fitted before them) and raw skill (each row's pre-match value), each through
-    /// a team win model fitted on those matches.
+    /// strengths (refitted before each step of them) and raw skill (each row's pre-match
+    /// value), each through a team win model fitted on those matches.
     pub win_log_loss: Option<f64>,
     pub perf_log_loss: Option<f64>,
     pub raw_log_loss: Option<f64>,
