@@ -130,8 +130,9 @@ impl PerfMatches {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PerfSkillFit {
     /// L2 penalty on the strengths, in units of one full-weight row's squared error. Default
-    /// 0.3: on a 60-day 6v6 world's last ten days (`mm-fit`'s calibration), log-loss 0.5681
-    /// against 0.5688 at 1 and 0.5723 at 3 (0.1 did no better).
+    /// 0.3: on a 60-day 6v6 world's last ten days (`mm-fit`'s calibration, the world of its
+    /// `PERF_HALF_LIFE_DAYS`), log-loss 0.5661 against 0.5666 at 1 and 0.5696 at 3 (0.5660 at
+    /// 0.1).
     pub lambda: f64,
     pub max_iterations: u64,
     /// Stop when the residual of the normal equations is this fraction of their right-hand side.

@@ -42,16 +42,18 @@ pub const MIN_WIN_DECISIVE: usize = 1_000;
 /// day after a retrain does. Raw skill's model reads each row's pre-match value, current to
 /// the match. In one 10-day step (each strength fitted once, before the calibration days) the
 /// whole-history strengths were up to ten days older than raw skill, and lost to it on the
-/// bundled world (`mm fit skill` on its 6v6 matches: log-loss 0.5706 against 0.5630) although
-/// on its held-out day the performance strength predicted better (win/draw/loss log-loss 0.6850
-/// against 0.7114); in 2-day steps 0.5606.
+/// bundled world (`mm fit skill` on its 6v6 matches with this constant at 10: log-loss 0.5706
+/// against 0.5630) although on its held-out day the performance strength predicted better
+/// (win/draw/loss log-loss 0.6850 against 0.7114, exported by an edited build); in 2-day steps
+/// 0.5606.
 pub const CALIBRATION_STEP_DAYS: i64 = 2;
 
 /// Half-life in days of a match's weight in the performance strength's fit, counted back from
 /// the fit's last match: a player's skill drifts, and older matches say less about it now.
 /// Chosen with the penalty (`PerfSkillFit`'s default) on the calibration log-loss of a 60-day
-/// 6v6 world (seed 9103, no other use): 0.5681 at 20 days, 0.5691 at 10, 0.5688 at 40 and
-/// 0.5702 without decay.
+/// 6v6 world that no figure reports (`mm simulate --players 5000 --days 60 --duel-share 0
+/// --seed 9103`, then `mm fit skill --mode tdm-6v6` with this constant changed): 0.5661 at 20
+/// days, 0.5680 at 10, 0.5666 at 40 and 0.5682 without decay.
 pub const PERF_HALF_LIFE_DAYS: f64 = 20.0;
 
 /// Which whole-history strength the win skill is.
