@@ -109,6 +109,20 @@ impl Metric {
 mod tests {
     use super::*;
 
+    /// The least-squares scale: the ratio metrics' logarithm (not defined at 0), the others as
+    /// they are.
+    #[test]
+    fn the_fit_scale_by_hand() {
+        let ln = |m: Metric, x: f64| m.fit_scale(x);
+        assert!((ln(Metric::KillsPerEnemyDeath, 3.0) - 3f64.ln()).abs() < 1e-15);
+        assert!((ln(Metric::ScorePerMinute, 0.5) + 2f64.ln()).abs() < 1e-15);
+        assert!(ln(Metric::KillsPerEnemyDeath, 0.0).is_nan());
+        assert!(ln(Metric::ScorePerMinute, -1.0).is_nan());
+        assert!(ln(Metric::KillsPerEnemyDeath, f64::NAN).is_nan());
+        assert_eq!(ln(Metric::Perf, 0.6), 0.6);
+        assert_eq!(ln(Metric::Outcome, 0.5), 0.5);
+    }
+
     /// Hand cases of the definitions above.
     #[test]
     fn each_metric_by_hand() {
