@@ -247,6 +247,8 @@ impl WinCollector {
         let decisive = |k: &Kept| k.raw.outcome == 0.0 || k.raw.outcome == 1.0;
         let (local, global) = compact(&players_v, players);
         let rows = Rows {
+            win_cfg: WinSkillFit::default(),
+            perf_cfg: PerfSkillFit::default(),
             kept: &kept,
             offsets: &offsets,
             players: &players_v,
@@ -262,8 +264,6 @@ impl WinCollector {
             .filter(|&m| kept[m].start_ms >= cal_from)
             .collect();
         let cal_decisive = cal.iter().filter(|&&m| decisive(&kept[m])).count();
-        let cfg = WinSkillFit::default();
-        let perf_cfg = PerfSkillFit::default();
         let mut report = WinSkillReport {
             offered_matches: self.offered,
             kept_matches: kept.len() as u64,
@@ -275,8 +275,8 @@ impl WinCollector {
             early_decisive: early as u64,
             calibration_matches: cal.len() as u64,
             calibration_decisive: cal_decisive as u64,
-            alpha: cfg.alpha,
-            perf_lambda: perf_cfg.lambda,
+            alpha: rows.win_cfg.alpha,
+            perf_lambda: rows.perf_cfg.lambda,
             perf_half_life_days: PERF_HALF_LIFE_DAYS,
             iterations: 0,
             converged: false,
@@ -369,6 +369,9 @@ fn compact(rows: &[u32], players: usize) -> (Vec<u32>, Vec<u32>) {
 
 /// The kept matches' rows: match `m`'s players and parties are `offsets[m]..offsets[m + 1]`.
 struct Rows<'a> {
+    /// How the two strengths are fitted (the report states the same penalties).
+    win_cfg: WinSkillFit,
+    perf_cfg: PerfSkillFit,
     kept: &'a [Kept],
     offsets: &'a [usize],
     players: &'a [u32],
@@ -424,10 +427,9 @@ impl Rows<'_> {
                 .collect();
             if !chunk.is_empty() {
                 let before = |k: &Kept| k.start_ms < from;
-                win = fit_win_skill_from(&self.outcomes(&before), &win, &WinSkillFit::default())?
-                    .theta;
+                win = fit_win_skill_from(&self.outcomes(&before), &win, &self.win_cfg)?.theta;
                 let data = self.performance(&before, from);
-                perf = fit_perf_skill_from(&data, &perf, &PerfSkillFit::default())?.theta;
+                perf = fit_perf_skill_from(&data, &perf, &self.perf_cfg)?.theta;
                 win_samples.extend(self.samples(&chunk, |p| win[self.local[p as usize] as usize]));
                 perf_samples
                     .extend(self.samples(&chunk, |p| perf[self.local[p as usize] as usize]));
@@ -447,13 +449,12 @@ impl Rows<'_> {
     ) -> Result<(Vec<f64>, u64, bool), FitError> {
         Ok(match estimator {
             WinEstimator::Outcomes => {
-                let full =
-                    fit_win_skill(&self.outcomes(&|_| true), players, &WinSkillFit::default())?;
+                let full = fit_win_skill(&self.outcomes(&|_| true), players, &self.win_cfg)?;
                 (full.theta, full.iterations, full.converged)
             }
             WinEstimator::Performance => {
                 let data = self.performance(&|_| true, end);
-                let full = fit_perf_skill(&data, players, &PerfSkillFit::default())?;
+                let full = fit_perf_skill(&data, players, &self.perf_cfg)?;
                 (full.theta, full.iterations, full.converged)
             }
         })
