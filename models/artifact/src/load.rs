@@ -43,6 +43,11 @@ pub struct SkillFile {
     /// between retrains uses the same (format 5 files without it update with none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub party_offsets: Option<PartyAdjustment>,
+    /// How a service and a continued retrain update the win skill after a match (format 7 on,
+    /// with the snapshot's `win_mass`); absent: the win skill stays the snapshot's until the
+    /// next full fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub win_update: Option<crate::skill::WinSkillUpdate>,
 }
 
 /// `churn.json`: the churn model and its label.
@@ -359,6 +364,10 @@ impl Artifact {
             .raw_skill
             .check()
             .map_err(|e| invalid(&p(SKILL_FILE), e.to_string()))?;
+        if let Some(u) = &skill.win_update {
+            u.check()
+                .map_err(|e| invalid(&p(SKILL_FILE), format!("win_update: {e}")))?;
+        }
         let percentiles: PercentileMap = parse(
             &p(PERCENTILES_FILE),
             &read_verified(dir, &manifest, PERCENTILES_FILE)?,
@@ -426,6 +435,15 @@ impl Artifact {
                 &p(PLAYERS_FILE),
                 format!(
                     "{TEAM_WIN_FILE} reads the win skill, and the snapshot has no win_skill column"
+                ),
+            ));
+        }
+        if skill.win_update.is_some() && !snapshot.has_win_mass() {
+            return Err(invalid(
+                &p(PLAYERS_FILE),
+                format!(
+                    "{SKILL_FILE} updates the win skill after a match (win_update), and the \
+                     snapshot has no win_mass column"
                 ),
             ));
         }

@@ -18,16 +18,25 @@ use sha2::{Digest, Sha256};
 /// 6 added the blowout terms (the team win model's `blowout`, the churn model's `blowout`):
 /// a format-5 reader does not know them and reads the rest as before (team EOMM then weighs
 /// every loss alike), so they raise no reader format.
-pub const FORMAT_VERSION: u32 = 6;
+/// 7 added the win skill's update after a match (`skill.json`'s `win_update` and the
+/// snapshot's `win_mass`); a format-6 reader refuses that snapshot's columns, so such an
+/// artifact needs a format-7 reader.
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest reader format that reads every artifact this crate writes.
-pub const MIN_READER_FORMAT: u32 = 5;
+pub const MIN_READER_FORMAT: u32 = 7;
 
-/// The oldest reader format that reads an artifact whose churn model has `spec` and whose team
-/// win model reads the win skill or not (`win_skill`): 5 with the win skill, else 4 with an
-/// outcome pattern, else 3.
+/// The oldest reader format that reads an artifact whose churn model has `spec`, with the
+/// snapshot's win-skill columns `win`: 7 with the win skill's masses, 5 with the win skill
+/// alone, else 4 with an outcome pattern, else 3.
 #[must_use]
-pub fn min_reader_format(spec: &crate::features::FeatureSpec, win_skill: bool) -> u32 {
-    if win_skill {
+pub fn min_reader_format(
+    spec: &crate::features::FeatureSpec,
+    win: crate::snapshot::WinColumns,
+) -> u32 {
+    use crate::snapshot::WinColumns;
+    if win == WinColumns::SkillAndMass {
+        7
+    } else if win == WinColumns::Skill {
         5
     } else if spec.outcome_pattern > 0 {
         4
@@ -131,17 +140,22 @@ mod tests {
     use crate::features::FeatureSpec;
 
     /// Only a model with an outcome pattern needs a format-4 reader, only one with the win skill a
-    /// format-5 reader.
+    /// format-5 reader, and only one that updates it a format-7 reader.
     #[test]
     fn a_pattern_raises_the_reader_format() {
+        use crate::snapshot::WinColumns;
         let plain = FeatureSpec::default();
-        assert_eq!(min_reader_format(&plain, false), 3);
+        assert_eq!(min_reader_format(&plain, WinColumns::None), 3);
         let pattern = FeatureSpec {
             outcome_pattern: 3,
             ..plain
         };
-        assert_eq!(min_reader_format(&pattern, false), 4);
-        assert_eq!(min_reader_format(&plain, true), MIN_READER_FORMAT);
+        assert_eq!(min_reader_format(&pattern, WinColumns::None), 4);
+        assert_eq!(min_reader_format(&plain, WinColumns::Skill), 5);
+        assert_eq!(
+            min_reader_format(&plain, WinColumns::SkillAndMass),
+            MIN_READER_FORMAT
+        );
         const { assert!(MIN_READER_FORMAT <= FORMAT_VERSION) };
     }
 }

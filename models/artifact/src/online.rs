@@ -12,8 +12,10 @@
 //!    from the lake (`mm-fit`'s `played_query`): the score difference to the mean opponent,
 //!    the performance rank in the lobby, and whether it was a blowout loss.
 //!
-//! The win skill (a whole-history fit) is not updated between retrains: a player keeps the
-//! snapshot's value, and a new player has 0.
+//! 4. the **win skill**, when the team win model reads it and the artifact says how to update
+//!    it (`skill.json`'s `win_update`, format 7 on): the step of [`crate::skill::win`] from the
+//!    players' win skills and masses, on the same metric. Without it, a player keeps the
+//!    snapshot's win skill until the next full fit, and a new player has 0.
 //!
 //! ```
 //! use mm_artifact::online::{FinishedMatch, LiveUpdater, ResultRow};
@@ -45,11 +47,13 @@ use crate::Outcome;
 use crate::features::Played;
 use crate::load::{Artifact, SkillFile};
 use crate::skill::raw::Slot;
+use crate::skill::win::WinSlot;
 use crate::skill::{
-    LobbySlot, Metric, PerfColumns, RoleComparison, RoleStats, ValidRawSkillParams, update_lobby,
+    LobbySlot, Metric, PerfColumns, RoleComparison, RoleStats, ValidRawSkillParams, WinSkillUpdate,
+    update_lobby,
 };
 use crate::snapshot::PlayerState;
-use crate::team::party_sd;
+use crate::team::{SkillBasis, party_sd};
 
 /// One player's row of a finished match: the lake's columns that the update reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +131,8 @@ pub struct LiveUpdater {
     percentiles: crate::percentile::PercentileMap,
     spec: crate::features::FeatureSpec,
     blowout_margin: f64,
+    /// The win skill's update, when the team win model reads the win skill.
+    win: Option<WinSkillUpdate>,
     roles: RoleStats,
     role_names: Vec<String>,
     lobby: Vec<LobbySlot>,
@@ -147,6 +153,10 @@ impl LiveUpdater {
             percentiles: art.percentiles.clone(),
             spec: art.churn.model.spec,
             blowout_margin: art.churn.blowout_margin,
+            win: art.skill.win_update.filter(|_| {
+                art.team_win
+                    .is_some_and(|t| t.basis == SkillBasis::WinSkill)
+            }),
             roles: RoleStats::default(),
             role_names: Vec::new(),
             lobby: Vec::new(),
@@ -167,18 +177,48 @@ impl LiveUpdater {
     pub fn apply(&mut self, m: &FinishedMatch, before: Vec<PlayerState>) -> Vec<PlayerState> {
         debug_assert_eq!(before.len(), m.rows.len());
         let skills = self.skills_after(m, &before);
+        let win = self.win_after(m, &before);
         let played = played_of(m, self.blowout_margin);
         before
             .into_iter()
             .zip(skills)
             .zip(played)
-            .map(|((mut s, raw), p)| {
+            .enumerate()
+            .map(|(k, ((mut s, raw), p))| {
                 s.raw_skill = raw;
                 s.percentile = self.percentiles.percentile(raw);
+                if let Some(&(skill, mass)) = win.get(k) {
+                    s.win_skill = skill;
+                    s.win_mass = mass;
+                }
                 s.record(p, &self.spec);
                 s
             })
             .collect()
+    }
+
+    /// Step 4: each row's win skill and mass after the match (empty when not updated).
+    fn win_after(&self, m: &FinishedMatch, before: &[PlayerState]) -> Vec<(f64, f64)> {
+        let Some(u) = self.win else {
+            return Vec::new();
+        };
+        let slots: Vec<WinSlot> = m
+            .rows
+            .iter()
+            .zip(before)
+            .map(|(r, s)| WinSlot {
+                skill: s.win_skill,
+                mass: s.win_mass,
+                as_of_ms: s.last_seen_ms,
+                team: r.team,
+                metric: self.metric.value(&PerfColumns {
+                    outcome: Some(r.outcome),
+                    ..r.stats
+                }),
+                outcome: r.outcome,
+            })
+            .collect();
+        u.after(self.metric, m.start_ms, &slots)
     }
 
     /// Step 1: each row's raw skill after the match.

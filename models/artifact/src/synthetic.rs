@@ -77,6 +77,7 @@ pub fn player_states(players: usize, history: usize, as_of_ms: i64, seed: u64) -
                 player_id: format!("p{i:08}"),
                 raw_skill: raw,
                 win_skill: 4.0 * raw,
+                win_mass: r.unit() * n as f64,
                 percentile: r.unit(),
                 games: n as u64 + r.next() % 200,
                 churned_gaps: r.next() % (n as u64 + 1),
@@ -170,6 +171,7 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
                 metric: "kills-per-enemy-death".into(),
                 raw_skill: RawSkillParams::default(),
                 party_offsets: team.party_adjustment(),
+                win_update: None,
             }),
         ),
         (PERCENTILES_FILE.to_string(), json(&percentiles)),
@@ -178,7 +180,8 @@ pub fn artifact(players: usize, seed: u64) -> (Manifest, Vec<(String, Vec<u8>)>)
         (CHURN_FILE.to_string(), json(&churn)),
         (
             PLAYERS_FILE.to_string(),
-            write_snapshot(spec.history, &states, false).unwrap_or_default(),
+            write_snapshot(spec.history, &states, crate::snapshot::WinColumns::None)
+                .unwrap_or_default(),
         ),
     ];
     let mut metrics = BTreeMap::new();

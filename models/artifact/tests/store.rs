@@ -390,7 +390,8 @@ fn committed_artifacts_of_every_format_load() {
 /// format 1 has no `first_seen_ms` (null) and a churn model without `data_start_ms`; formats 1
 /// and 2 have no `churned_gaps` (0) and no churn history features; formats 1 to 3 no outcome
 /// pattern; formats 1 to 4 no win skill (the team model reads raw skill); formats 1 to 5 no
-/// blowout terms (every loss alike). Each newer format is
+/// blowout terms (every loss alike); formats 1 to 6 no win-skill update (the win skill stays
+/// the snapshot's between fits). Each newer format is
 /// checked to carry what it added, so that a default applied to every format fails here.
 #[test]
 fn older_formats_load_with_the_promised_defaults() {
@@ -449,6 +450,16 @@ fn older_formats_load_with_the_promised_defaults() {
                 "format {k}: the team model reads raw skill"
             );
         }
+        if k <= 6 {
+            assert!(a.skill.win_update.is_none(), "format {k}: no win update");
+            assert!(!a.snapshot.has_win_mass(), "format {k}: no win mass");
+        } else {
+            assert!(a.skill.win_update.is_some(), "format {k}: a win update");
+            assert!(
+                players.iter().all(|p| p.win_mass > 0.0),
+                "format {k}: every player has a mass"
+            );
+        }
     }
 }
 
@@ -472,7 +483,12 @@ fn a_win_skill_model_needs_the_win_skill_column() {
     }
     for (name, bytes) in &mut files {
         if name == PLAYERS_FILE {
-            *bytes = mm_artifact::snapshot::write_snapshot(history, &states, true).unwrap();
+            *bytes = mm_artifact::snapshot::write_snapshot(
+                history,
+                &states,
+                mm_artifact::snapshot::WinColumns::Skill,
+            )
+            .unwrap();
         } else if name == TEAM_WIN_FILE {
             let mut t: serde_json::Value = serde_json::from_slice(bytes).unwrap();
             t["basis"] = "win-skill".into();
@@ -498,4 +514,99 @@ fn a_win_skill_model_needs_the_win_skill_column() {
     assert!(!art.snapshot.has_win_skill());
     let p = art.snapshot.player(0);
     assert_eq!(art.outcome_skill(&p), p.raw_skill);
+}
+
+/// Format 7: `skill.json`'s `win_update` needs the snapshot's `win_mass` column; without it the
+/// artifact is refused naming the snapshot, and a bad update is refused naming `skill.json`.
+/// With both, masses round-trip through the file, and the live update moves the win skill of
+/// the players of a finished match (and only theirs) and their mass.
+#[test]
+fn a_win_update_needs_the_mass_column_and_moves_the_win_skill() {
+    use mm_artifact::online::{FinishedMatch, LiveUpdater, ResultRow};
+    use mm_artifact::snapshot::WinColumns;
+    let history = FeatureSpec::default().history;
+    let update = serde_json::json!({
+        "estimator": "performance", "penalty": 0.3, "half_life_days": 20.0, "centre": 0.1
+    });
+    let build = |columns: WinColumns, update: serde_json::Value| {
+        let (m, mut files) = synthetic::artifact(50, 9);
+        let mut states = synthetic::player_states(50, history, m.snapshot_as_of_ms, 9);
+        states.sort_by(|a, b| a.player_id.cmp(&b.player_id));
+        for (k, s) in states.iter_mut().enumerate() {
+            s.win_skill = k as f64 / 50.0 - 0.5;
+            s.win_mass = 1.0 + k as f64;
+        }
+        for (name, bytes) in &mut files {
+            let mut edit_json = |f: &dyn Fn(&mut serde_json::Value)| {
+                let mut t: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+                f(&mut t);
+                *bytes = serde_json::to_vec_pretty(&t).unwrap();
+            };
+            match name.as_str() {
+                PLAYERS_FILE => {
+                    *bytes =
+                        mm_artifact::snapshot::write_snapshot(history, &states, columns).unwrap();
+                }
+                TEAM_WIN_FILE => edit_json(&|t| t["basis"] = "win-skill".into()),
+                "skill.json" => edit_json(&|t| t["win_update"] = update.clone()),
+                _ => {}
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.publish("v1", m, &files, true, None).unwrap();
+        let opened = Artifact::open(&dir.path().join("v1"));
+        (dir, opened, states)
+    };
+    let (_d, e, _) = build(WinColumns::Skill, update.clone());
+    let e = e.unwrap_err();
+    assert!(e.file.ends_with(PLAYERS_FILE), "{e}");
+    assert!(e.to_string().contains("win_mass"), "{e}");
+    let mut bad = update.clone();
+    bad["penalty"] = (-1.0).into();
+    let (_d, e, _) = build(WinColumns::SkillAndMass, bad);
+    let e = e.unwrap_err();
+    assert!(
+        e.file.ends_with("skill.json") && e.to_string().contains("penalty"),
+        "{e}"
+    );
+
+    let (_d, art, states) = build(WinColumns::SkillAndMass, update);
+    let art = art.unwrap();
+    assert!(art.snapshot.has_win_mass());
+    for s in &states {
+        let got = art.snapshot.get(&s.player_id).unwrap();
+        assert_eq!((got.win_skill, got.win_mass), (s.win_skill, s.win_mass));
+    }
+    let (a, b) = (&states[3], &states[40]);
+    let row = |id: &str, team, outcome, kills| ResultRow {
+        stats: mm_artifact::skill::PerfColumns {
+            kills: Some(kills),
+            deaths_by_enemy: Some(2.0),
+            ..Default::default()
+        },
+        ..ResultRow::new(id, team, outcome)
+    };
+    let m = FinishedMatch::new(
+        "m1",
+        art.manifest.snapshot_as_of_ms + 60_000,
+        vec![
+            row(&a.player_id, 0, mm_artifact::Outcome::Win, 9.0),
+            row(&b.player_id, 1, mm_artifact::Outcome::Loss, 0.0),
+        ],
+    );
+    let mut live = LiveUpdater::new(&art).unwrap();
+    let before = vec![
+        art.player_or_new(&a.player_id),
+        art.player_or_new(&b.player_id),
+    ];
+    let after = live.apply(&m, before.clone());
+    // The weaker player outplayed the stronger one: both move towards it, and each mass grows
+    // by its term of the match (2) after its decay to the match.
+    assert!(after[0].win_skill > before[0].win_skill);
+    assert!(after[1].win_skill < before[1].win_skill);
+    for (x, y) in after.iter().zip(&before) {
+        assert!(x.win_mass > 2.0 && x.win_mass < y.win_mass + 2.0, "{x:?}");
+        assert_eq!(x.last_seen_ms, m.start_ms);
+    }
 }

@@ -20,7 +20,7 @@ use mm_artifact::load::{
 use mm_artifact::manifest::{DataWindow, FORMAT_VERSION, Manifest, min_reader_format};
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RawSkillParams;
-use mm_artifact::snapshot::{PlayerState, write_snapshot};
+use mm_artifact::snapshot::{PlayerState, WinColumns, write_snapshot};
 use mm_artifact::store::Store;
 use mm_artifact::team::{PartyAdjustment, SkillBasis, TeamWinModel};
 use polars::prelude::*;
@@ -64,6 +64,10 @@ struct TeamModelFile {
     #[serde(default)]
     update_offsets: Option<PartyAdjustment>,
     raw_skill: RawSkillParams,
+    /// How the win skill is updated after a match (absent in older skill fits, and when the
+    /// model reads raw skill).
+    #[serde(default)]
+    win_update: Option<mm_artifact::skill::WinSkillUpdate>,
 }
 
 #[derive(Deserialize)]
@@ -215,14 +219,21 @@ fn snapshot(
     state: HashMap<String, State>,
     history: usize,
     as_of: i64,
-    win_skill: bool,
+    columns: WinColumns,
 ) -> Result<Vec<PlayerState>, FitError> {
     let df = read_frame(skill_players)?;
     let ids = strings(&df, skill_players, "player_id")?;
     let raw = f64s(&df, skill_players, "raw_skill")?;
-    // Only a team model that reads the win skill needs the column.
+    // Only a team model that reads the win skill needs the column, and only its update the
+    // masses.
+    let win_skill = columns != WinColumns::None;
     let win = if win_skill {
         f64s(&df, skill_players, "win_skill")?
+    } else {
+        Vec::new()
+    };
+    let mass = if columns == WinColumns::SkillAndMass {
+        f64s(&df, skill_players, "win_mass")?
     } else {
         Vec::new()
     };
@@ -244,6 +255,11 @@ fn snapshot(
             p.win_skill = win[r]
                 .filter(|x| x.is_finite())
                 .ok_or_else(|| bad("win_skill"))?;
+        }
+        if let Some(m) = mass.get(r) {
+            p.win_mass = m
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| bad("win_mass"))?;
         }
         p.games = games[r].unwrap_or(0).max(0) as u64;
         p.last_seen_ms = seen[r].unwrap_or(i64::MIN);
@@ -369,14 +385,16 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     let history = churn.model.spec.history;
     let (state, as_of) = read_state(&cfg.churn.join("churn_state.parquet"))?;
     let win_skill = team.model.is_some_and(|t| t.basis == SkillBasis::WinSkill);
+    let win_update = team.win_update.filter(|_| win_skill);
+    let columns = WinColumns::of(win_skill, win_update.is_some());
     let players = snapshot(
         &cfg.skill.join("players.parquet"),
         state,
         history,
         as_of,
-        win_skill,
+        columns,
     )?;
-    let players_bytes = write_snapshot(history, &players, win_skill)
+    let players_bytes = write_snapshot(history, &players, columns)
         .map_err(|e| input_err(&cfg.skill.join("players.parquet"), e))?;
 
     let files: Vec<(String, Vec<u8>)> = vec![
@@ -386,6 +404,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
                 metric: team.metric.clone(),
                 raw_skill: team.raw_skill,
                 party_offsets: team.update_offsets,
+                win_update,
             }),
         ),
         (PERCENTILES_FILE.into(), json(&percentiles)),
@@ -424,7 +443,7 @@ pub fn export(cfg: &ExportConfig) -> Result<ExportReport, FitError> {
     metrics.insert("churn".to_string(), without_timings(churn_metrics.clone()));
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        min_reader_format: min_reader_format(&churn.model.spec, win_skill),
+        min_reader_format: min_reader_format(&churn.model.spec, columns),
         name: name.clone(),
         model_version: version.clone(),
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

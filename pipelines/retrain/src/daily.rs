@@ -22,8 +22,10 @@
 //!
 //! The team win model (with the party adjustment) and the churn model are refitted on the
 //! continued runs of the last `--window-days` once those hold enough matches ([`refit_team`],
-//! [`refit_churn`]); the win skill and raw skill's hyperparameters are the artifact's until a
-//! full run (`--full`, and every `--full-every`).
+//! [`refit_churn`]). The win skill is continued by the live update's step when the artifact
+//! has one (`skill.json`'s `win_update`, format 7), and kept as it is otherwise; its choice of
+//! estimator and raw skill's hyperparameters are the artifact's until a full run (`--full`,
+//! and every `--full-every`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,7 +41,7 @@ use mm_artifact::manifest::Manifest;
 use mm_artifact::online::{FinishedMatch, LiveUpdater};
 use mm_artifact::percentile::PercentileMap;
 use mm_artifact::skill::RoleComparison;
-use mm_artifact::snapshot::{PlayerState, write_snapshot};
+use mm_artifact::snapshot::{PlayerState, WinColumns, write_snapshot};
 use mm_artifact::team::{SkillBasis, TeamSample, TeamWinModel};
 use mm_lake::Lake;
 use mm_trainer::skill::team::TeamFitConfig;
@@ -464,12 +466,12 @@ fn artifact_files(
     team: &TeamRefit,
     churn: &ChurnRefit,
 ) -> Result<Files, RetrainError> {
-    let win_skill = art.snapshot.has_win_skill();
+    let columns = WinColumns::of(art.snapshot.has_win_skill(), art.snapshot.has_win_mass());
     let history = art.churn.model.spec.history;
     let mut files: Files = Vec::new();
     for f in &art.manifest.files {
         let bytes = match f.path.as_str() {
-            PLAYERS_FILE => write_snapshot(history, players, win_skill)
+            PLAYERS_FILE => write_snapshot(history, players, columns)
                 .map_err(|e| RetrainError::Input(format!("writing the snapshot: {e}")))?,
             PERCENTILES_FILE => json_bytes(map),
             TEAM_WIN_FILE if team.model.is_some() => json_bytes(&team.model),

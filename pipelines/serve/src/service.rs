@@ -177,6 +177,8 @@ fn state_of(
         player_id: id.to_string(),
         raw_skill: s.raw_skill,
         win_skill,
+        // Only the update after a match reads the mass, and a given state is only scored.
+        win_mass: 0.0,
         percentile: art.percentiles.percentile(s.raw_skill),
         games: s.games,
         last_seen_ms: s.last_seen_ms,

@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 
 pub mod metric;
 pub mod raw;
+pub mod win;
 
 pub use metric::{Metric, PerfColumns};
 pub use raw::{LobbySlot, PlayerSkill, RawSkill, RoleStats, update_lobby};
+pub use win::{WinEstimator, WinSkillUpdate};
 
 /// Hyperparameters, as given (see [`RawSkillParams::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -17,19 +17,46 @@ use super::{NONE, PlayerState, ROW_GROUP, Snapshot, decode_outcome, outcome_code
 use crate::error::{ArtifactError, Problem};
 
 /// Which columns a snapshot file has: format 1 had no `first_seen_ms`, formats 1 and 2 no
-/// `churned_gaps`; from format 5, `win_skill` when the team win model reads it.
+/// `churned_gaps`; from format 5, `win_skill` when the team win model reads it; from format 7,
+/// `win_mass` when the artifact updates the win skill after a match.
 #[derive(Debug, Clone, Copy)]
 struct Format {
     first_seen: bool,
     churned_gaps: bool,
     win_skill: bool,
+    win_mass: bool,
 }
 
-const fn current(win_skill: bool) -> Format {
+/// The win-skill columns a snapshot is written with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WinColumns {
+    /// The team win model reads raw skill.
+    None,
+    /// `win_skill`: the team win model reads it, and it stays the snapshot's between fits.
+    Skill,
+    /// `win_skill` and `win_mass`: it is also updated after each match (`skill.json`'s
+    /// `win_update`).
+    SkillAndMass,
+}
+
+impl WinColumns {
+    /// The columns a snapshot with these flags has.
+    #[must_use]
+    pub fn of(win_skill: bool, win_mass: bool) -> WinColumns {
+        match (win_skill, win_mass) {
+            (true, true) => WinColumns::SkillAndMass,
+            (true, false) => WinColumns::Skill,
+            (false, _) => WinColumns::None,
+        }
+    }
+}
+
+const fn current(win: WinColumns) -> Format {
     Format {
         first_seen: true,
         churned_gaps: true,
-        win_skill,
+        win_skill: !matches!(win, WinColumns::None),
+        win_mass: matches!(win, WinColumns::SkillAndMass),
     }
 }
 
@@ -68,6 +95,9 @@ fn schema(history: usize, format: Format) -> String {
     if format.win_skill {
         s.push_str("  required double win_skill;\n");
     }
+    if format.win_mass {
+        s.push_str("  required double win_mass;\n");
+    }
     s.push('}');
     s
 }
@@ -93,14 +123,14 @@ fn finite(x: f64) -> Option<f64> {
 }
 
 /// Writes the players (sorted by id) as Parquet bytes (deterministic: same players, same
-/// bytes), with the `win_skill` column when `win_skill` (a team win model that reads it).
+/// bytes), with the win-skill columns `win`.
 ///
 /// # Errors
 /// Parquet's, as text.
 pub fn write_snapshot(
     history: usize,
     players: &[PlayerState],
-    win_skill: bool,
+    win: WinColumns,
 ) -> Result<Vec<u8>, String> {
     if let Some(w) = players
         .windows(2)
@@ -112,8 +142,7 @@ pub fn write_snapshot(
         ));
     }
     let h = history;
-    let schema =
-        Arc::new(parse_message_type(&schema(h, current(win_skill))).map_err(|e| e.to_string())?);
+    let schema = Arc::new(parse_message_type(&schema(h, current(win))).map_err(|e| e.to_string())?);
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -148,6 +177,10 @@ fn write_column(
 ) -> parquet::errors::Result<usize> {
     const FIXED: usize = 11;
     match (col, w) {
+        (c, ColumnWriter::DoubleColumnWriter(w)) if c == FIXED + 5 * history + 2 => {
+            let v: Vec<f64> = rows.iter().map(|p| p.win_mass).collect();
+            w.write_batch(&v, None, None)
+        }
         (c, ColumnWriter::DoubleColumnWriter(w)) if c == FIXED + 5 * history + 1 => {
             let v: Vec<f64> = rows.iter().map(|p| p.win_skill).collect();
             w.write_batch(&v, None, None)
@@ -542,6 +575,30 @@ fn read_tail(
         }
         s.win_column = true;
     }
+    if format.win_mass {
+        let c = at + usize::from(format.churned_gaps) + 1;
+        column!(
+            col(rg, c)?,
+            DoubleColumnReader,
+            rows,
+            true,
+            f64::NAN,
+            &mut s.win_mass,
+            "win_mass"
+        )?;
+        if let Some(r) = s
+            .win_mass
+            .iter()
+            .position(|x| !(x.is_finite() && *x >= 0.0))
+        {
+            return Err(format!(
+                "player {}: win_mass {} is not a finite number of at least 0",
+                s.id(r),
+                s.win_mass[r]
+            ));
+        }
+        s.mass_column = true;
+    }
     Ok(())
 }
 
@@ -606,13 +663,15 @@ pub fn parse_snapshot(
     let bad = |m: String| ArtifactError::new(path, Problem::Parse(m));
     let reader = SerializedFileReader::new(bytes).map_err(|e| bad(e.to_string()))?;
     let got = reader.metadata().file_metadata().schema();
-    // Format 2 added `first_seen_ms`, format 3 `churned_gaps` and format 5 the optional
-    // `win_skill`; an older snapshot has every other column.
+    // Format 2 added `first_seen_ms`, format 3 `churned_gaps`, format 5 the optional
+    // `win_skill` and format 7 the optional `win_mass` (only after `win_skill`); an older
+    // snapshot has every other column.
     let has = |name: &str| got.get_fields().iter().any(|f| f.name() == name);
     let format = Format {
         first_seen: has("first_seen_ms"),
         churned_gaps: has("churned_gaps"),
         win_skill: has("win_skill"),
+        win_mass: has("win_skill") && has("win_mass"),
     };
     let expected = parse_message_type(&schema(history, format)).map_err(|e| bad(e.to_string()))?;
     if got.get_fields().len() != expected.get_fields().len()
@@ -660,6 +719,7 @@ pub fn parse_snapshot(
     parts.sort_by_key(|(g, _)| *g);
     let mut snap = Snapshot::empty(history, as_of_ms);
     snap.win_column = format.win_skill;
+    snap.mass_column = format.win_mass;
     for (_, p) in parts {
         snap.append(p);
     }

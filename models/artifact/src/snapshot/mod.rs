@@ -17,7 +17,10 @@
 //!   a churn model with the churn history features reads it);
 //! - `win_skill`, last and only when the team win model reads it (format 5 on): the player's
 //!   whole-history strength (`mm-trainer`'s `skill::win` on the outcomes, in log-odds, or
-//!   `skill::perf` on the in-match metric, as `mm fit skill` chose).
+//!   `skill::perf` on the in-match metric, as `mm fit skill` chose);
+//! - `win_mass`, after it, when the artifact updates the win skill after a match (format 7
+//!   on, with `skill.json`'s `win_update`): the data's weight behind the player's win skill as
+//!   of `last_seen_ms` ([`crate::skill::win`]).
 //!
 //! It is written with parquet's own column API (no arrow), zstd, in row groups of
 //! [`ROW_GROUP`] rows that load in parallel.
@@ -26,7 +29,7 @@ use crate::features::{FeatureSpec, Outcome3, PastSummary, Played, Upcoming, WIND
 
 mod file;
 
-pub use file::{parse_snapshot, write_snapshot};
+pub use file::{WinColumns, parse_snapshot, write_snapshot};
 
 /// Rows per row group.
 pub const ROW_GROUP: usize = 131_072;
@@ -39,6 +42,9 @@ pub struct PlayerState {
     /// The whole-history win skill, log-odds (0 for a new player, and for every player of a
     /// snapshot without the column: only a team model that reads it needs it).
     pub win_skill: f64,
+    /// The win skill's mass as of `last_seen_ms` (the data's weight behind it,
+    /// [`crate::skill::win`]; 0 for a new player, and without the snapshot's `win_mass`).
+    pub win_mass: f64,
     /// In [0, 1].
     pub percentile: f64,
     /// Matches played.
@@ -66,6 +72,7 @@ impl PlayerState {
             player_id: player_id.to_string(),
             raw_skill,
             win_skill: 0.0,
+            win_mass: 0.0,
             percentile,
             games: 0,
             last_seen_ms: i64::MIN,
@@ -162,6 +169,9 @@ pub struct Snapshot {
     /// Empty when the snapshot has no `win_skill` column (`win_column` false).
     win_skill: Vec<f64>,
     win_column: bool,
+    /// Empty when the snapshot has no `win_mass` column.
+    win_mass: Vec<f64>,
+    mass_column: bool,
     percentile: Vec<f64>,
     games: Vec<u64>,
     last_seen_ms: Vec<i64>,
@@ -205,11 +215,13 @@ impl Snapshot {
         }
         let mut s = Snapshot::empty(history, players.first().map_or(0, |p| p.counts_as_of_ms));
         s.win_column = true;
+        s.mass_column = true;
         for p in &players {
             s.ids.push_str(&p.player_id);
             s.id_end.push(s.ids.len());
             s.raw_skill.push(p.raw_skill);
             s.win_skill.push(p.win_skill);
+            s.win_mass.push(p.win_mass);
             s.percentile.push(p.percentile);
             s.games.push(p.games);
             s.last_seen_ms.push(p.last_seen_ms);
@@ -246,6 +258,12 @@ impl Snapshot {
     #[must_use]
     pub fn has_win_skill(&self) -> bool {
         self.win_column
+    }
+
+    /// Whether the snapshot holds the win skill's masses (the `win_mass` column, format 7 on).
+    #[must_use]
+    pub fn has_win_mass(&self) -> bool {
+        self.mass_column
     }
 
     #[must_use]
@@ -301,6 +319,7 @@ impl Snapshot {
             player_id: self.id(i).to_string(),
             raw_skill: self.raw_skill[i],
             win_skill: self.win_skill.get(i).copied().unwrap_or(0.0),
+            win_mass: self.win_mass.get(i).copied().unwrap_or(0.0),
             percentile: self.percentile[i],
             games: self.games[i],
             last_seen_ms: self.last_seen_ms[i],
@@ -332,6 +351,7 @@ impl Snapshot {
         self.id_end.extend(o.id_end.iter().map(|e| e + base));
         self.raw_skill.append(&mut o.raw_skill);
         self.win_skill.append(&mut o.win_skill);
+        self.win_mass.append(&mut o.win_mass);
         self.percentile.append(&mut o.percentile);
         self.games.append(&mut o.games);
         self.last_seen_ms.append(&mut o.last_seen_ms);

@@ -7,3 +7,6 @@ pub mod perf;
 pub mod raw;
 pub mod team;
 pub mod win;
+
+#[cfg(test)]
+mod update_follows_refit;

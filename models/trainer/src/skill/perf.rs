@@ -113,16 +113,40 @@ impl PerfMatches {
         }
     }
 
-    /// The rows' metrics minus their weighted mean.
-    fn centred(&self) -> Vec<f64> {
+    /// The rows' weighted mean metric, which the fit subtracts (0 without rows).
+    #[must_use]
+    pub fn centre(&self) -> f64 {
         let (mut sw, mut swy) = (0.0, 0.0);
         for m in 0..self.len() {
             let (lo, _, hi) = self.bounds(m);
             sw += self.weight[m] * (hi - lo) as f64;
             swy += self.weight[m] * self.y[lo..hi].iter().sum::<f64>();
         }
-        let mean = if sw > 0.0 { swy / sw } else { 0.0 };
+        if sw > 0.0 { swy / sw } else { 0.0 }
+    }
+
+    /// The rows' metrics minus their weighted mean.
+    fn centred(&self) -> Vec<f64> {
+        let mean = self.centre();
         self.y.iter().map(|y| y - mean).collect()
+    }
+
+    /// The diagonal of `X^T W X` for `players` players: each player's mass, the data's weight
+    /// behind their strength (`mm-artifact`'s `skill::win` update continues from it). A match
+    /// adds `w (1 + n_other / n_own^2)` to each of its players: their own row, and the
+    /// `-1 / n_own` each opponent's row reads of them.
+    #[must_use]
+    pub fn diagonal(&self, players: usize) -> Vec<f64> {
+        let mut out = vec![0.0; players];
+        for m in 0..self.len() {
+            let (lo, split, hi) = self.bounds(m);
+            let (na, nb) = ((split - lo) as f64, (hi - split) as f64);
+            for r in lo..hi {
+                let (own, other) = if r < split { (na, nb) } else { (nb, na) };
+                out[self.members[r] as usize] += self.weight[m] * (1.0 + other / (own * own));
+            }
+        }
+        out
     }
 }
 
@@ -328,6 +352,15 @@ mod tests {
             }
         }
         let y = d.centred();
+        // The diagonal of the design's X^T W X, against `diagonal`.
+        let diag = d.diagonal(players);
+        for (i, got) in diag.iter().enumerate() {
+            let want: f64 = (0..rows).map(|r| w[r] * x[[r, i]] * x[[r, i]]).sum();
+            assert!(
+                (got - want).abs() < 1e-9,
+                "player {i}: {got} against {want}"
+            );
+        }
         let mut a = vec![vec![0.0; players + 1]; players];
         for i in 0..players {
             a[i][i] = lambda;

@@ -79,6 +79,22 @@ impl WinMatches {
             .sum();
         a - b
     }
+
+    /// Each of `players` players' mass at strengths `theta`: the diagonal of the
+    /// log-likelihood's Hessian, `sum p (1 - p)` over the player's matches with `p` the
+    /// model's probability that team A wins (`mm-artifact`'s `skill::win` update continues from
+    /// it).
+    #[must_use]
+    pub fn curvature(&self, theta: &[f64], players: usize) -> Vec<f64> {
+        let mut out = vec![0.0; players];
+        for m in 0..self.len() {
+            let p = 1.0 / (1.0 + (-self.diff(m, theta)).exp());
+            for &q in &self.members[self.offsets[m]..self.offsets[m + 1]] {
+                out[q as usize] += p * (1.0 - p);
+            }
+        }
+        out
+    }
 }
 
 /// How to fit.
@@ -327,6 +343,20 @@ mod tests {
             for r in lo..hi {
                 x[[m, d.members[r] as usize]] = if r < split { 1.0 } else { -1.0 };
             }
+        }
+        // The Hessian's diagonal on this design, X' diag(p (1 - p)) X, against `curvature` (at
+        // arbitrary strengths).
+        let theta: Vec<f64> = (0..players).map(|i| (i as f64 * 0.37).sin()).collect();
+        let curv = d.curvature(&theta, players);
+        for i in 0..players {
+            let want: f64 = (0..d.len())
+                .map(|m| {
+                    let z: f64 = (0..players).map(|j| x[[m, j]] * theta[j]).sum();
+                    let p = 1.0 / (1.0 + (-z).exp());
+                    x[[m, i]] * x[[m, i]] * p * (1.0 - p)
+                })
+                .sum();
+            assert!((curv[i] - want).abs() < 1e-9, "player {i}");
         }
         let y: Array1<bool> = d.a_won.iter().copied().collect();
         let how = LogitFit {

@@ -575,6 +575,7 @@ fn write_models(
             &cfg.out.join("team_model.json"),
             &serde_json::json!({
                 "model": exported,
+                "win_update": win_fit.map(|w| w.update),
                 "party_adjustment": t.party_adjustment(),
                 "update_offsets": offsets,
                 "raw_skill_model": t,
@@ -732,7 +733,7 @@ pub fn fit_skill(cfg: &SkillConfig) -> Result<SkillReport, FitError> {
         model,
         &run.last_seen,
         &map,
-        win_fit.as_ref().map(|w| w.theta.as_slice()),
+        win_fit.as_ref(),
     )?;
     let truth = crate::skill::truth::compare(
         &lake,

@@ -149,14 +149,14 @@ impl Drop for MatchSkillWriter {
 }
 
 /// `players.parquet`: each player's raw skill, percentile, matches and last match, and their win
-/// skill when the exported team win model reads it.
+/// skill when the exported team win model reads it, with its mass as of their last match.
 pub fn write_players(
     out: &Path,
     ids: &[String],
     model: &RawSkill,
     last_seen: &[i64],
     map: &PercentileMap,
-    win_skill: Option<&[f64]>,
+    win: Option<&crate::skill::win::WinFit>,
 ) -> Result<(), FitError> {
     let skill: Vec<f64> = (0..ids.len()).map(|i| model.skill(i)).collect();
     let games: Vec<i64> = (0..ids.len())
@@ -177,9 +177,23 @@ pub fn write_players(
         Arc::new(Int64Array::from(games)),
         Arc::new(Int64Array::from(last_seen.to_vec())),
     ];
-    if let Some(w) = win_skill {
+    if let Some(w) = win {
         fields.push(Field::new("win_skill", DataType::Float64, false));
-        cols.push(Arc::new(Float64Array::from(w.to_vec())));
+        cols.push(Arc::new(Float64Array::from(w.theta.clone())));
+        let mass: Vec<f64> = w
+            .mass
+            .iter()
+            .zip(last_seen)
+            .map(|(&m, &t)| {
+                if m > 0.0 {
+                    w.update.mass_moved(m, w.as_of_ms, t)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        fields.push(Field::new("win_mass", DataType::Float64, false));
+        cols.push(Arc::new(Float64Array::from(mass)));
     }
     let schema = Arc::new(Schema::new(fields));
     let path = out.join("players.parquet");

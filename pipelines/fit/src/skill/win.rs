@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use mm_artifact::skill::{WinEstimator as Estimator, WinSkillUpdate};
 use mm_trainer::skill::perf::{PerfMatches, PerfSkillFit, fit_perf_skill, fit_perf_skill_from};
 use mm_trainer::skill::team::{
     FitTeamWinModel, SkillBasis, TeamFitConfig, TeamSample, TeamWinModel,
@@ -157,6 +158,11 @@ impl WinSkillReport {
 #[derive(Debug, Clone)]
 pub struct WinFit {
     pub theta: Vec<f64>,
+    /// Each player's mass as of `as_of_ms` (0 for a player of no kept match).
+    pub mass: Vec<f64>,
+    pub as_of_ms: i64,
+    /// How a service and a continued retrain update the strength after a match.
+    pub update: WinSkillUpdate,
     pub model: TeamWinModel,
 }
 
@@ -328,16 +334,15 @@ impl WinCollector {
             report.seconds = t0.elapsed().as_secs_f64();
             return Ok((None, report));
         }
-        let (fitted, iterations, converged) = rows.refit(estimator, global.len(), end)?;
-        report.iterations = iterations;
-        report.converged = converged;
+        let full = rows.refit(estimator, global.len(), end)?;
+        report.iterations = full.iterations;
+        report.converged = full.converged;
         report.exported = true;
-        let mut theta = vec![0.0; players];
-        for (l, &g) in global.iter().enumerate() {
-            theta[g as usize] = fitted[l];
-        }
         report.seconds = t0.elapsed().as_secs_f64();
-        Ok((Some(WinFit { theta, model }), report))
+        Ok((
+            Some(full.by_fit_player(&global, players, end, model)),
+            report,
+        ))
     }
 }
 
@@ -365,6 +370,40 @@ fn compact(rows: &[u32], players: usize) -> (Vec<u32>, Vec<u32>) {
         }
     }
     (local, global)
+}
+
+/// The exported strength's fit on every kept match (compact players).
+struct Refit {
+    theta: Vec<f64>,
+    mass: Vec<f64>,
+    iterations: u64,
+    converged: bool,
+    update: WinSkillUpdate,
+}
+
+impl Refit {
+    /// The exported win skill, numbered by the fit's `players` players (`global`: each compact
+    /// player's), its masses as of `end`.
+    fn by_fit_player(
+        self,
+        global: &[u32],
+        players: usize,
+        end: i64,
+        model: TeamWinModel,
+    ) -> WinFit {
+        let (mut theta, mut mass) = (vec![0.0; players], vec![0.0; players]);
+        for (l, &g) in global.iter().enumerate() {
+            theta[g as usize] = self.theta[l];
+            mass[g as usize] = self.mass[l];
+        }
+        WinFit {
+            theta,
+            mass,
+            as_of_ms: end,
+            update: self.update,
+            model,
+        }
+    }
 }
 
 /// The kept matches' rows: match `m`'s players and parties are `offsets[m]..offsets[m + 1]`.
@@ -440,22 +479,41 @@ impl Rows<'_> {
     }
 
     /// `estimator`'s strengths of the `players` compact players fitted on every kept match
-    /// (performance weighted by age at `end`), its iterations and whether it converged.
-    fn refit(
-        &self,
-        estimator: WinEstimator,
-        players: usize,
-        end: i64,
-    ) -> Result<(Vec<f64>, u64, bool), FitError> {
+    /// (performance weighted by age at `end`), with their masses as of `end` and the update
+    /// that continues from them.
+    fn refit(&self, estimator: WinEstimator, players: usize, end: i64) -> Result<Refit, FitError> {
         Ok(match estimator {
             WinEstimator::Outcomes => {
-                let full = fit_win_skill(&self.outcomes(&|_| true), players, &self.win_cfg)?;
-                (full.theta, full.iterations, full.converged)
+                let data = self.outcomes(&|_| true);
+                let full = fit_win_skill(&data, players, &self.win_cfg)?;
+                Refit {
+                    mass: data.curvature(&full.theta, players),
+                    theta: full.theta,
+                    iterations: full.iterations,
+                    converged: full.converged,
+                    update: WinSkillUpdate {
+                        estimator: Estimator::Outcomes,
+                        penalty: self.win_cfg.alpha,
+                        half_life_days: None,
+                        centre: 0.0,
+                    },
+                }
             }
             WinEstimator::Performance => {
                 let data = self.performance(&|_| true, end);
                 let full = fit_perf_skill(&data, players, &self.perf_cfg)?;
-                (full.theta, full.iterations, full.converged)
+                Refit {
+                    mass: data.diagonal(players),
+                    theta: full.theta,
+                    iterations: full.iterations,
+                    converged: full.converged,
+                    update: WinSkillUpdate {
+                        estimator: Estimator::Performance,
+                        penalty: self.perf_cfg.lambda,
+                        half_life_days: Some(PERF_HALF_LIFE_DAYS),
+                        centre: data.centre(),
+                    },
+                }
             }
         })
     }
