@@ -32,9 +32,29 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(mm_artifact::synthetic::artifact(60, 3))
+}
+
+/// The committed artifact of the newest format (a 6v6 model whose team win model reads the
+/// win skill, with its update), as fitted on no lake the tests have.
+fn committed_newest() -> (mm_artifact::manifest::Manifest, Vec<(String, Vec<u8>)>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../../tests/artifacts/format-{}",
+        mm_artifact::FORMAT_VERSION
+    ));
+    let mut m = mm_artifact::load::read_manifest(&dir).unwrap();
+    let files = m
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
+        .collect();
+    m.data.lake_version = None;
+    (m, files)
+}
+
+fn setup_with((m, files): (mm_artifact::manifest::Manifest, Vec<(String, Vec<u8>)>)) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models");
-    let (m, files) = mm_artifact::synthetic::artifact(60, 3);
     Store::new(&models)
         .publish("v0001", m, &files, true, None)
         .unwrap();
@@ -550,6 +570,67 @@ async fn report_all(c: &mut MatcherClient<Channel>, reports: &[proto::ReportMatc
             .into_inner();
         assert_eq!(got.status, proto::ReportStatus::Recorded as i32);
     }
+}
+
+/// With an artifact whose team win model reads the win skill and says how to update it
+/// (format 7), each reported match moves its players' win skill (`outcome_skill`) at once, as
+/// the artifact's live update gives it on the matches the service wrote to the lake, read back
+/// in start order (the continued retrain's reading of them).
+#[test]
+fn reported_matches_move_the_win_skill() {
+    let s = setup_with(committed_newest());
+    assert!(s.art.skill.win_update.is_some());
+    let (_server, addr, _) = start(&s, &[]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 30, from, 8);
+    let ids = all_ids(&s.art);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let served = rt.block_on(async {
+        let mut c = client(&addr).await;
+        report_all(&mut c, &reports).await;
+        scores(&mut c, &ids).await
+    });
+    wait_for_rows(&s.lake, 30 * 6);
+    // The lake's matches through the library's live update, from the snapshot.
+    let mut lake_matches: Vec<mm_artifact::online::FinishedMatch> = Vec::new();
+    for f in Lake::open(&s.lake).unwrap().matches_files().unwrap() {
+        lake_matches.extend(
+            mm_lake::results::read_finished(&f)
+                .unwrap()
+                .into_iter()
+                .map(|(_, m)| m),
+        );
+    }
+    lake_matches.sort_by_key(|m| m.start_ms);
+    assert_eq!(lake_matches.len(), 30);
+    let mut live = mm_artifact::online::LiveUpdater::new(&s.art).unwrap();
+    let mut state: HashMap<String, mm_artifact::snapshot::PlayerState> = HashMap::new();
+    for m in &lake_matches {
+        let before = m
+            .rows
+            .iter()
+            .map(|row| {
+                state
+                    .get(&row.player_id)
+                    .cloned()
+                    .unwrap_or_else(|| s.art.player_or_new(&row.player_id))
+            })
+            .collect();
+        for p in live.apply(m, before) {
+            state.insert(p.player_id.clone(), p);
+        }
+    }
+    let mut moved = 0;
+    for p in &served {
+        let Some(want) = state.get(&p.id) else {
+            continue;
+        };
+        assert_eq!(p.outcome_skill, want.win_skill, "{}", p.id);
+        assert_eq!(p.raw_skill, want.raw_skill, "{}", p.id);
+        let snapshot = s.art.player_or_new(&p.id).win_skill;
+        moved += usize::from((p.outcome_skill - snapshot).abs() > 1e-3);
+    }
+    assert!(moved >= 40, "{moved} of the players moved");
 }
 
 /// A new version promoted while reports flow: the service switches to it only once it has
