@@ -385,7 +385,7 @@ pub fn continue_model(
                     .unwrap_or_else(|| art.player_or_new(&r.player_id))
             })
             .collect();
-        if let Some(s) = team_sample(m, &before) {
+        if let Some(s) = team_sample(art, m, &before) {
             samples.push(s);
         }
         rows.push_match(art, m, &before, &starts);
@@ -475,7 +475,9 @@ fn artifact_files(
                 .map_err(|e| RetrainError::Input(format!("writing the snapshot: {e}")))?,
             PERCENTILES_FILE => json_bytes(map),
             TEAM_WIN_FILE if team.model.is_some() => json_bytes(&team.model),
-            PARTY_FILE if team.model.is_some() => {
+            // The party adjustment is in raw-skill units: a model on the win skill keeps the
+            // base's.
+            PARTY_FILE if team.model.is_some_and(|t| t.basis == SkillBasis::RawSkill) => {
                 json_bytes(&team.model.and_then(|t| t.party_adjustment()))
             }
             CHURN_FILE if churn.model.is_some() => json_bytes(&ChurnFile {
@@ -533,7 +535,7 @@ struct TeamRefit {
 
 /// Team A's features of a two-team match from the players' states before it, as the skill
 /// fit's replay takes them (its first row's team is A, the outcome is that row's).
-fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> {
+fn team_sample(art: &Artifact, m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> {
     let first = m.rows.first()?.team;
     let split = m.rows.iter().take_while(|r| r.team == first).count();
     let rest = &m.rows[split..];
@@ -545,7 +547,7 @@ fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> 
         mm_artifact::Outcome::Draw => 0.5,
         mm_artifact::Outcome::Loss => 0.0,
     };
-    let values: Vec<f64> = before.iter().map(|s| s.raw_skill).collect();
+    let values: Vec<f64> = before.iter().map(|s| art.outcome_skill(s)).collect();
     let parties = mm_artifact::online::party_numbers(m);
     let score = |r: &mm_artifact::online::ResultRow| r.team_score.unwrap_or(f64::NAN);
     Some(TeamSample {
@@ -557,7 +559,10 @@ fn team_sample(m: &FinishedMatch, before: &[PlayerState]) -> Option<TeamSample> 
 /// Saves this run's samples in the window, drops the files that left it, and refits the team
 /// win model (with its party terms) on the window when it holds at least
 /// [`mm_fit::MIN_LATEST_DECISIVE`] decisive matches, as the full fit does on its latest
-/// window. A model that reads the win skill is kept: the win skill is a whole-history fit.
+/// window. The samples read the skill the model reads, each player's before the match. A model
+/// that reads a win skill that does not move between full fits (no `win_update`: format 6 and
+/// older) is kept. The samples of a win-skill model are kept in files of their own
+/// (`<day>.win-skill.json`), so that a window never mixes the two skills.
 fn refit_team(
     art: &Artifact,
     samples: &[TeamSample],
@@ -565,14 +570,15 @@ fn refit_team(
     cutoff_ms: i64,
 ) -> Result<TeamRefit, RetrainError> {
     let keep = |note: String| TeamRefit { model: None, note };
-    if art
+    let win = art
         .team_win
-        .is_some_and(|t| t.basis == SkillBasis::WinSkill)
-    {
+        .is_some_and(|t| t.basis == SkillBasis::WinSkill);
+    if win && art.skill.win_update.is_none() {
         return Ok(keep(
             "kept: it reads the win skill, refitted by full runs".into(),
         ));
     }
+    let ext = if win { "win-skill.json" } else { "json" };
     let dir = &window.dir;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let today = cutoff_ms.div_euclid(DAY_MS);
@@ -590,11 +596,11 @@ fn refit_team(
             .map(|x| x.is_finite().then_some(x))
         })
         .collect();
-    let path = dir.join(format!("{today}.json"));
+    let path = dir.join(format!("{today}.{ext}"));
     let bytes = serde_json::to_vec(&rows).map_err(|e| RetrainError::Input(e.to_string()))?;
     mm_eval::report::write_atomic(&path, &bytes)?;
     let mut window_samples: Vec<TeamSample> = Vec::new();
-    for p in window_days(dir, "json", today, window.days)? {
+    for p in window_days(dir, ext, today, window.days)? {
         // Rows of four (no margin) were written before the blowout model.
         let rows: Vec<Vec<Option<f64>>> =
             serde_json::from_slice(&std::fs::read(&p).map_err(io(&p))?)
@@ -630,8 +636,11 @@ fn refit_team(
         blowout_margin: art.churn.blowout_margin,
         ..TeamFitConfig::default()
     };
-    let model = mm_fit::with_blowout(&window_samples, &cfg)
+    let mut model = mm_fit::with_blowout(&window_samples, &cfg)
         .map_err(|e| RetrainError::Input(e.to_string()))?;
+    if win {
+        model.basis = SkillBasis::WinSkill;
+    }
     Ok(TeamRefit {
         model: Some(model),
         note: format!(

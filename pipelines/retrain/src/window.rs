@@ -470,3 +470,38 @@ pub fn refit_churn(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The team window's raw-skill samples (`<day>.json`) and win-skill samples
+    /// (`<day>.win-skill.json`) share a directory: each reading sees only its own files, in day
+    /// order, and drops only its own that left the window.
+    #[test]
+    fn the_two_skills_windows_do_not_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "10.json",
+            "12.json",
+            "3.json",
+            "11.win-skill.json",
+            "2.win-skill.json",
+        ] {
+            std::fs::write(dir.path().join(name), b"[]").unwrap();
+        }
+        let names = |v: Vec<std::path::PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        let raw = window_days(dir.path(), "json", 12, 7).unwrap();
+        assert_eq!(names(raw), ["10.json", "12.json"]);
+        assert!(!dir.path().join("3.json").exists());
+        assert!(dir.path().join("2.win-skill.json").exists());
+        let win = window_days(dir.path(), "win-skill.json", 12, 7).unwrap();
+        assert_eq!(names(win), ["11.win-skill.json"]);
+        assert!(!dir.path().join("2.win-skill.json").exists());
+    }
+}
