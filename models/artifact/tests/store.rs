@@ -574,6 +574,28 @@ fn a_win_update_needs_the_mass_column_and_moves_the_win_skill() {
     let (_d, art, states) = build(WinColumns::SkillAndMass, update);
     let art = art.unwrap();
     assert!(art.snapshot.has_win_mass());
+    // A negative mass, or a non-finite win skill, is refused naming the player.
+    for (k, bad) in [(0usize, -1.0), (1, f64::NAN)] {
+        let mut s = states.clone();
+        if k == 0 {
+            s[5].win_mass = bad;
+        } else {
+            s[5].win_skill = bad;
+        }
+        let bytes =
+            mm_artifact::snapshot::write_snapshot(history, &s, WinColumns::SkillAndMass).unwrap();
+        let e = mm_artifact::snapshot::parse_snapshot(
+            Path::new(PLAYERS_FILE),
+            bytes.into(),
+            history,
+            art.manifest.snapshot_as_of_ms,
+            1,
+        )
+        .unwrap_err();
+        let field = if k == 0 { "win_mass" } else { "win_skill" };
+        assert!(e.to_string().contains(&s[5].player_id), "{e}");
+        assert!(e.to_string().contains(field), "{e}");
+    }
     for s in &states {
         let got = art.snapshot.get(&s.player_id).unwrap();
         assert_eq!((got.win_skill, got.win_mass), (s.win_skill, s.win_mass));

@@ -556,50 +556,48 @@ fn read_tail(
     } else {
         s.churned_gaps = vec![0; rows];
     }
+    let c = at + usize::from(format.churned_gaps);
     if format.win_skill {
-        let c = at + usize::from(format.churned_gaps);
-        column!(
-            col(rg, c)?,
-            DoubleColumnReader,
-            rows,
-            true,
-            f64::NAN,
-            &mut s.win_skill,
-            "win_skill"
-        )?;
-        if let Some(r) = s.win_skill.iter().position(|x| !x.is_finite()) {
-            return Err(format!(
-                "player {}: win_skill is not a finite number",
-                s.id(r)
-            ));
-        }
+        s.win_skill = checked_doubles(rg, c, rows, "win_skill", "a finite number", s, |x| {
+            x.is_finite()
+        })?;
         s.win_column = true;
     }
     if format.win_mass {
-        let c = at + usize::from(format.churned_gaps) + 1;
-        column!(
-            col(rg, c)?,
-            DoubleColumnReader,
-            rows,
-            true,
-            f64::NAN,
-            &mut s.win_mass,
-            "win_mass"
-        )?;
-        if let Some(r) = s
-            .win_mass
-            .iter()
-            .position(|x| !(x.is_finite() && *x >= 0.0))
-        {
-            return Err(format!(
-                "player {}: win_mass {} is not a finite number of at least 0",
-                s.id(r),
-                s.win_mass[r]
-            ));
-        }
+        let want = "a finite number of at least 0";
+        s.win_mass = checked_doubles(rg, c + 1, rows, "win_mass", want, s, |x| {
+            x.is_finite() && x >= 0.0
+        })?;
         s.mass_column = true;
     }
     Ok(())
+}
+
+/// The required double column `name` at index `c`, every value passing `ok`; otherwise the
+/// first player whose value does not is named, with `want`.
+fn checked_doubles(
+    rg: Group<'_>,
+    c: usize,
+    rows: usize,
+    name: &str,
+    want: &str,
+    s: &Snapshot,
+    ok: impl Fn(f64) -> bool,
+) -> Result<Vec<f64>, String> {
+    let mut v = Vec::with_capacity(rows);
+    column!(
+        col(rg, c)?,
+        DoubleColumnReader,
+        rows,
+        true,
+        f64::NAN,
+        &mut v,
+        name
+    )?;
+    match v.iter().position(|&x| !ok(x)) {
+        Some(r) => Err(format!("player {}: {name} {} is not {want}", s.id(r), v[r])),
+        None => Ok(v),
+    }
 }
 
 /// Checks every player's row and sets the games and window counts from their columns.
