@@ -10,8 +10,7 @@
 //! 3. the **match joins the player's history** ([`PlayerState::record`]): window counts,
 //!    recent matches, churned gaps, with the per-match values the churn feature query computes
 //!    from the lake (`mm-fit`'s `played_query`): the score difference to the mean opponent,
-//!    the performance rank in the lobby, and whether it was a blowout loss.
-//!
+//!    the performance rank in the lobby, and whether it was a blowout loss;
 //! 4. the **win skill**, when the team win model reads it and the artifact says how to update
 //!    it (`skill.json`'s `win_update`, format 7 on): the step of [`crate::skill::win`] from the
 //!    players' win skills and masses, on the same metric. Without it, a player keeps the
