@@ -175,8 +175,19 @@ impl LiveUpdater {
     #[must_use]
     pub fn apply(&mut self, m: &FinishedMatch, before: Vec<PlayerState>) -> Vec<PlayerState> {
         debug_assert_eq!(before.len(), m.rows.len());
-        let skills = self.skills_after(m, &before);
-        let win = self.win_after(m, &before);
+        // Each row's metric, read by raw skill's update and the win skill's.
+        let metrics: Vec<f64> = m
+            .rows
+            .iter()
+            .map(|r| {
+                self.metric.value(&PerfColumns {
+                    outcome: Some(r.outcome),
+                    ..r.stats
+                })
+            })
+            .collect();
+        let skills = self.skills_after(m, &metrics, &before);
+        let win = self.win_after(m, &metrics, &before);
         let played = played_of(m, self.blowout_margin);
         before
             .into_iter()
@@ -197,7 +208,12 @@ impl LiveUpdater {
     }
 
     /// Step 4: each row's win skill and mass after the match (empty when not updated).
-    fn win_after(&self, m: &FinishedMatch, before: &[PlayerState]) -> Vec<(f64, f64)> {
+    fn win_after(
+        &self,
+        m: &FinishedMatch,
+        metrics: &[f64],
+        before: &[PlayerState],
+    ) -> Vec<(f64, f64)> {
         let Some(u) = self.win else {
             return Vec::new();
         };
@@ -205,15 +221,13 @@ impl LiveUpdater {
             .rows
             .iter()
             .zip(before)
-            .map(|(r, s)| WinSlot {
+            .zip(metrics)
+            .map(|((r, s), &metric)| WinSlot {
                 skill: s.win_skill,
                 mass: s.win_mass,
                 as_of_ms: s.last_seen_ms,
                 team: r.team,
-                metric: self.metric.value(&PerfColumns {
-                    outcome: Some(r.outcome),
-                    ..r.stats
-                }),
+                metric,
                 outcome: r.outcome,
             })
             .collect();
@@ -221,27 +235,23 @@ impl LiveUpdater {
     }
 
     /// Step 1: each row's raw skill after the match.
-    fn skills_after(&mut self, m: &FinishedMatch, before: &[PlayerState]) -> Vec<f64> {
+    fn skills_after(
+        &mut self,
+        m: &FinishedMatch,
+        metrics: &[f64],
+        before: &[PlayerState],
+    ) -> Vec<f64> {
         let roles: Vec<u16> = m
             .rows
             .iter()
             .map(|r| r.role.as_deref().map_or(0, |name| self.role_number(name)))
             .collect();
-        let metrics = || {
-            m.rows.iter().map(|r| {
-                self.metric.value(&PerfColumns {
-                    outcome: Some(r.outcome),
-                    ..r.stats
-                })
-            })
-        };
         let normalise = self.params.params().roles == RoleComparison::Normalised;
         let mut values = std::mem::take(&mut self.values);
         self.roles
-            .compared_values(normalise, metrics(), &roles, &mut values);
+            .compared_values(normalise, metrics.iter().copied(), &roles, &mut values);
         if normalise {
-            let observed: Vec<f64> = metrics().collect();
-            self.roles.observe(observed.into_iter(), &roles);
+            self.roles.observe(metrics.iter().copied(), &roles);
         }
         let parties = party_numbers(m);
         let pre: Vec<f64> = before.iter().map(|s| s.raw_skill).collect();
