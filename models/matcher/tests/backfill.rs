@@ -10,8 +10,7 @@ use mm_matcher::cod::{CodConfig, CodRules};
 use mm_matcher::queue::{BackfillRule, LobbyModels, Mode, Policy, Queue, Rule, Search};
 use proptest::prelude::*;
 
-mod common;
-use common::search;
+use crate::common::search;
 use proptest::strategy::ValueTree;
 
 const T0: i64 = 1_700_000_000_000;

@@ -10,8 +10,7 @@
 use mm_matcher::cod::{Candidate, CodConfig, CodRules, LobbyBuilder, PartialLobbies};
 use mm_matcher::queue::{LobbyModels, Mode, Policy, Queue, Rule, Search};
 
-mod common;
-use common::search;
+use crate::common::search;
 
 const T0: i64 = 1_700_000_000_000;
 

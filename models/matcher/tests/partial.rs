@@ -12,8 +12,7 @@ use mm_matcher::queue::{LobbyModels, Mode, Policy, Queue, Search};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-mod common;
-use common::{member, search};
+use crate::common::{member, search};
 
 const T0: i64 = 1_700_000_000_000;
 

@@ -1,0 +1,4 @@
+//! The integration tests of the simulator, one module a file, in one binary.
+
+mod calibration;
+mod run;
