@@ -651,11 +651,13 @@ async fn lake_keys(lake: &Path) -> Result<u64> {
     .await?
 }
 
-/// The service with results on: a lake and a log under `a.work`, flushing every second.
+/// The service with results on: a lake and a log under `a.work`, flushing every `--flush-s`
+/// (one second by default) or `--flush-matches`.
 fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Result<Server> {
     let budget = 120.0 + a.seconds * 4.0;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
     let dedupe = a.dedupe_hours.to_string();
+    let (flush_s, flush_matches) = (a.flush_s.to_string(), a.flush_matches.to_string());
     start_with(
         root,
         budget,
@@ -667,7 +669,9 @@ fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Re
             "--replica",
             "bench",
             "--flush-s",
-            "1",
+            &flush_s,
+            "--flush-matches",
+            &flush_matches,
             "--dedupe-hours",
             &dedupe,
         ],
