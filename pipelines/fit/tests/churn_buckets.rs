@@ -120,12 +120,12 @@ fn bucketed_shards_give_the_whole_query() {
         // Feature rows written at a time: the default, a few players, one player. Each slice
         // is a query of its own (about 20 ms) and the slicing does not depend on the mode, so
         // one player a slice runs on the 1v1 mode only; 6v6 takes wider slices there.
-        let one = if mode == "duel-1v1" { 1 } else { 700 };
+        let narrowest = if mode == "duel-1v1" { 1 } else { 700 };
         for (n, chunk_rows, wide_rows) in [
             (1, usize::MAX, WIDE_ROWS),
             (1, 900, 40),
             (3, 2_000, 700),
-            (4, 150, one),
+            (4, 150, narrowest),
         ] {
             let (mut files, mut state) = (Vec::new(), Vec::new());
             let (mut rows, mut buckets, mut sliced, mut spills) = (0, 0, 0, 0);
