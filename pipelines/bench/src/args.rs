@@ -71,15 +71,15 @@ pub struct BenchServeArgs {
     #[arg(long, default_value_t = 24.0)]
     pub dedupe_hours: f64,
     /// The server's `--flush-s` in the results phase: flush the reported matches into the lake
-    /// at least this often, seconds. A large value with a large `--flush-matches` leaves the
+    /// at least this often, seconds. A large value with a large `--serve-flush-matches` leaves the
     /// lake alone during the phase, which says what the flushes cost the other calls (the lake
     /// check then waits its 120 s and reports the rows missing: they are still in the log).
     #[arg(long, default_value_t = 1.0)]
-    pub flush_s: f64,
+    pub serve_flush_s: f64,
     /// The server's `--flush-matches` in the results phase: flush as soon as this many matches
     /// wait.
     #[arg(long, default_value_t = 1000)]
-    pub flush_matches: usize,
+    pub serve_flush_matches: usize,
 }
 
 #[derive(Debug, Args)]

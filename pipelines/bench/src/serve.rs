@@ -651,13 +651,16 @@ async fn lake_keys(lake: &Path) -> Result<u64> {
     .await?
 }
 
-/// The service with results on: a lake and a log under `a.work`, flushing every `--flush-s`
-/// (one second by default) or `--flush-matches`.
+/// The service with results on: a lake and a log under `a.work`, flushing every
+/// `--serve-flush-s` (one second by default) or `--serve-flush-matches`.
 fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Result<Server> {
     let budget = 120.0 + a.seconds * 4.0;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
     let dedupe = a.dedupe_hours.to_string();
-    let (flush_s, flush_matches) = (a.flush_s.to_string(), a.flush_matches.to_string());
+    let (flush_s, flush_matches) = (
+        a.serve_flush_s.to_string(),
+        a.serve_flush_matches.to_string(),
+    );
     start_with(
         root,
         budget,
