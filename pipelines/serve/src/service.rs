@@ -246,7 +246,10 @@ fn score(
     let mut sums = [0.0f64; 2];
     for (k, p) in req.players.iter().enumerate() {
         check_id(k, &p.id)?;
-        let m = match (&p.state, known(&p.id)) {
+        // The live state, read once: it scores the player and says whether we know them.
+        let live = known(&p.id);
+        let is_known = live.is_some() || art.snapshot.position(&p.id).is_some();
+        let m = match (&p.state, live) {
             (Some(s), _) => Member::from_state(art, &state_of(art, k, &p.id, s)?, now, false),
             (None, Some(s)) => Member::from_state(art, &s, now, false),
             (None, None) => Member::lookup(art, &p.id, now, false),
@@ -257,7 +260,6 @@ fn score(
             })?;
             sums[t] += m.outcome_skill;
         }
-        let is_known = art.snapshot.position(&p.id).is_some() || known(&p.id).is_some();
         players.push(crate::report::player_score(&p.id, is_known, &m));
     }
     let lobby = if req.teams.is_empty() {
