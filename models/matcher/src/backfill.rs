@@ -18,9 +18,14 @@
 //! Each search in a backfill passes the CoD rules against every party already there, with the
 //! backoff of its own wait and, for the lobby's parties, of the wait each had when it joined the
 //! lobby plus the time the lobby's slots have been open (the bounds the lobby formed at, loosening
-//! while its slots stay open): skill similarity (each of the two within the other's accepted range), skill disparity
-//! (the lobby's spread of player percentiles within every party's acceptable disparity, unless
-//! the search does not widen it), delta ping to the lobby's data centre, and platforms.
+//! while its slots stay open): skill similarity (each of the two within the other's accepted
+//! range), skill disparity (the lobby's spread of player percentiles within every party's
+//! acceptable disparity, unless the search does not widen it), delta ping to the lobby's data
+//! centre, and platforms. Toward a lobby open for joins a search accepts the skill range it
+//! would accept [`CodConfig::join_head_start_s`] seconds later (30 s by default): the paper's
+//! skill similarity is "modified by ... if there is a high-quality lobby open for joins".
+//! Every lobby offered for backfill formed under these rules and its team size differential
+//! was never worsened, so every one counts as such a lobby.
 //!
 //! Between two matches, [`Lobbies::intermission`] lets the leavers go and balances the teams
 //! again (the seed: skill is considered "in team balancing at intermission"), by the lobby
@@ -364,7 +369,7 @@ impl Lobbies {
         let sides: Vec<Side> = searches
             .iter()
             .zip(&ages)
-            .map(|(s, &a)| side(s, a, cfg))
+            .map(|(s, &a)| joiner_side(s, a, cfg))
             .collect();
         // Oldest first within each party size: a lobby reads only the sizes that still fit.
         let mut by_size: Vec<Vec<usize>> = vec![Vec::new(); t + 1];
@@ -621,7 +626,7 @@ impl Lobbies {
                 Some(Rule::LobbyFull)
             } else {
                 let age = ages[i];
-                match group.admits(cfg, l.data_centre, s, &side(s, age, cfg), age) {
+                match group.admits(cfg, l.data_centre, s, &joiner_side(s, age, cfg), age) {
                     Err(r) => Some(r),
                     Ok(()) => match assign(players, skill, &[s.members.len()], &[raw_sum(s)], t) {
                         Some((team, d)) if d <= l.differential() => own.and_then(|r| {
@@ -677,6 +682,16 @@ fn side(s: &Search, age_s: f64, cfg: &CodConfig) -> Side {
     }
 }
 
+/// Search `s` at `age_s` as a lobby open for joins sees it: its [`Side`], with the skill range of
+/// [`CodConfig::join_head_start_s`] more seconds of search (the paper's similarity "modified by
+/// ... if there is a high-quality lobby open for joins"); its disparity reads its real age.
+fn joiner_side(s: &Search, age_s: f64, cfg: &CodConfig) -> Side {
+    Side {
+        range: cfg.skill_range.at(age_s + cfg.join_head_start_s.max(0.0)),
+        ..side(s, age_s, cfg)
+    }
+}
+
 /// The parties a search must agree with, summed up so that a candidate is checked in constant
 /// time (platforms aside): it is within every party's range when it is within their
 /// intersection, and every party is within its range when the least and greatest are.
@@ -706,7 +721,12 @@ impl<'a> Group<'a> {
     }
 
     fn push(&mut self, p: &'a Search, age_s: f64, cfg: &CodConfig) {
-        let x = side(p, age_s, cfg);
+        self.push_side(p, &side(p, age_s, cfg));
+    }
+
+    /// Adds party `p` whose [`Side`] is `x`: a lobby's party, or a search joining with its
+    /// [`joiner_side`].
+    fn push_side(&mut self, p: &'a Search, x: &Side) {
         self.parties.push(p);
         self.lo = self.lo.max(x.skill - x.range);
         self.hi = self.hi.min(x.skill + x.range);
@@ -776,6 +796,7 @@ fn lobby_group<'a>(l: &'a LiveLobby, open_age: f64, cfg: &CodConfig) -> Group<'a
 /// Whether search `s` may join, at `now_ms`, a lobby playing on `data_centre` whose parties
 /// (and the searches already added to this backfill) are `lobby`, each with the age (s) its
 /// backoff reads: every CoD rule but the grouping, which [`assign`] checks on the whole set.
+/// `s` reads its skill range with [`CodConfig::join_head_start_s`].
 ///
 /// # Errors
 /// The first rule that refuses it.
@@ -791,7 +812,7 @@ pub fn admits(
         g.push(p, age, cfg);
     }
     let age = age_s(now_ms, s.start_ms);
-    g.admits(cfg, data_centre, s, &side(s, age, cfg), age)
+    g.admits(cfg, data_centre, s, &joiner_side(s, age, cfg), age)
 }
 
 /// Seconds from `start_ms` to `now_ms` (0 for a start in the future).
@@ -1057,7 +1078,7 @@ fn grow(
         }
         added.push(i);
         filled += s.members.len();
-        group.push(s, c.ages[i], cfg);
+        group.push_side(s, &c.sides[i]);
     }
     let before = l.differential();
     while !added.is_empty() {

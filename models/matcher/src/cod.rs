@@ -52,6 +52,19 @@ pub struct CodConfig {
     /// its lobbies under these rules, forms full lobbies.
     #[serde(default)]
     pub partial: Option<PartialLobbies>,
+    /// Seconds of backoff a search is credited with when it is offered a lobby open for joins
+    /// (a backfill): its skill range toward that lobby is the one it would accept this many
+    /// seconds later. The paper: the skill similarity a search accepts is "modified by ... if
+    /// there is a high-quality lobby open for joins". Only the skill range: disparity, ping and
+    /// the lobby's own parties' ranges read the search's real age. 0 turns it off.
+    #[serde(default = "default_join_head_start_s")]
+    pub join_head_start_s: f64,
+}
+
+/// [`CodConfig::join_head_start_s`]'s default: the skill range of a 30-s search (0.2).
+#[must_use]
+pub fn default_join_head_start_s() -> f64 {
+    30.0
 }
 
 /// Partial lobbies, as the CoD paper allows them: "New lobbies are always created with a team
@@ -87,6 +100,7 @@ impl CodConfig {
             max_wait_s: 120.0,
             quality: QualityWeights::default(),
             partial: None,
+            join_head_start_s: default_join_head_start_s(),
         }
     }
 }

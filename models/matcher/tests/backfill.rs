@@ -204,6 +204,57 @@ fn explain_names_what_keeps_a_slot_open() {
     assert!(lobbies.explain(999, T0, &q, &cfg).is_err());
 }
 
+/// The paper's similarity "modified by ... if there is a high-quality lobby open for joins": a
+/// fresh search (range 0.05) 0.15 from a lobby whose slot has been open a minute (its parties'
+/// range 0.5) joins it with the default 30-s head start (the range of a 30-s search, 0.2), and
+/// is refused by skill similarity without one; its disparity reads its real age (0.2 at 0 s).
+#[test]
+fn a_fresh_search_joins_an_open_lobby_with_the_head_start() {
+    let at = T0 + 60_000;
+    let fresh = || search(9, &[0.65], at);
+    for (head, joins) in [(30.0, true), (0.0, false)] {
+        let cfg = CodConfig {
+            join_head_start_s: head,
+            ..CodConfig::new(6)
+        };
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        let l = lobby(&mut lobbies, &[(6, 0.5)], &[(5, 0.5)]);
+        let e = lobbies.explain(l, at, &queue(vec![fresh()]), &cfg).unwrap();
+        let done = lobbies.backfill(at, &mut queue(vec![fresh()]), &cfg);
+        assert_eq!(
+            done.len(),
+            usize::from(joins),
+            "head start {head}: {done:?}"
+        );
+        if joins {
+            assert_eq!((done[0].search, done[0].team), (9, 1));
+            assert_eq!(e.admissible, 1, "{e:?}");
+        } else {
+            assert_eq!(e.refused, vec![(Rule::SkillSimilarity, 1)], "{e:?}");
+        }
+    }
+    // 0.25 away is beyond a 30-s search's range (0.2): refused with the head start too.
+    let cfg = CodConfig::new(6);
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let l = lobby(&mut lobbies, &[(6, 0.5)], &[(5, 0.5)]);
+    let far = search(9, &[0.75], at);
+    let e = lobbies.explain(l, at, &queue(vec![far]), &cfg).unwrap();
+    assert_eq!(e.refused, vec![(Rule::SkillSimilarity, 1)], "{e:?}");
+    // Beside a pair of 0.35 and 0.55 (the lobby's spread 0.2), a fresh search at 0.62 is
+    // within every party's range (the pair's mean 0.45 is 0.17 away) but widens the spread to
+    // 0.27, past its own allowance at its real age (0.2; 0.5 at 30 s): refused by disparity.
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let teams = [
+        vec![party(1, 4, 0.5), search(2, &[0.35, 0.55], T0)],
+        vec![party(3, 5, 0.5)],
+    ];
+    let l = lobbies.insert(teams, None);
+    lobbies.open_backfill(l, T0).unwrap();
+    let wide = search(9, &[0.62], at);
+    let e = lobbies.explain(l, at, &queue(vec![wide]), &cfg).unwrap();
+    assert_eq!(e.refused, vec![(Rule::SkillDisparity, 1)], "{e:?}");
+}
+
 /// The lifecycle: a formed lobby is recorded, a player leaves, the slot is offered and filled
 /// at the next tick before new lobbies form; a closed lobby is gone.
 #[test]
@@ -296,8 +347,9 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 /// The CoD rules for one backfilled search against the lobby's parties before it (each with
-/// the age its backoff reads), written out plainly.
-fn rules_hold(cfg: &CodConfig, before: &[(Search, f64)], s: &Search, now_ms: i64) -> bool {
+/// the ages its skill range and its disparity read), written out plainly. A search offered a
+/// lobby open for joins reads its skill range `join_head_start_s` later than its age.
+fn rules_hold(cfg: &CodConfig, before: &[(Search, f64, f64)], s: &Search, now_ms: i64) -> bool {
     let mean =
         |x: &Search| x.members.iter().map(|m| m.percentile).sum::<f64>() / x.members.len() as f64;
     let spread = |x: &Search| {
@@ -305,24 +357,25 @@ fn rules_hold(cfg: &CodConfig, before: &[(Search, f64)], s: &Search, now_ms: i64
         p.iter().copied().fold(f64::MIN, f64::max) - p.iter().copied().fold(f64::MAX, f64::min)
     };
     let age = ((now_ms - s.start_ms) as f64 / 1000.0).max(0.0);
-    let (h, allow) = (cfg.skill_range.at(age), cfg.disparity.at(age) + spread(s));
+    let h = cfg.skill_range.at(age + cfg.join_head_start_s);
+    let allow = cfg.disparity.at(age) + spread(s);
     let all_pcts = |xs: &mut dyn Iterator<Item = &Search>| {
         let p: Vec<f64> = xs
             .flat_map(|x| x.members.iter().map(|m| m.percentile))
             .collect();
         p.iter().copied().fold(f64::MIN, f64::max) - p.iter().copied().fold(f64::MAX, f64::min)
     };
-    let d_before = all_pcts(&mut before.iter().map(|(x, _)| x));
-    let d_after = all_pcts(&mut before.iter().map(|(x, _)| x).chain(std::iter::once(s)));
+    let d_before = all_pcts(&mut before.iter().map(|(x, _, _)| x));
+    let d_after = all_pcts(&mut before.iter().map(|(x, _, _)| x).chain(std::iter::once(s)));
     let mut cap = allow;
-    for (x, a) in before {
+    for (x, range_age, age) in before {
         if (x.platform != s.platform) && !(x.crossplay && s.crossplay) {
             return false;
         }
-        if (mean(x) - mean(s)).abs() > cfg.skill_range.at(*a).min(h) + 1e-9 {
+        if (mean(x) - mean(s)).abs() > cfg.skill_range.at(*range_age).min(h) + 1e-9 {
             return false;
         }
-        cap = cap.min(spread(x) + cfg.disparity.at(*a));
+        cap = cap.min(spread(x) + cfg.disparity.at(*age));
     }
     d_after <= cap + 1e-9 || d_after <= d_before + 1e-9
 }
@@ -414,11 +467,11 @@ fn check_case_by(
             // Each backfilled search joined whole, on the team it was given, and passed the
             // rules against the parties there before it (the lobby's at its open age).
             let open_age = ((now - l0.open_since_ms.unwrap()) as f64 / 1000.0).max(0.0);
-            let mut there: Vec<(Search, f64)> = l0
+            let mut there: Vec<(Search, f64, f64)> = l0
                 .teams
                 .iter()
                 .flatten()
-                .map(|p| (p.clone(), open_age))
+                .map(|p| (p.clone(), open_age, open_age))
                 .collect();
             for bf in done.iter().filter(|b| b.lobby == id) {
                 let s = queued.get(bf.search).unwrap();
@@ -434,7 +487,7 @@ fn check_case_by(
                     id
                 );
                 let age = ((now - s.start_ms) as f64 / 1000.0).max(0.0);
-                there.push((s.clone(), age));
+                there.push((s.clone(), age + cfg.join_head_start_s, age));
             }
             prop_assert_eq!(there.len(), l1.teams[0].len() + l1.teams[1].len());
         }
