@@ -55,8 +55,8 @@ pub struct CodConfig {
     /// Seconds of backoff a search is credited with when it is offered a lobby open for joins
     /// (a backfill): its skill range toward that lobby is the one it would accept this many
     /// seconds later. The paper: the skill similarity a search accepts is "modified by ... if
-    /// there is a high-quality lobby open for joins". Only the skill range: disparity, ping and
-    /// the lobby's own parties' ranges read the search's real age. 0 turns it off.
+    /// there is a high-quality lobby open for joins". Only the search's skill range: its
+    /// disparity and ping read its real wait, the lobby's parties their own. 0 turns it off.
     #[serde(default = "default_join_head_start_s")]
     pub join_head_start_s: f64,
 }
