@@ -115,7 +115,7 @@ fn tick(c: &mut Criterion) {
 
 /// The same tick with 500 lobbies in play, each short of one player (a single left its first
 /// party) and offered for backfill 30 s ago: the open lobbies take their searches first, by the
-/// CoD backfill rules, then the policy forms new lobbies from the rest.
+/// policy's backfill rule, then the policy forms new lobbies from the rest.
 fn tick_backfill(c: &mut Criterion) {
     use mm_matcher::backfill::tick_with_backfill;
     use mm_matcher::cod::CodConfig;

@@ -34,25 +34,32 @@
 //! A partial lobby (the CoD policy's [`crate::cod::PartialLobbies`], off by default) is offered
 //! for backfill as soon as [`tick_with_backfill`] records it.
 //!
-//! Every policy backfills by these rules, and a policy may add its own
-//! ([`Policy::backfill_rule`], [`Lobbies::backfill_by`]): the threshold policy's backfills must
-//! reach its lobby threshold at the age of their oldest (a joiner, or the lobby's parties'
+//! The CoD policy backfills by these rules alone; a policy may bring its own
+//! ([`Policy::backfill_rule`], [`Lobbies::backfill_by`]). The threshold policy's replaces skill
+//! similarity, disparity and delta ping, as its own lobbies form without them: a lobby takes
+//! its K nearest searches by the policy's N-dimensional distance from the lobby's centre (its
+//! players' mean location and percentile), nearest first while they fit, and the set must reach
+//! the policy's lobby threshold at the age of its oldest (a joiner, or the lobby's parties'
 //! longest wait when they joined plus the time its slots have been open, the age the CoD rules
-//! give its parties), with the lobby's players fixed, or the searches are cut back until they
-//! do; team EOMM's choose, among the oldest-first fill and alternatives that each leave out one
-//! of its searches, the set that fills the most slots and then leaves the lobby the least
-//! expected churn, within its balance bound. Slots open for the policy's maximum wait are
-//! filled by the CoD rules alone, as the maximum-wait rule places a search its policy could
-//! not.
+//! give its parties), with the lobby's players fixed: the first such fill, starting from each
+//! candidate in turn (nearest first), that fills every open slot. Team
+//! EOMM's, which forms its lobbies inside the CoD rules, keeps them and chooses, among the
+//! oldest-first fill and alternatives that each leave out one of its searches, the set that
+//! fills the most slots and then leaves the lobby the least expected churn, within its balance
+//! bound. Under every rule the team size differential is never worsened and parties stay whole.
+//! Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
+//! maximum-wait rule places a search its policy could not.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use crate::cod::CodConfig;
+use crate::geo::{EARTH_RADIUS_KM, unit_xyz};
+use crate::knn::KdIndex;
 use crate::queue::{
-    BackfillRule, Lobby, MaxWaitRule, Mode, Policy, Queue, Rule, Scored, Search, SearchId,
-    TickState, platforms_compatible, rescue_overdue, score_split,
+    BackfillRule, Distance, Lobby, MaxWaitRule, Mode, Policy, Queue, Rule, Scored, Search,
+    SearchId, TickState, index_point, platforms_compatible, rescue_overdue, score_split,
 };
 use crate::teams::{Party, best_split};
 
@@ -380,12 +387,20 @@ impl Lobbies {
                 list.push(i);
             }
         }
+        // The threshold policy's rule takes each lobby's nearest searches: one index a tick.
+        let index = match own {
+            Some(BackfillRule::Quality { rule, .. }) => {
+                Some(search_index(searches, &rule.distance))
+            }
+            _ => None,
+        };
         let cands = Candidates {
             searches,
             by_size: &by_size,
             rank: &rank,
             ages: &ages,
             sides: &sides,
+            index: index.as_ref(),
         };
         for (since, id) in open {
             let l = self.live.get_mut(&id).expect("listed above");
@@ -593,8 +608,11 @@ impl Lobbies {
     }
 
     /// [`Lobbies::explain`] under a policy's own backfill rule too: a search the CoD rules
-    /// admit alone but the policy's rule refuses counts under [`Rule::Quality`] (the threshold
-    /// policy) or [`Rule::Imbalance`] (team EOMM's balance bound).
+    /// admit alone but team EOMM's balance bound refuses counts under [`Rule::Imbalance`]; under
+    /// the threshold policy's rule, which replaces the CoD rules' skill similarity, disparity
+    /// and ping, a search of a compatible platform that would leave the lobby under its quality
+    /// floor counts under [`Rule::Quality`] (its fill tries the lobby's nearest searches only,
+    /// so an admissible search far from the lobby may still wait).
     ///
     /// # Errors
     /// The lobby is not in play.
@@ -614,6 +632,7 @@ impl Lobbies {
         let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
         let group = lobby_group(l, open_age, cfg);
         let own = own.filter(|r| in_force(r, open_age));
+        let quality = matches!(own, Some(BackfillRule::Quality { .. }));
         let ages: Vec<f64> = queue
             .searches()
             .iter()
@@ -626,7 +645,16 @@ impl Lobbies {
                 Some(Rule::LobbyFull)
             } else {
                 let age = ages[i];
-                match group.admits(cfg, l.data_centre, s, &joiner_side(s, age, cfg), age) {
+                let admitted = if quality {
+                    if l.parties().all(|p| platforms_compatible(p, s)) {
+                        Ok(())
+                    } else {
+                        Err(Rule::Platform)
+                    }
+                } else {
+                    group.admits(cfg, l.data_centre, s, &joiner_side(s, age, cfg), age)
+                };
+                match admitted {
                     Err(r) => Some(r),
                     Ok(()) => match assign(players, skill, &[s.members.len()], &[raw_sum(s)], t) {
                         Some((team, d)) if d <= l.differential() => own.and_then(|r| {
@@ -872,11 +900,106 @@ struct Candidates<'a> {
     rank: &'a [usize],
     ages: &'a [f64],
     sides: &'a [Side],
+    /// The nearest-candidate index of the searches (the threshold policy's rule only).
+    index: Option<&'a KdIndex>,
+}
+
+/// The nearest-candidate index of `searches` by `dist` (the policies' N-dimensional distance).
+fn search_index(searches: &[Search], dist: &Distance) -> KdIndex {
+    let points = searches
+        .iter()
+        .map(|s| index_point(unit_xyz(s.lat, s.lon), mean_percentile(s), s, dist))
+        .collect();
+    KdIndex::new(points, dist.input_km)
+}
+
+fn mean_percentile(s: &Search) -> f64 {
+    s.members.iter().map(|m| m.percentile).sum::<f64>() / s.members.len().max(1) as f64
+}
+
+/// The threshold policy's candidates for lobby `l`: its `k` nearest searches by `dist` from the
+/// lobby's centre (its players' mean location on the sphere and mean percentile, the input
+/// device most of them use), not taken, no larger than `room`, platform-compatible with every
+/// party of the lobby; nearest first, drawn from the index only as far as they are read. None
+/// for a lobby with no players (it has no centre).
+struct Nearest<'a> {
+    walk: Option<Box<dyn Iterator<Item = usize> + 'a>>,
+    seen: Vec<usize>,
+    k: usize,
+}
+
+impl<'a> Nearest<'a> {
+    fn to(
+        l: &'a LiveLobby,
+        dist: &Distance,
+        c: &'a Candidates<'a>,
+        taken: &'a [bool],
+        k: usize,
+        room: usize,
+    ) -> Nearest<'a> {
+        let none = Nearest {
+            walk: None,
+            seen: Vec::new(),
+            k,
+        };
+        let Some(ix) = c.index else {
+            return none;
+        };
+        let (mut xyz, mut pct, mut n) = ([0.0; 3], 0.0, 0usize);
+        let mut inputs: Vec<(crate::queue::Input, usize, &Search)> = Vec::new();
+        for p in l.parties() {
+            let m = p.members.len();
+            for (acc, x) in xyz.iter_mut().zip(unit_xyz(p.lat, p.lon)) {
+                *acc += m as f64 * x;
+            }
+            pct += p.members.iter().map(|x| x.percentile).sum::<f64>();
+            n += m;
+            match inputs.iter_mut().find(|e| e.0 == p.input) {
+                Some(e) => e.1 += m,
+                None => inputs.push((p.input, m, p)),
+            }
+        }
+        // The party whose input device most players use (the first such on a tie) stands for
+        // the lobby's device and, in the walk's own platform check, its platform.
+        let Some(&(_, _, rep)) = inputs.iter().rev().max_by_key(|e| e.1) else {
+            return none;
+        };
+        let norm = xyz.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let centre = if norm > 1e-9 {
+            xyz.map(|x| x * EARTH_RADIUS_KM / norm)
+        } else {
+            unit_xyz(rep.lat, rep.lon)
+        };
+        let walk = ix
+            .walk_from(index_point(centre, pct / n as f64, rep, dist))
+            .map(|(_, i)| i)
+            .filter(move |&i| {
+                let s = &c.searches[i];
+                !taken[i]
+                    && s.members.len() <= room
+                    && l.parties().all(|p| platforms_compatible(p, s))
+            });
+        Nearest {
+            walk: Some(Box::new(walk)),
+            ..none
+        }
+    }
+
+    /// The `at`-th nearest candidate (from 0), `None` past the `k` nearest or the last.
+    fn get(&mut self, at: usize) -> Option<usize> {
+        while self.seen.len() <= at && self.seen.len() < self.k {
+            let next = self.walk.as_mut()?.next()?;
+            self.seen.push(next);
+        }
+        self.seen.get(at).copied()
+    }
 }
 
 /// The searches (indices into the queue, with their teams) one open lobby takes: by the CoD
-/// rules alone, or the threshold policy's quality floor, the oldest-first fill ([`grow`]); by
-/// team EOMM's rule, the best of that fill and its alternatives ([`BackfillRule::Churn`]).
+/// rules alone, the oldest-first fill ([`grow`]); by the threshold policy's rule, the first
+/// nearest-first fill that reaches its quality floor ([`BackfillRule::Quality`]); by team
+/// EOMM's rule, the best of the oldest-first fill and its alternatives
+/// ([`BackfillRule::Churn`]).
 fn fill_one(
     l: &LiveLobby,
     t: usize,
@@ -887,7 +1010,8 @@ fn fill_one(
     own: Option<&BackfillRule>,
 ) -> Vec<(usize, usize)> {
     let players = l.players();
-    if players[0] + players[1] >= 2 * t {
+    let open = (2 * t).saturating_sub(players[0] + players[1]);
+    if open == 0 {
         return Vec::new();
     }
     let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
@@ -905,8 +1029,44 @@ fn fill_one(
             judge(r, l, joins, c.searches, c.ages, now_ms, open_age, t)
         })
     };
-    let Some(BackfillRule::Churn { alternatives, .. }) = own else {
-        return grow(&fill, None, &|joins| judged(joins).is_ok());
+    let filled = |joins: &Joins| -> usize {
+        joins
+            .iter()
+            .map(|&(i, _)| c.searches[i].members.len())
+            .sum()
+    };
+    let alternatives = match own {
+        None => return grow(&fill, None, None, &|joins| judged(joins).is_ok()),
+        Some(BackfillRule::Quality {
+            rule, candidates, ..
+        }) => {
+            // The nearest-first fill from each candidate in turn, nearest first: the first
+            // that fills every open slot, as the policy forms the first lobby that passes.
+            let near = std::cell::RefCell::new(Nearest::to(
+                l,
+                &rule.distance,
+                c,
+                taken,
+                *candidates,
+                open,
+            ));
+            let mut best = Vec::new();
+            for j in 0..*candidates {
+                if near.borrow_mut().get(j).is_none() {
+                    break;
+                }
+                let from_j = |at: usize| near.borrow_mut().get(j + at);
+                let joins = grow(&fill, Some(&from_j), None, &|joins| judged(joins).is_ok());
+                if filled(&joins) > filled(&best) {
+                    best = joins;
+                    if filled(&best) == open {
+                        break;
+                    }
+                }
+            }
+            return best;
+        }
+        Some(BackfillRule::Churn { alternatives, .. }) => *alternatives,
     };
     // The churn of the set `in_bound` last accepted: `grow` returns the set it accepts last, so
     // each set is scored once.
@@ -916,23 +1076,17 @@ fn fill_one(
         last.set(churn);
         churn.is_some()
     };
-    let filled = |joins: &Joins| -> usize {
-        joins
-            .iter()
-            .map(|&(i, _)| c.searches[i].members.len())
-            .sum()
-    };
     // The searches to leave out one at a time: those of the fill without the bound. When that
     // fill is within the bound it is also the first try's (the longest prefix that fits).
-    let base = grow(&fill, None, &|_| true);
+    let base = grow(&fill, None, None, &|_| true);
     let mut best: (Vec<(usize, usize)>, Option<f64>) = (Vec::new(), None);
-    let tries = std::iter::once(None).chain(base.iter().take(*alternatives).map(|&(i, _)| Some(i)));
+    let tries = std::iter::once(None).chain(base.iter().take(alternatives).map(|&(i, _)| Some(i)));
     for left_out in tries {
         last.set(None);
         let joins = if left_out.is_none() && in_bound(&base) {
             base.clone()
         } else {
-            grow(&fill, left_out, &in_bound)
+            grow(&fill, None, left_out, &in_bound)
         };
         let Some(churn) = last.get().filter(|_| !joins.is_empty()) else {
             continue;
@@ -974,7 +1128,9 @@ fn judge(
     t: usize,
 ) -> Result<f64, Rule> {
     match own {
-        BackfillRule::Quality { rule, threshold } => {
+        BackfillRule::Quality {
+            rule, threshold, ..
+        } => {
             let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Quality)?;
             // As for a new lobby, the threshold of its oldest search: a joiner, or the lobby's
             // longest wait when it formed (its parties' ages in the CoD rules) plus the time its
@@ -1021,11 +1177,16 @@ struct Fill<'a> {
     taken: &'a [bool],
 }
 
-/// The oldest-first fill of lobby `l`: searches grown oldest first (but `left_out`) while each
-/// passes the rules and some assignment still fits, then cut back to the longest prefix whose
-/// best assignment does not worsen the lobby's differential and that `accepts`.
+/// The fill of lobby `l`: searches grown in order (but `left_out`) while each is admitted and
+/// some assignment still fits, then cut back to the longest prefix whose best assignment does
+/// not worsen the lobby's differential and that `accepts`. The order and the admission are the
+/// CoD rules' (oldest first, each search passing the rules against the lobby's parties and the
+/// searches added before it) or, with `nearest` (its n-th candidate by n), the threshold
+/// policy's (that order, each search platform-compatible with the searches added before it;
+/// [`Nearest`] checked the lobby's).
 fn grow(
     f: &Fill<'_>,
+    nearest: Option<&dyn Fn(usize) -> Option<usize>>,
     left_out: Option<usize>,
     accepts: &dyn Fn(&Joins) -> bool,
 ) -> Vec<(usize, usize)> {
@@ -1044,29 +1205,51 @@ fn grow(
     }
     let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
     let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
-    let mut group = lobby_group(l, open_age, cfg);
+    let mut group = nearest.is_none().then(|| lobby_group(l, open_age, cfg));
     let mut added: Vec<usize> = Vec::new();
     let (mut sizes, mut skills) = (Vec::new(), Vec::new());
     let mut filled = 0;
-    // The searches that fit, oldest first: a merge of the lists of the sizes that fit.
+    // The CoD order, oldest first, is a merge of the lists of the sizes that fit.
     let mut pos = vec![0; c.by_size.len()];
+    let mut at = 0;
     while filled < open && added.len() < MAX_BACKFILL_SEARCHES {
-        let fits = (open - filled).min(c.by_size.len() - 1);
-        let next = (1..=fits)
-            .filter_map(|z| c.by_size[z].get(pos[z]).map(|&i| (c.rank[i], z, i)))
-            .min();
-        let Some((_, z, i)) = next else {
-            break;
+        let room = open - filled;
+        let i = match nearest {
+            Some(nth) => {
+                let Some(i) = nth(at) else {
+                    break;
+                };
+                at += 1;
+                if c.searches[i].members.len() > room {
+                    continue;
+                }
+                i
+            }
+            None => {
+                let fits = room.min(c.by_size.len() - 1);
+                let next = (1..=fits)
+                    .filter_map(|z| c.by_size[z].get(pos[z]).map(|&i| (c.rank[i], z, i)))
+                    .min();
+                let Some((_, z, i)) = next else {
+                    break;
+                };
+                pos[z] += 1;
+                i
+            }
         };
-        pos[z] += 1;
         let s = &c.searches[i];
         if taken[i] || left_out == Some(i) {
             continue;
         }
-        if group
-            .admits(cfg, l.data_centre, s, &c.sides[i], c.ages[i])
-            .is_err()
-        {
+        let admitted = match &group {
+            Some(g) => g
+                .admits(cfg, l.data_centre, s, &c.sides[i], c.ages[i])
+                .is_ok(),
+            None => added
+                .iter()
+                .all(|&j| platforms_compatible(&c.searches[j], s)),
+        };
+        if !admitted {
             continue;
         }
         sizes.push(s.members.len());
@@ -1078,7 +1261,9 @@ fn grow(
         }
         added.push(i);
         filled += s.members.len();
-        group.push_side(s, &c.sides[i]);
+        if let Some(g) = &mut group {
+            g.push_side(s, &c.sides[i]);
+        }
     }
     let before = l.differential();
     while !added.is_empty() {

@@ -165,15 +165,24 @@ impl KdIndex {
     /// cross-play: [`crate::queue::platforms_compatible`]), nearest first by the distance of
     /// [`IndexPoint::distance`] (ties by index).
     pub(crate) fn walk(&self, anchor: usize) -> Walk<'_> {
+        self.walk_at(self.pts[self.pos_of[anchor] as usize], anchor as u32)
+    }
+
+    /// The live searches that may share a lobby with a search at point `a` (one not in the
+    /// index: a lobby's centre, say), nearest first as [`KdIndex::walk`] orders them.
+    pub(crate) fn walk_from(&self, a: IndexPoint) -> Walk<'_> {
+        self.walk_at(a, NIL)
+    }
+
+    fn walk_at(&self, a: IndexPoint, anchor: u32) -> Walk<'_> {
         let mut heap = BinaryHeap::with_capacity(64);
-        let a = self.pts[self.pos_of[anchor] as usize];
         if !self.nodes.is_empty() && self.nodes[0].live > 0 {
             let b = self.bound(&self.nodes[0], &a.coords, a.device, self.input_km);
             heap.push(Reverse((key(b), NODE, 0)));
         }
         Walk {
             ix: self,
-            anchor: anchor as u32,
+            anchor,
             a,
             heap,
         }

@@ -279,13 +279,15 @@ impl Policy for ThresholdPolicy {
         }
     }
 
-    /// Backfills reach the lobby threshold at the age of their oldest (a joiner, or the lobby's
-    /// longest wait when it formed plus the time its slots have been open), with its players
-    /// fixed (the swap search's quality criteria).
+    /// Backfills come from the lobby's K nearest searches and reach the lobby threshold at the
+    /// age of their oldest (a joiner, or the lobby's longest wait when it formed plus the time
+    /// its slots have been open), with its players fixed (the swap search's quality criteria),
+    /// as the policy's own lobbies form: not under the CoD rules' similarity and disparity.
     fn backfill_rule(&self) -> Option<BackfillRule> {
         Some(BackfillRule::Quality {
             rule: self.max_wait_rule(),
             threshold: self.config.threshold.clone(),
+            candidates: self.config.k,
         })
     }
 

@@ -415,6 +415,7 @@ fn check_case_by(
 ) -> Result<Vec<(LobbyId, u64, usize)>, TestCaseError> {
     {
         let cfg = CodConfig::new(c.t);
+        let quality_rule = matches!(own, Some(BackfillRule::Quality { .. }));
         let now = T0 + 200_000;
         let mode = Mode { team_size: c.t };
         let mut lobbies = Lobbies::new(mode);
@@ -480,12 +481,15 @@ fn check_case_by(
                     .find(|p| p.id == bf.search)
                     .unwrap();
                 prop_assert_eq!(joined, s);
-                prop_assert!(
-                    rules_hold(&cfg, &there, s, now),
-                    "search {} in lobby {}",
-                    s.id,
-                    id
-                );
+                // The threshold policy's rule replaces the CoD rules but the platforms.
+                let passes = if quality_rule {
+                    there
+                        .iter()
+                        .all(|(x, _, _)| x.platform == s.platform || (x.crossplay && s.crossplay))
+                } else {
+                    rules_hold(&cfg, &there, s, now)
+                };
+                prop_assert!(passes, "search {} in lobby {}", s.id, id);
                 let age = ((now - s.start_ms) as f64 / 1000.0).max(0.0);
                 there.push((s.clone(), age + cfg.join_head_start_s, age));
             }
@@ -728,6 +732,7 @@ fn gate(t: usize, threshold: f64) -> BackfillRule {
     BackfillRule::Quality {
         rule: rule(t),
         threshold: mm_matcher::queue::Backoff::new(&[(0.0, threshold)]),
+        candidates: 24,
     }
 }
 
@@ -759,6 +764,7 @@ fn gate_from_60_s() -> BackfillRule {
     BackfillRule::Quality {
         rule: rule(6),
         threshold: mm_matcher::queue::Backoff::new(&[(0.0, 1.01), (59.0, 1.01), (60.0, 0.0)]),
+        candidates: 24,
     }
 }
 
@@ -815,20 +821,120 @@ fn a_quality_gate_reads_the_wait_a_lobby_formed_with() {
     assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
 }
 
-/// Over the random cases: a gate no lobby can miss (0) places exactly the searches of the plain
-/// backfill, and one no lobby can reach (above 1) places none.
+/// Over the random cases: the threshold policy's rule keeps the structural invariants
+/// ([`check_case_by`]: whole parties, the differential, platforms, no search twice) with a floor
+/// every lobby passes (0) and one in between, and a floor no lobby can reach (above 1) places
+/// none. A floor of 0 backfills at least as many lobbies as the CoD rules here: it takes the
+/// nearest searches whatever their skill.
 #[test]
-fn a_quality_gate_at_its_bounds_changes_nothing_or_everything() {
+fn a_quality_gate_keeps_the_invariants_and_its_bounds() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut placed = 0;
+    let (mut placed, mut lobbies_plain, mut lobbies_open) = (0, 0, 0);
     for _ in 0..200 {
         let c = case().new_tree(&mut runner).unwrap().current();
-        let plain = check_case_by(&c, None).unwrap();
-        placed += plain.len();
-        assert_eq!(check_case_by(&c, Some(gate(c.t, 0.0))).unwrap(), plain);
+        let distinct =
+            |v: &[(LobbyId, u64, usize)]| v.iter().map(|x| x.0).collect::<HashSet<_>>().len();
+        lobbies_plain += distinct(&check_case_by(&c, None).unwrap());
+        let open = check_case_by(&c, Some(gate(c.t, 0.0))).unwrap();
+        lobbies_open += distinct(&open);
+        placed += open.len();
+        check_case_by(&c, Some(gate(c.t, 0.6))).unwrap();
         assert!(check_case_by(&c, Some(gate(c.t, 1.01))).unwrap().is_empty());
     }
     assert!(placed > 100, "{placed} searches placed in all");
+    assert!(
+        lobbies_open >= lobbies_plain,
+        "{lobbies_open} lobbies backfilled against the CoD rules' {lobbies_plain}"
+    );
+}
+
+/// The threshold policy's backfill is not held to the CoD rules' skill similarity: a fresh
+/// single 0.3 from a lobby at 0.5 (beyond the 0.2 a fresh search accepts toward a lobby open
+/// for joins) fills its slot when the quality floor lets it, and it is the nearest single by
+/// the N-dimensional distance from the lobby's centre (Paris), not the oldest: a single at the
+/// lobby's own percentile in Sydney (about 16,900 km away) and one at 0.95 (675 km of skill at
+/// 1,500 km per unit, against the fresh one's 450) wait. The CoD rules, which read distance
+/// only through pings (none here), take the oldest they admit: the one in Sydney.
+#[test]
+fn the_threshold_rule_takes_the_nearest_search_the_cod_rules_refuse() {
+    let cfg = CodConfig::new(6);
+    let mut far = search(1, &[0.5], T0 - 20_000);
+    (far.lat, far.lon) = (-33.9, 151.2);
+    let queued = || {
+        queue(vec![
+            far.clone(),
+            search(2, &[0.95], T0 - 10_000),
+            search(3, &[0.8], T0),
+        ])
+    };
+    for (own, want) in [(None, Some(1)), (Some(gate(6, 0.0)), Some(3))] {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        let l = lobby(&mut lobbies, &[(1, 0.5); 6], &[(1, 0.5); 5]);
+        let mut q = queued();
+        let done = lobbies.backfill_by(T0, &mut q, &cfg, own.as_ref());
+        assert_eq!(done.first().map(|b| b.search), want, "{own:?}");
+        assert_eq!(done.len(), 1);
+        assert_eq!(lobbies.get(l).unwrap().players(), [6, 6]);
+    }
+}
+
+/// A 6v5 whose short team is the weaker (four at 0.5 and one at 0.2 against six at 0.5), with
+/// the single at `pct` added when the floor lets it; the ids of the searches placed.
+fn weak_team_backfill(queued: &[(u64, f64)], floor: f64, candidates: usize) -> Vec<u64> {
+    let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+    let weak = [(1, 0.5), (1, 0.5), (1, 0.5), (1, 0.5), (1, 0.2)];
+    lobby(&mut lobbies, &[(1, 0.5); 6], &weak);
+    let mut q = queue(queued.iter().map(|&(id, p)| search(id, &[p], T0)).collect());
+    let g = match gate(6, floor) {
+        BackfillRule::Quality {
+            rule, threshold, ..
+        } => BackfillRule::Quality {
+            rule,
+            threshold,
+            candidates,
+        },
+        other => other,
+    };
+    lobbies
+        .backfill_by(T0, &mut q, &CodConfig::new(6), Some(&g))
+        .iter()
+        .map(|b| b.search)
+        .collect()
+}
+
+/// The highest floor at which the weak-team lobby still takes the single at `pct` alone: the
+/// quality the rule scores it at.
+fn quality_of(pct: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..40 {
+        let mid = (lo + hi) / 2.0;
+        if weak_team_backfill(&[(1, pct)], mid, 24).is_empty() {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    lo
+}
+
+/// The threshold policy's rule grows its fill from each of its candidates in turn, nearest
+/// first, and takes the first that reaches its floor: the nearest single to the lobby's
+/// centre (0.45; the centre is at 0.47) when it does, though it leaves the short team weaker
+/// still; the next (0.6), which balances it, when only that one does. With one candidate only
+/// the nearest is tried; a floor above both qualities takes neither.
+#[test]
+fn the_threshold_rule_takes_the_first_of_its_nearest_fills_that_passes() {
+    let queued = [(1, 0.45), (2, 0.6)];
+    let (near, next) = (quality_of(0.45), quality_of(0.6));
+    assert!(
+        next > near + 1e-6,
+        "0.6 should balance better: {near} vs {next}"
+    );
+    assert_eq!(weak_team_backfill(&queued, 0.0, 24), [1]);
+    assert_eq!(weak_team_backfill(&queued, (near + next) / 2.0, 24), [2]);
+    assert_eq!(weak_team_backfill(&queued, 0.0, 1), [1]);
+    assert!(weak_team_backfill(&queued, (near + next) / 2.0, 1).is_empty());
+    assert!(weak_team_backfill(&queued, next + 1e-6, 24).is_empty());
 }
 
 /// Through `tick_with_backfill`: the threshold policy brings its own lobby threshold as the gate

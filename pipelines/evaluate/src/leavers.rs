@@ -5,8 +5,8 @@
 //! (true skill, party bonus and a draw of the match's form), and players who quit at a rate
 //! that grows with how far their team is behind. A quit opens a slot. With backfill, the lobby
 //! is offered at once ([`Lobbies::open_backfill`]) and each tick fills open slots from the queue
-//! before the policy forms new lobbies ([`tick_with_backfill`], the CoD backfill rules and the
-//! policy's own); a search that joins plays from that moment. Without backfill the slot stays
+//! before the policy forms new lobbies ([`tick_with_backfill`], by the policy's backfill rule);
+//! a search that joins plays from that moment. Without backfill the slot stays
 //! empty. A match ends at the race's end; it finished short-handed when a team was short then.
 //! A player still in a match (which began later than their real one) searches again when it
 //! ends; a player still queued keeps the older search (superseded, as in the replay without

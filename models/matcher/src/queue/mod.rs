@@ -50,7 +50,7 @@ pub(crate) use lobby::{
 pub use member::{Input, Member, Search};
 pub(crate) use policy::check_structure;
 pub use policy::{BackfillRule, MaxWaitRule, Policy, rescue_overdue};
-pub(crate) use tick::{Deadline, TickState, View, fill_exact};
+pub(crate) use tick::{Deadline, TickState, View, fill_exact, index_point};
 pub use tick::{Distance, platforms_compatible};
 
 /// A search's id, unique within a queue.

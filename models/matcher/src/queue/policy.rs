@@ -21,20 +21,28 @@ pub struct MaxWaitRule {
     pub distance: Distance,
 }
 
-/// A policy's own rule for backfills, beyond the CoD backfill rules every policy keeps, until
-/// the lobby's slots have been open for the rule's maximum wait.
+/// A policy's own rule for backfills, until the lobby's slots have been open for the rule's
+/// maximum wait (then the CoD backfill rules alone fill them, as the maximum-wait rule places a
+/// search its policy could not).
 #[derive(Debug, Clone, PartialEq)]
 pub enum BackfillRule {
-    /// The threshold policy's: the lobby with the searches added, its players fixed, scores at
-    /// least `threshold` at the age of its oldest (a joiner, or the lobby's parties' longest
-    /// wait when they joined plus the time its slots have been open; a new lobby needs its
-    /// oldest search's threshold), by the rule's weights and models (the maximum wait scales
-    /// the wait criterion).
+    /// The threshold policy's, in place of the CoD rules' skill similarity, disparity and ping
+    /// (its own lobbies form without them, by their quality alone): the lobby's `candidates`
+    /// nearest searches by the policy's N-dimensional distance from the lobby's centre (its
+    /// players' mean location and percentile), platform-compatible with its parties, are taken
+    /// nearest first while they fit, and the lobby with them added, its players fixed, must
+    /// score at least `threshold` at the age of its oldest (a joiner, or the lobby's parties'
+    /// longest wait when they joined plus the time its slots have been open; a new lobby needs
+    /// its oldest search's threshold), by the rule's weights and models (the maximum wait
+    /// scales the wait criterion). The fill starts from each candidate in turn, nearest first,
+    /// and the first that passes and fills every open slot is taken (the policy forms the
+    /// first lobby that passes), else the first that fills the most.
     Quality {
         rule: MaxWaitRule,
         threshold: Backoff,
+        candidates: usize,
     },
-    /// Team EOMM's: of the candidate sets that fit (the oldest-first fill and `alternatives`
+    /// Team EOMM's, beside the CoD backfill rules: of the candidate sets that fit (the oldest-first fill and `alternatives`
     /// more, each leaving out one search of the first), the one that fills the most slots and
     /// then leaves the lobby the least expected churn, within the balance bound
     /// (`|P(A wins | decisive) - 1/2|` at most `balance` at the least of the lobby's open age
@@ -57,8 +65,8 @@ pub trait Policy {
     /// The settings of the maximum-wait rule the policy ends each tick with.
     fn max_wait_rule(&self) -> MaxWaitRule;
 
-    /// The policy's own rule for backfills, beyond the CoD backfill rules (`None`, the default:
-    /// those rules alone).
+    /// The policy's own rule for backfills ([`BackfillRule`]; `None`, the default: the CoD
+    /// backfill rules alone).
     fn backfill_rule(&self) -> Option<BackfillRule> {
         None
     }

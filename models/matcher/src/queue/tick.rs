@@ -101,6 +101,17 @@ fn input_slot(i: Input) -> u8 {
     }
 }
 
+/// A search's point in the nearest-candidate index: `xyz` on the sphere (km) and the skill
+/// percentile `skill` weighted by `dist`, with `s`'s input device and platform.
+pub(crate) fn index_point(xyz: [f64; 3], skill: f64, s: &Search, dist: &Distance) -> IndexPoint {
+    IndexPoint {
+        coords: [xyz[0], xyz[1], xyz[2], dist.skill_km * skill],
+        device: input_slot(s.input),
+        platform: s.platform,
+        crossplay: s.crossplay,
+    }
+}
+
 /// Whether two searches may share a lobby: same platform, or both accept cross-play.
 #[must_use]
 pub fn platforms_compatible(a: &Search, b: &Search) -> bool {
@@ -164,12 +175,7 @@ impl<'q> TickState<'q> {
             st.views
                 .iter()
                 .zip(st.searches)
-                .map(|(v, s)| IndexPoint {
-                    coords: [v.xyz[0], v.xyz[1], v.xyz[2], dist.skill_km * v.skill],
-                    device: input_slot(s.input),
-                    platform: s.platform,
-                    crossplay: s.crossplay,
-                })
+                .map(|(v, s)| index_point(v.xyz, v.skill, s, &dist))
                 .collect(),
             dist.input_km,
         );
