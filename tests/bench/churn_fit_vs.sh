@@ -1,0 +1,51 @@
+#!/bin/bash
+# `mm fit churn` on the 11.9M-row bench lake against issue 52's baseline, in the same run
+# (docs/benchmarks.md, "The churn fit at 11.9M rows against its baseline"). Builds BASE's `mm`
+# (default 880a391, the commit the issue was measured on) in a worktree WORK/base with a target
+# directory of its own (a full build: about half an hour on 2 cores), unless MM_BASE_BIN names
+# one already built; simulates the lake once (250,000 players over 28 days, 6v6 only) with the
+# current `mm` (MM_BIN, default target/debug/mm, or $CARGO_TARGET_DIR/debug/mm); then runs
+# `mm fit churn` with its defaults (no skill feature: the baseline's default) PAIRS times for
+# each binary, alternating, each into fresh folders, and prints each run's wall seconds, the
+# feature build and fit seconds it reports, its peak RSS and the chosen C. Run it with nothing
+# else on the machine.
+#
+#     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS]
+set -u
+[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+work=$1
+base=${2:-880a391}
+pairs=${3:-1}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+mm_new=${MM_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/mm}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+mm_base=${MM_BASE_BIN:-$work/base-target/debug/mm}
+if [ ! -x "$mm_base" ]; then
+  [ -d "$work/base" ] || git -C "$repo" worktree add -f "$work/base" "$base" >/dev/null || exit 1
+  (cd "$work/base" && CARGO_TARGET_DIR=$work/base-target cargo build --locked -p mm-cli) \
+    > "$work/base-build.log" 2>&1 || { echo "baseline build failed: $work/base-build.log"; exit 1; }
+fi
+lake=$work/lake
+if [ ! -d "$lake/matches" ]; then
+  "$mm_new" simulate --lake "$lake" --players 250000 --days 28 --duel-share 0 -q || exit 1
+fi
+# Fit on all days but the last (the scoring window is the last day's labels).
+until=2024-01-27
+run() {  # name binary k
+  local out=$work/runs/$1-$3
+  rm -rf "$out" && mkdir -p "$out"
+  /usr/bin/time -f '%e %M' -o "$out/time" "$2" fit churn --lake "$lake" --mode tdm-6v6 \
+    --until $until --out "$out/out" --tables "$out/tables" --rebuild $4 > "$out/log" 2>&1 \
+    || { echo "$1 run $3 failed: $out/log"; exit 1; }
+  read -r wall kib < "$out/time"
+  local split c
+  split=$(grep -Eo 'features [0-9.]+ s, fit [0-9.]+ s' "$out/log" | tail -1)
+  c=$(grep -Eo 'C = [0-9.e-]+' "$out/log" | tail -1)
+  echo "$1 run $3: wall ${wall} s, ${split:-features/fit not printed}, peak $((kib / 1024)) MiB, ${c}"
+  rm -rf "$out/tables"
+}
+for k in $(seq 1 "$pairs"); do
+  run base "$mm_base" "$k" ""
+  run current "$mm_new" "$k" "--no-skill"
+done
