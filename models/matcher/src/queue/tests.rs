@@ -122,6 +122,44 @@ fn nearest_walk_equals_brute_force() {
     }
 }
 
+/// A walk from a point that is no search of the index (a lobby's centre, for the threshold
+/// policy's backfill) gives exactly the brute-force order (distance, then index) of the
+/// platform-compatible searches by the CoD distance from a search standing there.
+#[test]
+fn walk_from_a_point_equals_brute_force() {
+    let now = 1_700_000_000_000;
+    let dist = Distance::default();
+    for seed in 0..4u64 {
+        let q = crate::sim_queue::realistic_queue(300, 6, now, 90.0, 0, seed);
+        let s = q.searches();
+        let views: Vec<View> = s.iter().map(|x| View::of(x, now, None)).collect();
+        let points = views
+            .iter()
+            .zip(s)
+            .map(|(v, x)| index_point(v.xyz, v.skill, x, &dist))
+            .collect();
+        let ix = crate::knn::KdIndex::new(points, dist.input_km);
+        for k in (0..s.len()).step_by(29) {
+            // Not in the queue: another search's place, device and platform, a skill of its own.
+            let mut probe = s[k].clone();
+            probe.id = u64::MAX;
+            for m in &mut probe.members {
+                m.percentile = (m.percentile + 0.37) % 1.0;
+            }
+            let pv = View::of(&probe, now, None);
+            let mut brute: Vec<(f64, usize)> = (0..s.len())
+                .filter(|&j| platforms_compatible(&probe, &s[j]))
+                .map(|j| (dist.between(&pv, &probe, &views[j], &s[j]), j))
+                .collect();
+            brute.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            let walk: Vec<(f64, usize)> = ix
+                .walk_from(index_point(pv.xyz, pv.skill, &probe, &dist))
+                .collect();
+            assert_eq!(walk, brute, "seed {seed}, probe {k}");
+        }
+    }
+}
+
 #[test]
 fn fill_exact_finds_a_fill_whenever_one_exists() {
     // Brute force over all subsets of small candidate lists.
