@@ -390,7 +390,7 @@ impl Lobbies {
         // The threshold policy's rule takes each lobby's nearest searches: one index a tick.
         let index = match own {
             Some(BackfillRule::Quality { rule, .. }) => {
-                Some(search_index(searches, &rule.distance))
+                Some(search_index(searches, &sides, &rule.distance))
             }
             _ => None,
         };
@@ -904,17 +904,15 @@ struct Candidates<'a> {
     index: Option<&'a KdIndex>,
 }
 
-/// The nearest-candidate index of `searches` by `dist` (the policies' N-dimensional distance).
-fn search_index(searches: &[Search], dist: &Distance) -> KdIndex {
+/// The nearest-candidate index of `searches` by `dist` (the policies' N-dimensional distance),
+/// each at its place and its mean percentile (its [`Side`]'s skill).
+fn search_index(searches: &[Search], sides: &[Side], dist: &Distance) -> KdIndex {
     let points = searches
         .iter()
-        .map(|s| index_point(unit_xyz(s.lat, s.lon), mean_percentile(s), s, dist))
+        .zip(sides)
+        .map(|(s, x)| index_point(unit_xyz(s.lat, s.lon), x.skill, s, dist))
         .collect();
     KdIndex::new(points, dist.input_km)
-}
-
-fn mean_percentile(s: &Search) -> f64 {
-    s.members.iter().map(|m| m.percentile).sum::<f64>() / s.members.len().max(1) as f64
 }
 
 /// The threshold policy's candidates for lobby `l`: its `k` nearest searches by `dist` from the
