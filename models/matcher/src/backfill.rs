@@ -18,7 +18,8 @@
 //! Each search in a backfill passes the CoD rules against every party already there, with the
 //! backoff of its own wait and, for the lobby's parties, of the wait each had when it joined the
 //! lobby plus the time the lobby's slots have been open (the bounds the lobby formed at, loosening
-//! while its slots stay open): skill similarity (each of the two within the other's accepted
+//! while its slots stay open; a lobby the maximum-wait rule formed, whatever its searches' own
+//! bounds, reads every party's at the lobby's longest wait when it formed): skill similarity (each of the two within the other's accepted
 //! range), skill disparity (the lobby's spread of player percentiles within every party's
 //! acceptable disparity, unless the search does not widen it), delta ping to the lobby's data
 //! centre, and platforms. Toward a lobby open for joins a search accepts the skill range it
@@ -44,9 +45,11 @@
 //! give its parties), with the lobby's players fixed: the first such fill, starting from each
 //! candidate in turn (nearest first), that fills every open slot. Team
 //! EOMM's, which forms its lobbies inside the CoD rules, keeps them and chooses, among the
-//! oldest-first fill and alternatives that each leave out one of its searches, the set that
-//! fills the most slots and then leaves the lobby the least expected churn, within its balance
-//! bound. Under every rule the team size differential is never worsened and parties stay whole.
+//! oldest-first fill, the fill nearest to the raw skill that evens the teams and alternatives
+//! that each leave out one of the first's searches, the set that fills the most slots and then
+//! leaves the lobby the least expected churn, within its balance bound or, for a lobby already
+//! beyond it, not more uneven than it is (the seed's "backfills never increase an existing team
+//! imbalance"). Under every rule the team size differential is never worsened and parties stay whole.
 //! Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
 //! maximum-wait rule places a search its policy could not.
 
@@ -85,6 +88,10 @@ pub struct LiveLobby {
     /// backfilled), ms, by search id; none for a lobby formed elsewhere ([`Lobbies::insert`]).
     /// A party's backoff in a backfill starts from there ([`Lobbies::backfill`]).
     pub waited_ms: BTreeMap<SearchId, i64>,
+    /// Formed by the maximum-wait rule, which placed its searches whatever their own bounds: a
+    /// backfill reads every party's backoff at the lobby's longest wait when it formed (the
+    /// search the rule placed it for), not at the party's own.
+    pub rescued: bool,
 }
 
 impl LiveLobby {
@@ -191,13 +198,15 @@ impl Lobbies {
                 .chain(&b)
                 .map(|s| (s.id, (lobby.formed_ms - s.start_ms).max(0)))
                 .collect();
-            teams.push(([a, b], lobby.data_centre, waited));
+            teams.push(([a, b], lobby.data_centre, waited, lobby.rescued));
         }
         Ok(teams
             .into_iter()
-            .map(|(t, dc, waited)| {
+            .map(|(t, dc, waited, rescued)| {
                 let id = self.insert(t, dc);
-                self.live.get_mut(&id).expect("just inserted").waited_ms = waited;
+                let l = self.live.get_mut(&id).expect("just inserted");
+                l.waited_ms = waited;
+                l.rescued = rescued;
                 id
             })
             .collect())
@@ -215,6 +224,7 @@ impl Lobbies {
                 open_since_ms: None,
                 data_centre,
                 waited_ms: BTreeMap::new(),
+                rescued: false,
             },
         );
         id
@@ -394,6 +404,15 @@ impl Lobbies {
             }
             _ => None,
         };
+        // Team EOMM's rule also reads the searches by skill, to try the fill that balances.
+        let mut by_skill: Vec<usize> = Vec::new();
+        if matches!(own, Some(BackfillRule::Churn { .. })) {
+            let mut keyed: Vec<(f64, f64, usize)> = (0..searches.len())
+                .map(|i| (sides[i].skill, raw_mean(&searches[i]), i))
+                .collect();
+            keyed.sort_by(|a, b| a.partial_cmp(b).expect("finite skills"));
+            by_skill = keyed.into_iter().map(|k| k.2).collect();
+        }
         let cands = Candidates {
             searches,
             by_size: &by_size,
@@ -401,6 +420,7 @@ impl Lobbies {
             ages: &ages,
             sides: &sides,
             index: index.as_ref(),
+            by_skill: &by_skill,
         };
         for (since, id) in open {
             let l = self.live.get_mut(&id).expect("listed above");
@@ -638,6 +658,16 @@ impl Lobbies {
             .iter()
             .map(|s| age_s(now_ms, s.start_ms))
             .collect();
+        let judge = own.map(|own| Judge {
+            own,
+            l,
+            searches: queue.searches(),
+            ages: &ages,
+            now_ms,
+            open_age,
+            t,
+            before: std::cell::OnceCell::new(),
+        });
         let mut counts: BTreeMap<Rule, usize> = BTreeMap::new();
         let mut admissible = 0;
         for (i, s) in queue.searches().iter().enumerate() {
@@ -657,10 +687,9 @@ impl Lobbies {
                 match admitted {
                     Err(r) => Some(r),
                     Ok(()) => match assign(players, skill, &[s.members.len()], &[raw_sum(s)], t) {
-                        Some((team, d)) if d <= l.differential() => own.and_then(|r| {
-                            let joins = [(i, team[0])];
-                            judge(r, l, &joins, queue.searches(), &ages, now_ms, open_age, t).err()
-                        }),
+                        Some((team, d)) if d <= l.differential() => {
+                            judge.as_ref().and_then(|j| j.judge(&[(i, team[0])]).err())
+                        }
                         _ => Some(Rule::TeamBalance),
                     },
                 }
@@ -811,11 +840,18 @@ impl<'a> Group<'a> {
 /// `open_age` s: each with the backoff of the wait it had when it joined the lobby plus
 /// `open_age`. A lobby's parties held together at those bounds when it formed; starting them
 /// again from a fresh search's bounds would refuse every search until the parties' own ranges
-/// overlapped again, which took them their whole wait the first time.
+/// overlapped again, which took them their whole wait the first time. A lobby the maximum-wait
+/// rule formed held together at no party's bounds but its oldest's (the rule placed the others
+/// whatever theirs), so every party reads the lobby's longest wait.
 fn lobby_group<'a>(l: &'a LiveLobby, open_age: f64, cfg: &CodConfig) -> Group<'a> {
     let mut group = Group::new();
+    let longest = if l.rescued {
+        l.waited_ms.values().copied().max().unwrap_or(0)
+    } else {
+        0
+    };
     for p in l.parties() {
-        let waited = l.waited_ms.get(&p.id).map_or(0.0, |&w| w as f64 / 1e3);
+        let waited = l.waited_ms.get(&p.id).map_or(0, |&w| w.max(longest)) as f64 / 1e3;
         group.push(p, waited + open_age, cfg);
     }
     group
@@ -891,6 +927,10 @@ fn raw_sum(s: &Search) -> f64 {
     s.members.iter().map(|m| m.raw_skill).sum()
 }
 
+fn raw_mean(s: &Search) -> f64 {
+    raw_sum(s) / s.members.len().max(1) as f64
+}
+
 /// The queue's searches as one tick's backfills read them: oldest first, with their ages and
 /// sides computed once.
 struct Candidates<'a> {
@@ -902,6 +942,8 @@ struct Candidates<'a> {
     sides: &'a [Side],
     /// The nearest-candidate index of the searches (the threshold policy's rule only).
     index: Option<&'a KdIndex>,
+    /// The searches by mean percentile, then mean raw skill (team EOMM's rule only).
+    by_skill: &'a [usize],
 }
 
 /// The nearest-candidate index of `searches` by `dist` (the policies' N-dimensional distance),
@@ -983,6 +1025,74 @@ impl<'a> Nearest<'a> {
         }
     }
 
+    /// Team EOMM's candidates for lobby `l` whose slots have been open `open_age` s: searches
+    /// not taken, no larger than `room`, that the CoD rules admit against the lobby's parties,
+    /// nearest first to the raw skill a joiner needs to even the teams' raw-skill sums (each
+    /// joiner alike: `(ΣA - ΣB) / (open B - open A)`, clamped to [-1, 1]; the lobby's mean when
+    /// both teams have as many open slots), drawn from the searches by percentile within the
+    /// lobby's parties' common skill range; at most `k`, after at most `8 k` searches read
+    /// (`t`: the mode's team size).
+    fn balancing(
+        l: &'a LiveLobby,
+        open_age: f64,
+        cfg: &'a CodConfig,
+        c: &'a Candidates<'a>,
+        taken: &'a [bool],
+        k: usize,
+        t: usize,
+    ) -> Nearest<'a> {
+        let room = (2 * t).saturating_sub(l.players()[0] + l.players()[1]);
+        let open = l.players().map(|n| t.saturating_sub(n) as f64);
+        let sum = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
+        let players = (l.players()[0] + l.players()[1]).max(1) as f64;
+        let target = if (open[1] - open[0]).abs() > 0.5 {
+            ((sum[0] - sum[1]) / (open[1] - open[0])).clamp(-1.0, 1.0)
+        } else {
+            (sum[0] + sum[1]) / players
+        };
+        let group = lobby_group(l, open_age, cfg);
+        let order = c.by_skill;
+        let from = order.partition_point(|&i| c.sides[i].skill < group.lo - EPS);
+        let to = order.partition_point(|&i| c.sides[i].skill <= group.hi + EPS);
+        let window = &order[from..to.max(from)];
+        let start = window.partition_point(|&i| raw_mean(&c.searches[i]) < target);
+        let (mut down, mut up) = (start, start);
+        let mut read = 0;
+        let next = std::iter::from_fn(move || {
+            if read >= 8 * k {
+                return None;
+            }
+            read += 1;
+            let gap = |at: usize| (raw_mean(&c.searches[window[at]]) - target).abs();
+            let take_up = match (down > 0, up < window.len()) {
+                (false, false) => return None,
+                (true, true) => gap(up) <= gap(down - 1),
+                (false, true) => true,
+                (true, false) => false,
+            };
+            Some(if take_up {
+                up += 1;
+                window[up - 1]
+            } else {
+                down -= 1;
+                window[down]
+            })
+        });
+        let walk = next.filter(move |&i| {
+            let s = &c.searches[i];
+            !taken[i]
+                && s.members.len() <= room
+                && group
+                    .admits(cfg, l.data_centre, s, &c.sides[i], c.ages[i])
+                    .is_ok()
+        });
+        Nearest {
+            walk: Some(Box::new(walk)),
+            seen: Vec::new(),
+            k,
+        }
+    }
+
     /// The `at`-th nearest candidate (from 0), `None` past the `k` nearest or the last.
     fn get(&mut self, at: usize) -> Option<usize> {
         while self.seen.len() <= at && self.seen.len() < self.k {
@@ -1022,19 +1132,25 @@ fn fill_one(
         taken,
     };
     let own = own.filter(|r| in_force(r, open_age));
-    let judged = |joins: &Joins| {
-        own.map_or(Ok(0.0), |r| {
-            judge(r, l, joins, c.searches, c.ages, now_ms, open_age, t)
-        })
-    };
+    let judge = own.map(|own| Judge {
+        own,
+        l,
+        searches: c.searches,
+        ages: c.ages,
+        now_ms,
+        open_age,
+        t,
+        before: std::cell::OnceCell::new(),
+    });
+    let judged = |joins: &Joins| judge.as_ref().map_or(Ok(0.0), |j| j.judge(joins));
     let filled = |joins: &Joins| -> usize {
         joins
             .iter()
             .map(|&(i, _)| c.searches[i].members.len())
             .sum()
     };
-    let alternatives = match own {
-        None => return grow(&fill, None, None, &|joins| judged(joins).is_ok()),
+    let (alternatives, candidates) = match own {
+        None => return grow(&fill, Order::Oldest, None, &|joins| judged(joins).is_ok()),
         Some(BackfillRule::Quality {
             rule, candidates, ..
         }) => {
@@ -1054,7 +1170,9 @@ fn fill_one(
                     break;
                 }
                 let from_j = |at: usize| near.borrow_mut().get(j + at);
-                let joins = grow(&fill, Some(&from_j), None, &|joins| judged(joins).is_ok());
+                let joins = grow(&fill, Order::Nearest(&from_j), None, &|joins| {
+                    judged(joins).is_ok()
+                });
                 if filled(&joins) > filled(&best) {
                     best = joins;
                     if filled(&best) == open {
@@ -1064,27 +1182,75 @@ fn fill_one(
             }
             return best;
         }
-        Some(BackfillRule::Churn { alternatives, .. }) => *alternatives,
+        Some(BackfillRule::Churn {
+            alternatives,
+            candidates,
+            ..
+        }) => (*alternatives, *candidates),
     };
-    // The churn of the set `in_bound` last accepted: `grow` returns the set it accepts last, so
-    // each set is scored once.
+    least_churn(&fill, &judged, alternatives, candidates)
+}
+
+/// Team EOMM's fill of one lobby ([`BackfillRule::Churn`]): of the oldest-first fill, the fill
+/// from the `candidates` searches nearest to the skill that evens the teams and `alternatives`
+/// fills that each leave out one search of the first, the one that fills the most slots and
+/// then has the least expected churn by `judged` (an error: the rule refuses the set).
+fn least_churn(
+    fill: &Fill<'_>,
+    judged: &dyn Fn(&Joins) -> Result<f64, Rule>,
+    alternatives: usize,
+    candidates: usize,
+) -> Vec<(usize, usize)> {
+    let Fill {
+        l,
+        t,
+        now_ms,
+        cfg,
+        c,
+        taken,
+    } = *fill;
+    let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
+    let filled = |joins: &Joins| -> usize {
+        joins
+            .iter()
+            .map(|&(i, _)| c.searches[i].members.len())
+            .sum()
+    };
+    // The churn of the set `in_bound` last accepted (`grow` returns the set it accepts last).
+    // The tries often meet the same sets: each is judged once.
     let last = std::cell::Cell::new(None);
+    let seen: std::cell::RefCell<Vec<Judged>> = std::cell::RefCell::default();
     let in_bound = |joins: &Joins| {
-        let churn = judged(joins).ok();
+        let known = seen.borrow().iter().find(|(j, _)| j == joins).map(|e| e.1);
+        let churn = known.unwrap_or_else(|| {
+            let churn = judged(joins).ok();
+            seen.borrow_mut().push((joins.to_vec(), churn));
+            churn
+        });
         last.set(churn);
         churn.is_some()
     };
     // The searches to leave out one at a time: those of the fill without the bound. When that
     // fill is within the bound it is also the first try's (the longest prefix that fits).
-    let base = grow(&fill, None, None, &|_| true);
+    let base = grow(fill, Order::Oldest, None, &|_| true);
     let mut best: (Vec<(usize, usize)>, Option<f64>) = (Vec::new(), None);
-    let tries = std::iter::once(None).chain(base.iter().take(alternatives).map(|&(i, _)| Some(i)));
-    for left_out in tries {
+    // The oldest-first fill, the fill nearest to the skill that evens the teams, then the
+    // alternatives to the first.
+    let near = std::cell::RefCell::new(Nearest::balancing(
+        l, open_age, cfg, c, taken, candidates, t,
+    ));
+    let nth = |at: usize| near.borrow_mut().get(at);
+    let tries = [Try::Oldest(None), Try::Balancing].into_iter().chain(
+        base.iter()
+            .take(alternatives)
+            .map(|&(i, _)| Try::Oldest(Some(i))),
+    );
+    for try_ in tries {
         last.set(None);
-        let joins = if left_out.is_none() && in_bound(&base) {
-            base.clone()
-        } else {
-            grow(&fill, None, left_out, &in_bound)
+        let joins = match try_ {
+            Try::Balancing => grow(fill, Order::Ruled(&nth), None, &in_bound),
+            Try::Oldest(None) if in_bound(&base) => base.clone(),
+            Try::Oldest(left_out) => grow(fill, Order::Oldest, left_out, &in_bound),
         };
         let Some(churn) = last.get().filter(|_| !joins.is_empty()) else {
             continue;
@@ -1100,6 +1266,14 @@ fn fill_one(
     best.0
 }
 
+/// One of team EOMM's candidate fills: oldest first (leaving out a search), or nearest to the
+/// skill that evens the teams ([`Nearest::balancing`]).
+#[derive(Clone, Copy)]
+enum Try {
+    Oldest(Option<usize>),
+    Balancing,
+}
+
 /// Whether a policy's own backfill rule is in force for slots open `open_age` s: slots open
 /// for the maximum wait are filled by the CoD rules alone, as the maximum-wait rule places a
 /// search its policy could not.
@@ -1108,61 +1282,108 @@ fn in_force(own: &BackfillRule, open_age: f64) -> bool {
     open_age < rule.max_wait_s
 }
 
-/// A policy's own rule on lobby `l` with `joins` added (`ages`: the queue's searches' ages,
-/// s): the lobby's expected churn when it passes, or the rule it breaks (the threshold
-/// policy's [`Rule::Quality`], at the greatest of the joiners' ages and the lobby's (its
-/// parties' longest wait when they joined plus its open age), as a new lobby's threshold is its
-/// oldest search's; team EOMM's balance bound, [`Rule::Imbalance`], at the least of the lobby's
-/// open age and the joiners' ages, as a new lobby's bound is its youngest search's).
-#[allow(clippy::too_many_arguments)]
-fn judge(
-    own: &BackfillRule,
-    l: &LiveLobby,
-    joins: &Joins,
-    searches: &[Search],
-    ages: &[f64],
+/// A policy's own rule on one lobby: the lobby, the queue's searches with their ages (s), the
+/// tick's time, the time its slots have been open (s) and the mode's team size.
+struct Judge<'a> {
+    own: &'a BackfillRule,
+    l: &'a LiveLobby,
+    searches: &'a [Search],
+    ages: &'a [f64],
     now_ms: i64,
     open_age: f64,
     t: usize,
-) -> Result<f64, Rule> {
-    match own {
-        BackfillRule::Quality {
-            rule, threshold, ..
-        } => {
-            let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Quality)?;
-            // As for a new lobby, the threshold of its oldest search: a joiner, or the lobby's
-            // longest wait when it formed (its parties' ages in the CoD rules) plus the time its
-            // slots have been open.
-            let waited = l.waited_ms.values().copied().max().unwrap_or(0) as f64 / 1e3;
-            let oldest = joins
-                .iter()
-                .map(|&(i, _)| ages[i])
-                .fold(waited + open_age, f64::max);
-            if s.quality.total >= threshold.at(oldest) - EPS {
-                Ok(s.churn)
-            } else {
-                Err(Rule::Quality)
-            }
-        }
-        BackfillRule::Churn { rule, balance, .. } => {
-            let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Imbalance)?;
-            if let Some(b) = balance {
-                let cap = joins
+    /// The lobby's imbalance with its slots empty (team EOMM's rule), once it is needed.
+    before: std::cell::OnceCell<f64>,
+}
+
+impl Judge<'_> {
+    /// The rule on the lobby with `joins` added: the lobby's expected churn when it passes, or
+    /// the rule it breaks (the threshold policy's [`Rule::Quality`], at the greatest of the
+    /// joiners' ages and the lobby's (its parties' longest wait when they joined plus its open
+    /// age), as a new lobby's threshold is its oldest search's; team EOMM's balance bound,
+    /// [`Rule::Imbalance`], at the least of the lobby's open age and the joiners' ages, as a new
+    /// lobby's bound is its youngest search's, unless the joiners leave the lobby no more uneven
+    /// than it is with its slots empty).
+    fn judge(&self, joins: &Joins) -> Result<f64, Rule> {
+        let Judge {
+            own,
+            l,
+            searches,
+            ages,
+            now_ms,
+            open_age,
+            t,
+            ..
+        } = *self;
+        match own {
+            BackfillRule::Quality {
+                rule, threshold, ..
+            } => {
+                let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Quality)?;
+                // As for a new lobby, the threshold of its oldest search: a joiner, or the
+                // lobby's longest wait when it formed (its parties' ages in the CoD rules) plus
+                // the time its slots have been open.
+                let waited = l.waited_ms.values().copied().max().unwrap_or(0) as f64 / 1e3;
+                let oldest = joins
                     .iter()
-                    .map(|&(i, _)| b.at(ages[i]))
-                    .fold(b.at(open_age), f64::min);
-                let a_wins = s.p[0] / (s.p[0] + s.p[2]).max(1e-12);
-                if (a_wins - 0.5).abs() > cap + EPS {
-                    return Err(Rule::Imbalance);
+                    .map(|&(i, _)| ages[i])
+                    .fold(waited + open_age, f64::max);
+                if s.quality.total >= threshold.at(oldest) - EPS {
+                    Ok(s.churn)
+                } else {
+                    Err(Rule::Quality)
                 }
             }
-            Ok(s.churn)
+            BackfillRule::Churn { rule, balance, .. } => {
+                let s = score_joined(rule, l, joins, searches, now_ms, t).ok_or(Rule::Imbalance)?;
+                if let Some(b) = balance {
+                    let cap = joins
+                        .iter()
+                        .map(|&(i, _)| b.at(ages[i]))
+                        .fold(b.at(open_age), f64::min);
+                    let after = imbalance(&s);
+                    // Beyond the bound, a backfill still passes when it does not increase the
+                    // lobby's existing imbalance (its players as they are, the open slots
+                    // empty): the seed's "backfills never increase an existing team imbalance".
+                    if after > cap + EPS {
+                        let before = *self.before.get_or_init(|| {
+                            score_joined(rule, l, &[], searches, now_ms, t)
+                                .map_or(0.0, |s| imbalance(&s))
+                        });
+                        if after > before + EPS {
+                            return Err(Rule::Imbalance);
+                        }
+                    }
+                }
+                Ok(s.churn)
+            }
         }
     }
 }
 
+/// A lobby's `|P(A wins | decisive) - 1/2|`.
+fn imbalance(s: &Scored) -> f64 {
+    (s.p[0] / (s.p[0] + s.p[2]).max(1e-12) - 0.5).abs()
+}
+
 /// Searches joining a lobby: (index into the queue, team).
 type Joins = [(usize, usize)];
+
+/// A set of joins and the lobby's expected churn with them, when the rule lets them in.
+type Judged = (Vec<(usize, usize)>, Option<f64>);
+
+/// The order a fill ([`grow`]) reads its candidates in, and how it admits them.
+#[derive(Clone, Copy)]
+enum Order<'a> {
+    /// Oldest first, each admitted by the CoD rules (against the lobby's parties and the
+    /// searches added before it).
+    Oldest,
+    /// The `n`-th candidate by `n`, each admitted by the CoD rules.
+    Ruled(&'a dyn Fn(usize) -> Option<usize>),
+    /// The `n`-th candidate by `n`, each platform-compatible with the searches added before it
+    /// (the threshold policy's: [`Nearest::to`] checked the lobby's parties).
+    Nearest(&'a dyn Fn(usize) -> Option<usize>),
+}
 
 /// One open lobby's backfill: the lobby, its mode's team size, the tick's time, the rules and
 /// the queue's candidates with those already taken this tick.
@@ -1184,7 +1405,7 @@ struct Fill<'a> {
 /// [`Nearest`] checked the lobby's).
 fn grow(
     f: &Fill<'_>,
-    nearest: Option<&dyn Fn(usize) -> Option<usize>>,
+    order: Order<'_>,
     left_out: Option<usize>,
     accepts: &dyn Fn(&Joins) -> bool,
 ) -> Vec<(usize, usize)> {
@@ -1203,7 +1424,7 @@ fn grow(
     }
     let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
     let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
-    let mut group = nearest.is_none().then(|| lobby_group(l, open_age, cfg));
+    let mut group = (!matches!(order, Order::Nearest(_))).then(|| lobby_group(l, open_age, cfg));
     let mut added: Vec<usize> = Vec::new();
     let (mut sizes, mut skills) = (Vec::new(), Vec::new());
     let mut filled = 0;
@@ -1212,8 +1433,8 @@ fn grow(
     let mut at = 0;
     while filled < open && added.len() < MAX_BACKFILL_SEARCHES {
         let room = open - filled;
-        let i = match nearest {
-            Some(nth) => {
+        let i = match order {
+            Order::Ruled(nth) | Order::Nearest(nth) => {
                 let Some(i) = nth(at) else {
                     break;
                 };
@@ -1223,7 +1444,7 @@ fn grow(
                 }
                 i
             }
-            None => {
+            Order::Oldest => {
                 let fits = room.min(c.by_size.len() - 1);
                 let next = (1..=fits)
                     .filter_map(|z| c.by_size[z].get(pos[z]).map(|&i| (c.rank[i], z, i)))

@@ -638,6 +638,7 @@ impl Policy for EommTeams {
             rule: self.max_wait_rule(),
             balance: self.config.balance.clone(),
             alternatives: self.config.restarts.max(2),
+            candidates: self.config.rules.k,
         })
     }
 

@@ -978,11 +978,17 @@ fn the_threshold_policy_gates_its_backfills_and_the_cod_policy_does_not() {
     }
 }
 
-fn churn_rule(t: usize, bound: Option<f64>, alternatives: usize) -> BackfillRule {
+fn churn_rule(
+    t: usize,
+    bound: Option<f64>,
+    alternatives: usize,
+    candidates: usize,
+) -> BackfillRule {
     BackfillRule::Churn {
         rule: rule(t),
         balance: bound.map(|b| mm_matcher::queue::Backoff::new(&[(0.0, b)])),
         alternatives,
+        candidates,
     }
 }
 
@@ -1011,10 +1017,10 @@ fn team_eomm_s_backfill_chooses_a_set_within_its_balance_bound() {
         got
     };
     assert_eq!(run(None), [1, 2]);
-    assert_eq!(run(Some(churn_rule(6, Some(0.1), 2))), [1, 3]);
-    assert_eq!(run(Some(churn_rule(6, Some(0.1), 0))), Vec::<u64>::new());
+    assert_eq!(run(Some(churn_rule(6, Some(0.1), 2, 0))), [1, 3]);
+    assert_eq!(run(Some(churn_rule(6, Some(0.1), 0, 0))), Vec::<u64>::new());
     // With no bound the churn model chooses; every set fills the two slots.
-    assert_eq!(run(Some(churn_rule(6, None, 2))).len(), 2);
+    assert_eq!(run(Some(churn_rule(6, None, 2, 0))).len(), 2);
 }
 
 /// Over the random cases: team EOMM's rule with no bound and no alternatives places exactly the
@@ -1028,10 +1034,10 @@ fn team_eomm_s_backfill_keeps_the_cod_invariants() {
         let c = case().new_tree(&mut runner).unwrap().current();
         let plain = check_case_by(&c, None).unwrap();
         assert_eq!(
-            check_case_by(&c, Some(churn_rule(c.t, None, 0))).unwrap(),
+            check_case_by(&c, Some(churn_rule(c.t, None, 0, 0))).unwrap(),
             plain
         );
-        placed += check_case_by(&c, Some(churn_rule(c.t, Some(0.1), 3)))
+        placed += check_case_by(&c, Some(churn_rule(c.t, Some(0.1), 3, 24)))
             .unwrap()
             .len();
     }
@@ -1055,13 +1061,17 @@ fn a_policy_s_own_backfill_rule_yields_at_the_maximum_wait() {
 }
 
 /// Explain with a policy's own rule: the stacked lobby's two average singles pass the CoD rules
-/// (open) but not the quality floor, so both count under `Quality`; team EOMM's bound puts them
-/// under `Imbalance`; the plain explanation finds them admissible.
+/// (open) but not the quality floor, so both count under `Quality`; the plain explanation finds
+/// them admissible. In a lobby beyond team EOMM's bound (five at 0.55 against six at 0.5), the
+/// bound puts two strong singles under `Imbalance` (on the short team, the stronger one, each
+/// makes the lobby more uneven than it is); average singles pass it, as they leave the lobby's
+/// imbalance as it is.
 #[test]
 fn explain_names_the_policy_s_own_rule() {
     let cfg = CodConfig::open(6);
     let mut lobbies = Lobbies::new(Mode { team_size: 6 });
     let l = lobby(&mut lobbies, &[(1, 0.9); 5], &[(1, 0.1); 6]);
+    let uneven = lobby(&mut lobbies, &[(1, 0.55); 5], &[(1, 0.5); 6]);
     let q = queue(vec![party(1, 1, 0.5), party(2, 1, 0.5)]);
     let plain = lobbies.explain(l, T0, &q, &cfg).unwrap();
     assert_eq!((plain.admissible, plain.refused.clone()), (2, vec![]));
@@ -1071,9 +1081,104 @@ fn explain_names_the_policy_s_own_rule() {
         (quality.admissible, quality.refused),
         (0, vec![(Rule::Quality, 2)])
     );
-    let eomm = by(churn_rule(6, Some(0.1), 2));
+    let eomm = |q: &Queue| {
+        let own = churn_rule(6, Some(0.1), 2, 0);
+        lobbies.explain_by(uneven, T0, q, &cfg, Some(&own)).unwrap()
+    };
+    let average = eomm(&q);
+    assert_eq!((average.admissible, average.refused), (2, vec![]));
+    let eomm = eomm(&queue(vec![party(1, 1, 0.9), party(2, 1, 0.9)]));
     assert_eq!(
         (eomm.admissible, eomm.refused),
         (0, vec![(Rule::Imbalance, 2)])
     );
+}
+
+/// The seed's third grouping goal, "backfills never increase an existing team imbalance", for
+/// team EOMM's bound (0.1): a lobby already beyond it (five at percentile 0.55, raw skill 0.1,
+/// against six at 0.5, raw skill 0) takes a single who leaves it no more uneven (an average
+/// one, raw skill 0) or less so (one at 0.4, though the lobby with them is still beyond the
+/// bound), not a strong one; an even 5v6 takes the average single only (the one at 0.4 would
+/// take it beyond the bound, from within).
+#[test]
+fn team_eomm_s_backfill_never_increases_an_existing_imbalance() {
+    let cfg = CodConfig::open(6);
+    let takes = |a: &[(usize, f64)], b: &[(usize, f64)], pct: f64| {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        lobby(&mut lobbies, a, b);
+        let mut q = queue(vec![party(1, 1, pct)]);
+        let own = churn_rule(6, Some(0.1), 2, 24);
+        !lobbies.backfill_by(T0, &mut q, &cfg, Some(&own)).is_empty()
+    };
+    let uneven = ([(1, 0.55); 5], [(1, 0.5); 6]);
+    assert!(takes(&uneven.0, &uneven.1, 0.5));
+    assert!(takes(&uneven.0, &uneven.1, 0.4));
+    assert!(!takes(&uneven.0, &uneven.1, 0.9));
+    let even = ([(1, 0.5); 5], [(1, 0.5); 6]);
+    assert!(takes(&even.0, &even.1, 0.5));
+    assert!(!takes(&even.0, &even.1, 0.4));
+    assert!(!takes(&even.0, &even.1, 0.9));
+}
+
+/// Team EOMM's rule tries, beside the oldest-first fill and its alternatives, the fill nearest
+/// to the skill that evens the teams: a 6v5 of average players whose short team lost a strong
+/// one takes the strong single from a queue of older weak ones, where the oldest-first fill
+/// and its alternatives (none here) find no set within the bound.
+#[test]
+fn team_eomm_s_backfill_tries_the_searches_that_even_the_teams() {
+    let cfg = CodConfig::open(6);
+    let run = |candidates: usize| {
+        let mut lobbies = Lobbies::new(Mode { team_size: 6 });
+        let mut a = vec![(1, 0.5); 5];
+        a.push((1, 0.9));
+        lobby(&mut lobbies, &a, &[(1, 0.5); 5]);
+        let mut q = queue(vec![
+            search(1, &[0.1], T0 - 3_000),
+            search(2, &[0.2], T0 - 2_000),
+            search(3, &[0.9], T0 - 1_000),
+        ]);
+        let own = churn_rule(6, Some(0.05), 0, candidates);
+        let done = lobbies.backfill_by(T0, &mut q, &cfg, Some(&own));
+        done.iter().map(|b| (b.search, b.team)).collect::<Vec<_>>()
+    };
+    assert_eq!(run(24), [(3, 1)]);
+    assert_eq!(run(0), []);
+}
+
+/// A lobby the maximum-wait rule formed (a search 120 s old at percentile 0.1 with three fresh
+/// ones at 0.3, 0.5 and 0.9, which no skill range of theirs joins) backfills with every party's
+/// backoff read at the lobby's longest wait, the bounds of the search it formed for: a search
+/// at 0.6 takes the leaver's place, which the same lobby formed elsewhere (its parties read
+/// from a fresh search's bounds) refuses by skill similarity.
+#[test]
+fn a_lobby_the_maximum_wait_rule_formed_backfills_at_its_longest_wait() {
+    let cfg = CodConfig::new(2);
+    let mode = Mode { team_size: 2 };
+    let mut policy = CodRules::new(CodConfig::new(2), LobbyModels::skill_only(4.0));
+    let mut lobbies = Lobbies::new(mode);
+    let mut q = Queue::new(mode).unwrap();
+    q.push(search(1, &[0.1], T0 - 120_000)).unwrap();
+    for (id, p) in [(2, 0.3), (3, 0.5), (4, 0.9)] {
+        q.push(search(id, &[p], T0)).unwrap();
+    }
+    let (_, formed) = tick_with_backfill(&mut policy, &mut lobbies, &cfg, T0, &mut q);
+    assert_eq!(formed.len(), 1);
+    let (id, l) = &formed[0];
+    assert!(l.rescued && lobbies.get(*id).unwrap().rescued);
+    lobbies.leave(*id, 3, 0).unwrap();
+    lobbies.open_backfill(*id, T0 + 1_000).unwrap();
+    let elsewhere = {
+        let l = lobbies.get(*id).unwrap().clone();
+        let other = lobbies.insert(l.teams, None);
+        lobbies.open_backfill(other, T0 + 1_000).unwrap();
+        other
+    };
+    let joiner = || search(9, &[0.6], T0 - 40_000);
+    let e = lobbies
+        .explain(elsewhere, T0 + 2_000, &queue(vec![joiner()]), &cfg)
+        .unwrap();
+    assert_eq!(e.refused, [(Rule::SkillSimilarity, 1)]);
+    let done = lobbies.backfill(T0 + 2_000, &mut queue(vec![joiner()]), &cfg);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].lobby, *id);
 }

@@ -903,8 +903,9 @@ fn leaver_section(h: &mut String, l: &LeaverResult) {
          every {} kills their team is behind, and a quit opens a slot. With backfill the slot \
          is offered at once and filled from the queue by the policy's backfill rule (the CoD \
          rules; the threshold policy's quality floor over the lobby's nearest searches; team \
-         EOMM's least churn within its balance bound, under the CoD rules); without, it stays empty. A player still in a match searches again when \
-         it ends. {:.1} s.</p><table><tr><th>policy</th><th>backfill</th><th>matches</th>\
+         EOMM's least churn within its balance bound, or no more uneven than the lobby is, under \
+         the CoD rules); without, it stays empty. A player still in a match searches again \
+         when it ends. {:.1} s.</p><table><tr><th>policy</th><th>backfill</th><th>matches</th>\
          <th>quits (share)</th><th>slots filled</th><th>fill s: median, p95</th><th>new-lobby \
          wait s: median, p95</th><th>searches superseded</th><th>finished short-handed (95% \
          CI)</th><th>size differential after backfill (worsened)</th><th>skill differential \

@@ -42,15 +42,19 @@ pub enum BackfillRule {
         threshold: Backoff,
         candidates: usize,
     },
-    /// Team EOMM's, beside the CoD backfill rules: of the candidate sets that fit (the oldest-first fill and `alternatives`
-    /// more, each leaving out one search of the first), the one that fills the most slots and
-    /// then leaves the lobby the least expected churn, within the balance bound
-    /// (`|P(A wins | decisive) - 1/2|` at most `balance` at the least of the lobby's open age
-    /// and the joiners' ages; `None`: no bound).
+    /// Team EOMM's, beside the CoD backfill rules: of the candidate sets that fit (the
+    /// oldest-first fill; the fill from the `candidates` searches nearest to the raw skill that
+    /// evens the teams; and `alternatives` more, each leaving out one search of the first), the
+    /// one that fills the most slots and then leaves the lobby the least expected churn, within
+    /// the balance bound (`|P(A wins | decisive) - 1/2|` at most `balance` at the least of the
+    /// lobby's open age and the joiners' ages; `None`: no bound) or, beyond it, no more uneven
+    /// than the lobby is with its slots empty (the CoD paper's "backfills never increase an
+    /// existing team imbalance").
     Churn {
         rule: MaxWaitRule,
         balance: Option<Backoff>,
         alternatives: usize,
+        candidates: usize,
     },
 }
 
