@@ -18,15 +18,16 @@
 //! Each search in a backfill passes the CoD rules against every party already there, with the
 //! backoff of its own wait and, for the lobby's parties, of the wait each had when it joined the
 //! lobby plus the time the lobby's slots have been open (the bounds the lobby formed at, loosening
-//! while its slots stay open; a lobby the maximum-wait rule formed, whatever its searches' own
-//! bounds, reads every party's at the lobby's longest wait when it formed): skill similarity (each of the two within the other's accepted
-//! range), skill disparity (the lobby's spread of player percentiles within every party's
-//! acceptable disparity, unless the search does not widen it), delta ping to the lobby's data
-//! centre, and platforms. Toward a lobby open for joins a search accepts the skill range it
-//! would accept [`CodConfig::join_head_start_s`] seconds later (30 s by default): the paper's
-//! skill similarity is "modified by ... if there is a high-quality lobby open for joins".
-//! Every lobby offered for backfill formed under these rules and its team size differential
-//! was never worsened, so every one counts as such a lobby.
+//! while its slots stay open; a lobby the maximum-wait rule formed, which placed its searches
+//! whatever their own bounds, reads every party's at the lobby's longest wait when it formed):
+//! skill similarity (each of the two within the other's accepted range), skill disparity (the
+//! lobby's spread of player percentiles within every party's acceptable disparity, unless the
+//! search does not widen it), delta ping to the lobby's data centre, and platforms. Toward a
+//! lobby open for joins a search accepts the skill range it would accept
+//! [`CodConfig::join_head_start_s`] seconds later (30 s by default): the paper's skill
+//! similarity is "modified by ... if there is a high-quality lobby open for joins". Every lobby
+//! offered for backfill formed under these rules (or the maximum-wait rule's, read as above)
+//! and its team size differential was never worsened, so every one counts as such a lobby.
 //!
 //! Between two matches, [`Lobbies::intermission`] lets the leavers go and balances the teams
 //! again (the seed: skill is considered "in team balancing at intermission"), by the lobby
@@ -49,8 +50,8 @@
 //! that each leave out one of the first's searches, the set that fills the most slots and then
 //! leaves the lobby the least expected churn, within its balance bound or, for a lobby already
 //! beyond it, not more uneven than it is (the seed's "backfills never increase an existing team
-//! imbalance"). Under every rule the team size differential is never worsened and parties stay whole.
-//! Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
+//! imbalance"). Under every rule the team size differential is never worsened and parties stay
+//! whole. Slots open for the policy's maximum wait are filled by the CoD rules alone, as the
 //! maximum-wait rule places a search its policy could not.
 
 use std::collections::{BTreeMap, HashMap};
@@ -1043,7 +1044,7 @@ impl<'a> Nearest<'a> {
     ) -> Nearest<'a> {
         let room = (2 * t).saturating_sub(l.players()[0] + l.players()[1]);
         let open = l.players().map(|n| t.saturating_sub(n) as f64);
-        let sum = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
+        let sum = [0, 1].map(|team| l.teams[team].iter().map(raw_sum).sum::<f64>());
         let players = (l.players()[0] + l.players()[1]).max(1) as f64;
         let target = if (open[1] - open[0]).abs() > 0.5 {
             ((sum[0] - sum[1]) / (open[1] - open[0])).clamp(-1.0, 1.0)
