@@ -947,6 +947,16 @@ struct Candidates<'a> {
     by_skill: &'a [usize],
 }
 
+impl Candidates<'_> {
+    /// Players of the searches `joins`.
+    fn players_in(&self, joins: &Joins) -> usize {
+        joins
+            .iter()
+            .map(|&(i, _)| self.searches[i].members.len())
+            .sum()
+    }
+}
+
 /// The nearest-candidate index of `searches` by `dist` (the policies' N-dimensional distance),
 /// each at its place and its mean percentile (its [`Side`]'s skill).
 fn search_index(searches: &[Search], sides: &[Side], dist: &Distance) -> KdIndex {
@@ -1127,7 +1137,7 @@ fn fill_one(
     let fill = Fill {
         l,
         t,
-        now_ms,
+        open_age,
         cfg,
         c,
         taken,
@@ -1144,12 +1154,7 @@ fn fill_one(
         before: std::cell::OnceCell::new(),
     });
     let judged = |joins: &Joins| judge.as_ref().map_or(Ok(0.0), |j| j.judge(joins));
-    let filled = |joins: &Joins| -> usize {
-        joins
-            .iter()
-            .map(|&(i, _)| c.searches[i].members.len())
-            .sum()
-    };
+    let filled = |joins: &Joins| c.players_in(joins);
     let (alternatives, candidates) = match own {
         None => return grow(&fill, Order::Oldest, None, &|joins| judged(joins).is_ok()),
         Some(BackfillRule::Quality {
@@ -1205,18 +1210,13 @@ fn least_churn(
     let Fill {
         l,
         t,
-        now_ms,
+        open_age,
         cfg,
         c,
         taken,
+        ..
     } = *fill;
-    let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
-    let filled = |joins: &Joins| -> usize {
-        joins
-            .iter()
-            .map(|&(i, _)| c.searches[i].members.len())
-            .sum()
-    };
+    let filled = |joins: &Joins| c.players_in(joins);
     // The churn of the set `in_bound` last accepted (`grow` returns the set it accepts last).
     // The tries often meet the same sets: each is judged once.
     let last = std::cell::Cell::new(None);
@@ -1386,12 +1386,13 @@ enum Order<'a> {
     Nearest(&'a dyn Fn(usize) -> Option<usize>),
 }
 
-/// One open lobby's backfill: the lobby, its mode's team size, the tick's time, the rules and
-/// the queue's candidates with those already taken this tick.
+/// One open lobby's backfill: the lobby, its mode's team size, how long its slots have been
+/// open, the rules and the queue's candidates with those already taken this tick.
 struct Fill<'a> {
     l: &'a LiveLobby,
     t: usize,
-    now_ms: i64,
+    /// How long the lobby's slots have been open, s.
+    open_age: f64,
     cfg: &'a CodConfig,
     c: &'a Candidates<'a>,
     taken: &'a [bool],
@@ -1413,10 +1414,11 @@ fn grow(
     let Fill {
         l,
         t,
-        now_ms,
+        open_age,
         cfg,
         c,
         taken,
+        ..
     } = *f;
     let players = l.players();
     let open = (2 * t).saturating_sub(players[0] + players[1]);
@@ -1424,7 +1426,6 @@ fn grow(
         return Vec::new();
     }
     let skill = [0, 1].map(|k| l.teams[k].iter().map(raw_sum).sum::<f64>());
-    let open_age = age_s(now_ms, l.open_since_ms.unwrap_or(now_ms));
     let mut group = (!matches!(order, Order::Nearest(_))).then(|| lobby_group(l, open_age, cfg));
     let mut added: Vec<usize> = Vec::new();
     let (mut sizes, mut skills) = (Vec::new(), Vec::new());
