@@ -659,16 +659,7 @@ impl Lobbies {
             .iter()
             .map(|s| age_s(now_ms, s.start_ms))
             .collect();
-        let judge = own.map(|own| Judge {
-            own,
-            l,
-            searches: queue.searches(),
-            ages: &ages,
-            now_ms,
-            open_age,
-            t,
-            before: std::cell::OnceCell::new(),
-        });
+        let judge = own.map(|own| Judge::new(own, l, queue.searches(), &ages, now_ms, open_age, t));
         let mut counts: BTreeMap<Rule, usize> = BTreeMap::new();
         let mut admissible = 0;
         for (i, s) in queue.searches().iter().enumerate() {
@@ -1143,16 +1134,7 @@ fn fill_one(
         taken,
     };
     let own = own.filter(|r| in_force(r, open_age));
-    let judge = own.map(|own| Judge {
-        own,
-        l,
-        searches: c.searches,
-        ages: c.ages,
-        now_ms,
-        open_age,
-        t,
-        before: std::cell::OnceCell::new(),
-    });
+    let judge = own.map(|own| Judge::new(own, l, c.searches, c.ages, now_ms, open_age, t));
     let judged = |joins: &Joins| judge.as_ref().map_or(Ok(0.0), |j| j.judge(joins));
     let filled = |joins: &Joins| c.players_in(joins);
     let (alternatives, candidates) = match own {
@@ -1297,7 +1279,28 @@ struct Judge<'a> {
     before: std::cell::OnceCell<f64>,
 }
 
-impl Judge<'_> {
+impl<'a> Judge<'a> {
+    fn new(
+        own: &'a BackfillRule,
+        l: &'a LiveLobby,
+        searches: &'a [Search],
+        ages: &'a [f64],
+        now_ms: i64,
+        open_age: f64,
+        t: usize,
+    ) -> Judge<'a> {
+        Judge {
+            own,
+            l,
+            searches,
+            ages,
+            now_ms,
+            open_age,
+            t,
+            before: std::cell::OnceCell::new(),
+        }
+    }
+
     /// The rule on the lobby with `joins` added: the lobby's expected churn when it passes, or
     /// the rule it breaks (the threshold policy's [`Rule::Quality`], at the greatest of the
     /// joiners' ages and the lobby's (its parties' longest wait when they joined plus its open
