@@ -10,7 +10,7 @@
 //! versions seen; and a soak of `soak_seconds` at the Score load, with the server's resident
 //! memory at its start and end.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -54,6 +54,52 @@ impl Server {
             .ok()?;
         Some(kb / 1024.0)
     }
+
+    /// The server's CPU seconds (user and system) so far, by thread name (Linux; empty
+    /// elsewhere): the request threads (`tokio-rt-worker`), the flush (`mm-serve-flush`), the
+    /// log's writer (`mm-serve-wal`), the lake's I/O (`mm-lake-io`).
+    fn cpu_by_thread(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {
+            return out;
+        };
+        for t in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ...`: the name may hold spaces, the fields after it do not.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+            let ticks: f64 = [11, 12]
+                .iter()
+                .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+                .sum();
+            *out.entry(stat[open + 1..close].to_string()).or_default() += ticks / CLOCK_TICKS;
+        }
+        out
+    }
+}
+
+/// The kernel's clock ticks a second (`USER_HZ`), the unit of `/proc`'s CPU times: 100 on
+/// every Linux architecture we build for.
+const CLOCK_TICKS: f64 = 100.0;
+
+/// CPU seconds by thread name between two readings of [`Server::cpu_by_thread`] (a name's
+/// threads that ended meanwhile are no longer counted: at least 0).
+fn cpu_between(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| {
+            let d = v - before.get(k).copied().unwrap_or(0.0);
+            (k.clone(), d.max(0.0))
+        })
+        .collect()
 }
 
 fn start(root: &Path, max_seconds: f64) -> Result<Server> {
@@ -588,6 +634,9 @@ struct ReportsReport {
     rss_mib_half: Option<f64>,
     rss_mib_per_minute_second_half: Option<f64>,
     rss_mib_end: Option<f64>,
+    /// The server's CPU seconds from the start of the reports to the lake's last flush, by
+    /// thread name (empty off Linux): robust to the machine's noise where latencies are not.
+    server_cpu_seconds: BTreeMap<String, f64>,
 }
 
 /// Samples the server while the load runs until `seconds` after `t0`: the log's largest size
@@ -742,6 +791,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
                 art.manifest.snapshot_as_of_ms + 3_600_000,
             ),
         )?;
+        let cpu_before = server.cpu_by_thread();
         let syncs_before = http_get(&server.metrics)
             .map(|t| metric(&t, "mm_serve_log_syncs_total"))
             .unwrap_or(0.0);
@@ -759,6 +809,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         // The lake, once the last flush is in.
         let lake_rows = lake_rows_when(&lake, acknowledged * 12, done).await?;
         let drain = done.elapsed().as_secs_f64();
+        let cpu = cpu_between(&cpu_before, &server.cpu_by_thread());
         let syncs = http_get(&server.metrics)
             .map(|t| metric(&t, "mm_serve_log_syncs_total"))
             .unwrap_or(f64::NAN)
@@ -784,6 +835,7 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
             rss_mib_half: rss_half,
             rss_mib_per_minute_second_half: rss_slope,
             rss_mib_end: server.rss_mib(),
+            server_cpu_seconds: cpu,
         })
     })?;
     drop(server);
@@ -835,6 +887,20 @@ fn print_reports(report: &ReportsReport) {
         report.acknowledged * 12,
         report.log_mib_max
     );
+    let cpu = &report.server_cpu_seconds;
+    if !cpu.is_empty() {
+        let of = |name: &str| cpu.get(name).copied().unwrap_or(0.0);
+        let per_k = 1000.0 / report.acknowledged.max(1) as f64;
+        mm_run::outln!(
+            "server CPU from the reports' start to the last flush: {:.2} s in all; request threads {:.2} s (Score and ReportMatch alike), flush {:.2} s ({:.0} ms a 1,000 matches), log {:.2} s, lake I/O {:.2} s",
+            cpu.values().sum::<f64>(),
+            of("tokio-rt-worker"),
+            of("mm-serve-flush"),
+            of("mm-serve-flush") * per_k * 1000.0,
+            of("mm-serve-wal"),
+            of("mm-lake-io")
+        );
+    }
     if let (Some(s), Some(h), Some(e)) = (
         report.rss_mib_start,
         report.rss_mib_half,

@@ -45,9 +45,14 @@ impl PlayerRow<'_> {
 ///
 /// # Errors
 /// The batch cannot be built (an internal error).
-pub fn lake_batch(rows: &[PlayerRow<'_>], source: &str, lines: &[u64]) -> Result<RecordBatch> {
+pub fn lake_batch<'r, 'a: 'r, R>(rows: R, source: &str, lines: &[u64]) -> Result<RecordBatch>
+where
+    R: IntoIterator<Item = &'r PlayerRow<'a>>,
+    R::IntoIter: ExactSizeIterator,
+{
+    let rows = rows.into_iter();
     let mut b = RowsBuilder::with_capacity(rows.len());
-    for (r, &line) in rows.iter().zip(lines) {
+    for (r, &line) in rows.zip(lines) {
         b.push(r, source, line, 0, 1);
     }
     to_lake_batch(&b.finish()).map_err(|e| LakeError::Arrow {

@@ -130,21 +130,6 @@ fn serves(art: &Artifact, mode: &str) -> bool {
     art.manifest.mode.as_deref().is_none_or(|m| m == mode)
 }
 
-/// A player's current state: moved by a pending report, else by the lake, else the
-/// artifact's.
-fn current(
-    overlay: &HashMap<String, PlayerState>,
-    settled: &Settled,
-    art: &Artifact,
-    id: &str,
-) -> PlayerState {
-    overlay
-        .get(id)
-        .or_else(|| settled.players.get(id))
-        .cloned()
-        .unwrap_or_else(|| art.player_or_new(id))
-}
-
 impl Settled {
     fn new(art: &Artifact, version: i64) -> Result<Settled, ServeError> {
         Ok(Settled {
@@ -211,12 +196,13 @@ fn settled_base<'a>(
 }
 
 /// Applies `m` to its players' states in `moved`, else in `base`, else the artifact's, and
-/// records the states after it in `moved`.
-fn apply_on<'b>(
+/// records the states after it in `moved`. The states before are taken, not copied: a state
+/// in `moved` is replaced by the one after, and `base` hands over its own (or a copy).
+fn apply_on(
     updater: &mut LiveUpdater,
     art: &Artifact,
     m: &FinishedMatch,
-    base: impl Fn(&str) -> Option<&'b PlayerState>,
+    mut base: impl FnMut(&str) -> Option<PlayerState>,
     moved: &mut HashMap<String, PlayerState>,
 ) {
     let before = m
@@ -224,9 +210,8 @@ fn apply_on<'b>(
         .iter()
         .map(|r| {
             moved
-                .get(&r.player_id)
+                .remove(&r.player_id)
                 .or_else(|| base(&r.player_id))
-                .cloned()
                 .unwrap_or_else(|| art.player_or_new(&r.player_id))
         })
         .collect();
@@ -280,7 +265,7 @@ impl State {
         self.overlay_updater = self.settled.updater.clone();
         let (art, settled) = (&self.art, &self.settled);
         for (c, _) in self.pending.values().filter(|(c, _)| serves(art, &c.mode)) {
-            let base = |id: &str| settled.players.get(id);
+            let base = |id: &str| settled.players.get(id).cloned();
             apply_on(
                 &mut self.overlay_updater,
                 art,
@@ -493,11 +478,18 @@ impl Live {
         let mut after = Vec::new();
         if serves(&art, &checked.mode) {
             let st = &mut *st;
+            // Each player's current state: moved by a pending report (taken: the state after
+            // replaces it), else by the lake, else the artifact's.
             let before = checked
                 .finished
                 .rows
                 .iter()
-                .map(|r| current(&st.overlay, &st.settled, &art, &r.player_id))
+                .map(|r| {
+                    st.overlay
+                        .remove(&r.player_id)
+                        .or_else(|| st.settled.players.get(&r.player_id).cloned())
+                        .unwrap_or_else(|| art.player_or_new(&r.player_id))
+                })
                 .collect();
             after = st.overlay_updater.apply(&checked.finished, before);
             for s in &after {
@@ -633,7 +625,7 @@ impl Live {
         let mut ids: HashSet<MatchKey> = HashSet::new();
         let mut starts: Vec<(i64, MatchKey)> = Vec::new();
         for chunk in new.chunks(BASE_CHUNK) {
-            let (fresh, base) = {
+            let (fresh, mut base) = {
                 let st = self.read();
                 let fresh: Vec<bool> = chunk
                     .iter()
@@ -651,7 +643,7 @@ impl Live {
                 if !ours {
                     continue;
                 }
-                apply_on(&mut updater, art, m, |id| base.get(id), &mut moved);
+                apply_on(&mut updater, art, m, |id| base.remove(id), &mut moved);
             }
         }
         let mut moved = moved.into_iter();
@@ -699,9 +691,9 @@ impl Live {
                 .filter(|(_, c)| serves(art, &c.mode))
                 .map(|(_, c)| &c.finished)
                 .collect();
-            let base = settled_base(&self.read().settled, art, ours.iter().copied(), &overlay);
+            let mut base = settled_base(&self.read().settled, art, ours.iter().copied(), &overlay);
             for m in ours {
-                apply_on(&mut updater, art, m, |id| base.get(id), &mut overlay);
+                apply_on(&mut updater, art, m, |id| base.remove(id), &mut overlay);
             }
         }
         let applied: HashSet<u64> = reports.iter().map(|(seq, _)| *seq).collect();
@@ -716,7 +708,7 @@ impl Live {
                 .iter()
                 .filter(|(seq, (c, _))| !applied.contains(seq) && serves(art, &c.mode));
             for (_, (c, _)) in late {
-                let base = |id: &str| st.settled.players.get(id);
+                let base = |id: &str| st.settled.players.get(id).cloned();
                 apply_on(&mut updater, art, &c.finished, base, &mut overlay);
             }
             st.overlay_updater = updater;
@@ -801,13 +793,7 @@ impl Live {
                 .collect();
             (reports, last)
         };
-        let mut rows: Vec<PlayerRow<'static>> = Vec::new();
-        let mut lines = Vec::new();
-        for (seq, c) in &reports {
-            rows.extend(c.rows.iter().cloned());
-            lines.extend(std::iter::repeat_n(*seq, c.rows.len()));
-        }
-        let result = self.commit(lake, rows, lines, last);
+        let result = self.commit(lake, &reports, last);
         match &result {
             Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
                 {
@@ -872,8 +858,7 @@ impl Live {
     fn commit(
         &self,
         lake: &Lake,
-        rows: Vec<PlayerRow<'static>>,
-        lines: Vec<u64>,
+        reports: &[(u64, Arc<Checked>)],
         last: u64,
     ) -> Result<(i64, Vec<arrow_array::RecordBatch>), LakeError> {
         let span = tracing::info_span!(
@@ -882,12 +867,15 @@ impl Live {
             lake_version = tracing::field::Empty
         );
         let _e = span.enter();
-        // A file per day, its rows in the lake's order (the lake's own sort, as compaction's).
-        let mut days: BTreeMap<i32, (Vec<PlayerRow<'static>>, Vec<u64>)> = BTreeMap::new();
-        for (r, line) in rows.into_iter().zip(lines) {
-            let day = days.entry(mm_lake::schema::day_of(r.start_ms)).or_default();
-            day.0.push(r);
-            day.1.push(line);
+        // A file per day, its rows in the lake's order (the lake's own sort, as compaction's);
+        // each row recorded as its report's sequence number.
+        let mut days: BTreeMap<i32, (Vec<&PlayerRow<'static>>, Vec<u64>)> = BTreeMap::new();
+        for (seq, c) in reports {
+            for r in &c.rows {
+                let day = days.entry(mm_lake::schema::day_of(r.start_ms)).or_default();
+                day.0.push(r);
+                day.1.push(*seq);
+            }
         }
         let run_id = mm_run::new_run_id();
         let mut txn = lake.begin(&run_id)?;
@@ -895,7 +883,7 @@ impl Live {
         let written: usize = days.values().map(|d| d.0.len()).sum();
         let mut batches = Vec::with_capacity(days.len());
         for (day, (rows, lines)) in &days {
-            let batch = mm_lake::results::lake_batch(rows, &source, lines)?;
+            let batch = mm_lake::results::lake_batch(rows.iter().copied(), &source, lines)?;
             let batch = mm_lake::rows::sort_lake_order(&[batch]).map_err(|e| LakeError::Arrow {
                 path: source.clone().into(),
                 source: e,
