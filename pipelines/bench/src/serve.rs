@@ -64,23 +64,23 @@ impl Server {
             return out;
         };
         for t in tasks.flatten() {
-            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
-                continue;
-            };
-            // `pid (comm) state ...`: the name may hold spaces, the fields after it do not.
-            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-                continue;
-            };
-            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-            // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-            let ticks: f64 = [11, 12]
-                .iter()
-                .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-                .sum();
-            *out.entry(stat[open + 1..close].to_string()).or_default() += ticks / CLOCK_TICKS;
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            if let Some((name, seconds)) = thread_cpu(&stat) {
+                *out.entry(name.to_string()).or_default() += seconds;
+            }
         }
         out
     }
+}
+
+/// A thread's name and CPU seconds (user and system) from its `/proc/PID/task/TID/stat` line.
+fn thread_cpu(stat: &str) -> Option<(&str, f64)> {
+    // `tid (name) state ...`: the name may hold spaces and parentheses, the fields after it not.
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((stat.get(open + 1..close)?, ticks / CLOCK_TICKS))
 }
 
 /// The kernel's clock ticks a second (`USER_HZ`), the unit of `/proc`'s CPU times: 100 on
@@ -1187,7 +1187,7 @@ fn print_report(report: &Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::slope_per_minute;
+    use super::{CLOCK_TICKS, cpu_between, slope_per_minute, thread_cpu};
 
     /// Three MiB a minute, by hand; noise around a flat line gives a slope near 0.
     #[test]
@@ -1198,5 +1198,23 @@ mod tests {
         assert!((flat.unwrap() - (-0.4)).abs() < 1e-12, "{flat:?}");
         assert_eq!(slope_per_minute(&[(1.0, 2.0)]), None);
         assert_eq!(slope_per_minute(&[(1.0, 2.0), (1.0, 3.0)]), None);
+    }
+
+    /// A stat line written by hand in proc(5)'s layout: the name (here with a space and a
+    /// parenthesis) between the first `(` and the last `)`, utime 250 and stime 50 ticks.
+    #[test]
+    fn thread_cpu_by_hand() {
+        let line = "4242 (mm serve (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 \
+                    123 456 789";
+        let (name, s) = thread_cpu(line).unwrap();
+        assert_eq!(name, "mm serve (x)");
+        assert!((s - 300.0 / CLOCK_TICKS).abs() < 1e-12, "{s}");
+        assert_eq!(thread_cpu("4242 (short) S 1 2"), None);
+        assert_eq!(thread_cpu(""), None);
+        // A thread name gone between the readings counts 0, not less.
+        let before = [("a".to_string(), 2.0), ("b".to_string(), 1.0)].into();
+        let after = [("a".to_string(), 3.5), ("b".to_string(), 0.5)].into();
+        let d = cpu_between(&before, &after);
+        assert_eq!((d["a"], d["b"]), (1.5, 0.0));
     }
 }

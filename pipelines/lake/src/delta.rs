@@ -440,8 +440,11 @@ pub(crate) fn commit(
         );
         match attempt {
             Ok(done) => {
+                // The commit's own snapshot (the read one with this commit's actions, built by
+                // its post-commit step), as delta-rs's operations keep it: reading the log again
+                // would parse every file's statistics a second time.
                 let version = done.version();
-                block_on(table.update_incremental(Some(version))).map_err(delta_err(loc))?;
+                table.state = Some(done.snapshot());
                 return Ok(i64::try_from(version).unwrap_or(i64::MAX));
             }
             Err(e) if is_conflict(&e) => {
