@@ -65,27 +65,13 @@ impl Server {
         };
         for t in tasks.flatten() {
             let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-            if let Some((name, seconds)) = thread_cpu(&stat) {
+            if let Some((name, seconds)) = mm_run::stat_cpu(&stat) {
                 *out.entry(name.to_string()).or_default() += seconds;
             }
         }
         out
     }
 }
-
-/// A thread's name and CPU seconds (user and system) from its `/proc/PID/task/TID/stat` line.
-fn thread_cpu(stat: &str) -> Option<(&str, f64)> {
-    // `tid (name) state ...`: the name may hold spaces and parentheses, the fields after it not.
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
-    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some((stat.get(open + 1..close)?, ticks / CLOCK_TICKS))
-}
-
-/// The kernel's clock ticks a second (`USER_HZ`), the unit of `/proc`'s CPU times: 100 on
-/// every Linux architecture we build for.
-const CLOCK_TICKS: f64 = 100.0;
 
 /// CPU seconds by thread name between two readings of [`Server::cpu_by_thread`] (a name's
 /// threads that ended meanwhile are no longer counted: at least 0).
@@ -1187,7 +1173,7 @@ fn print_report(report: &Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::{CLOCK_TICKS, cpu_between, slope_per_minute, thread_cpu};
+    use super::{cpu_between, slope_per_minute};
 
     /// Three MiB a minute, by hand; noise around a flat line gives a slope near 0.
     #[test]
@@ -1200,18 +1186,9 @@ mod tests {
         assert_eq!(slope_per_minute(&[(1.0, 2.0), (1.0, 3.0)]), None);
     }
 
-    /// A stat line written by hand in proc(5)'s layout: the name (here with a space and a
-    /// parenthesis) between the first `(` and the last `)`, utime 250 and stime 50 ticks.
+    /// A thread name gone between the readings counts 0, not less.
     #[test]
-    fn thread_cpu_by_hand() {
-        let line = "4242 (mm serve (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 \
-                    123 456 789";
-        let (name, s) = thread_cpu(line).unwrap();
-        assert_eq!(name, "mm serve (x)");
-        assert!((s - 300.0 / CLOCK_TICKS).abs() < 1e-12, "{s}");
-        assert_eq!(thread_cpu("4242 (short) S 1 2"), None);
-        assert_eq!(thread_cpu(""), None);
-        // A thread name gone between the readings counts 0, not less.
+    fn cpu_between_two_readings() {
         let before = [("a".to_string(), 2.0), ("b".to_string(), 1.0)].into();
         let after = [("a".to_string(), 3.5), ("b".to_string(), 0.5)].into();
         let d = cpu_between(&before, &after);

@@ -38,11 +38,38 @@ pub fn peak_rss_bytes() -> Option<u64> {
 #[must_use]
 pub fn cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces, inside parentheses): the state is
-    // field 3, utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second: the
-    // kernel's fixed unit for these files).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    stat_cpu(&stat).map(|(_, s)| s)
+}
+
+/// The command name and the CPU seconds (user and system) of a process's or a thread's
+/// `/proc/.../stat` line (`/proc/PID/task/TID/stat` for one thread); `None` for a line not in
+/// that layout.
+#[must_use]
+pub fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
+    // The command name may hold spaces and parentheses: it runs from the first `(` to the last
+    // `)`. After it, the state is field 3; utime and stime are fields 14 and 15, in USER_HZ
+    // ticks (100 a second: the kernel's fixed unit for these files).
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let f: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
     let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
+    Some((stat.get(open + 1..close)?, ticks as f64 / 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::stat_cpu;
+
+    /// A stat line written by hand in proc(5)'s layout: the name (here with a space and a
+    /// parenthesis) between the first `(` and the last `)`, utime 250 and stime 50 ticks.
+    #[test]
+    fn stat_cpu_by_hand() {
+        let line = "4242 (mm serve (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 \
+                    123 456 789";
+        let (name, s) = stat_cpu(line).unwrap();
+        assert_eq!(name, "mm serve (x)");
+        assert!((s - 3.0).abs() < 1e-12, "{s}");
+        assert_eq!(stat_cpu("4242 (short) S 1 2"), None);
+        assert_eq!(stat_cpu(""), None);
+    }
 }
