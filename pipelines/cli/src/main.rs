@@ -36,11 +36,10 @@ use mm_ingest::IngestError;
 
 use args::{Cli, Cmd, ConfigCmd, LogFormat, Output};
 
-/// mimalloc, not the system allocator: under `mm serve`'s steady load of small allocations on
-/// many threads, glibc's per-thread arenas kept freed memory resident (the process grew to
-/// 338 MiB over a 180 s bench of reports while its live heap stayed near 100 MiB, heaptrack).
+/// mimalloc in `mm serve`'s process, the system's allocator in the batch jobs (see `mm_alloc`
+/// for the measurements behind each).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: mm_alloc::ByCommand = mm_alloc::ByCommand::new(b"serve");
 
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();

@@ -618,19 +618,11 @@ fn push_source(named: &mut Vec<(&str, ArrayRef)>, ctx: &Ctx<'_>) {
     ));
 }
 
-/// The staging schema's columns from `named`; an absent column is all null (one array per
-/// type, shared by every column of that type).
+/// The staging schema's columns from `named`; an absent column is all null: a slice of one
+/// all-null array per type, shared by every column of that type in every chunk (see
+/// [`null_column`]).
 fn staging_batch(named: &[(&str, ArrayRef)], n: usize) -> Option<RecordBatch> {
     let schema = staging_schema();
-    let mut nulls: Vec<ArrayRef> = Vec::new();
-    let mut null_of = |t: &DataType| -> ArrayRef {
-        if let Some(a) = nulls.iter().find(|a| a.data_type() == t) {
-            return a.clone();
-        }
-        let a = new_null_array(t, n);
-        nulls.push(a.clone());
-        a
-    };
     let out: Vec<ArrayRef> = schema
         .fields()
         .iter()
@@ -638,10 +630,35 @@ fn staging_batch(named: &[(&str, ArrayRef)], n: usize) -> Option<RecordBatch> {
             named
                 .iter()
                 .find(|(name, _)| *name == f.name())
-                .map_or_else(|| null_of(f.data_type()), |(_, a)| a.clone())
+                .map_or_else(|| null_column(f.data_type(), n), |(_, a)| a.clone())
         })
         .collect();
     RecordBatch::try_new(schema, out).ok()
+}
+
+/// An all-null array of type `t` and length `n`, sliced from one kept for the type (made
+/// anew, twice as long, when a longer one is asked for). The staged chunks of a run share its
+/// buffers instead of each holding zeroed ones of its own: on the 10M-row benchmark, whose
+/// input has no value in several optional columns, those were 20 MB of the heap's peak
+/// (heaptrack).
+fn null_column(t: &DataType, n: usize) -> ArrayRef {
+    static KEPT: std::sync::Mutex<Vec<ArrayRef>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut kept) = KEPT.lock() else {
+        return new_null_array(t, n);
+    };
+    match kept.iter_mut().find(|a| a.data_type() == t) {
+        Some(a) if a.len() >= n => a.slice(0, n),
+        Some(a) => {
+            *a = new_null_array(t, n.saturating_mul(2));
+            a.slice(0, n)
+        }
+        None => {
+            let a = new_null_array(t, n.saturating_mul(2).max(1024));
+            let out = a.slice(0, n);
+            kept.push(a);
+            out
+        }
+    }
 }
 
 #[cfg(test)]

@@ -291,3 +291,26 @@ fn clean_chunks_take_the_fast_path_and_damaged_ones_do_not() {
         assert_eq!(exact.quarantine.len(), 1, "{col}: {bad}");
     }
 }
+
+#[test]
+fn null_columns_are_slices_of_one_kept_array() {
+    // A type no staging column has, so no other test running at once replaces its kept array.
+    let t = DataType::Int16;
+    let a = null_column(&t, 10);
+    let b = null_column(&t, 700);
+    for (x, n) in [(&a, 10), (&b, 700)] {
+        assert_eq!(x.len(), n);
+        assert_eq!(x.null_count(), n);
+        assert_eq!(x.data_type(), &t);
+    }
+    // Longer than the kept one: a new kept array, still all null and of the asked length.
+    let c = null_column(&t, 5_000);
+    assert_eq!((c.len(), c.null_count()), (5_000, 5_000));
+    // Two chunks of at most the kept length share its values buffer.
+    let (d, e) = (null_column(&t, 3_000), null_column(&t, 4_000));
+    let ptr = |x: &ArrayRef| x.to_data().buffers()[0].data_ptr();
+    assert_eq!(ptr(&d), ptr(&e));
+    let s = null_column(&DataType::Utf8, 5);
+    assert_eq!((s.len(), s.null_count()), (5, 5));
+    assert_eq!(s.as_string::<i32>().value_offsets(), [0; 6]);
+}
