@@ -362,3 +362,22 @@ async fn wait_for_version(client: &mut MatcherClient<Channel>, ids: &[String], w
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The service's process runs on mimalloc and a batch command on the system's allocator
+/// (`pipelines/alloc`, chosen from the command line): `mm serve` says which in its first log
+/// line, here before it refuses a models folder with no artifact.
+#[test]
+fn serve_runs_on_mimalloc() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = crate::util::mm(&[
+        "serve",
+        "--models",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--max-seconds",
+        "5",
+    ]);
+    assert_ne!(code, 0, "no artifact to serve: {err}");
+    assert!(err.contains("allocator=Mimalloc"), "{err}");
+}

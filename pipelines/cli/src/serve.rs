@@ -8,6 +8,8 @@ use crate::args::ServeArgs;
 /// model under it or `--name`), served until Ctrl-C or `--max-seconds`. Prints the bound
 /// address as its first line on stdout, and the metrics address as the second when served.
 pub fn run(a: &ServeArgs) -> Result<()> {
+    // mimalloc in this process, the system's allocator in the batch jobs (pipelines/alloc).
+    tracing::info!(allocator = ?crate::ALLOCATOR.choice(), "memory allocator");
     // A remote store (s3://, gs://, az://) is served from its local mirror, refreshed before
     // each check of LATEST (new versions are downloaded once, the pointers every time).
     let crate::place::Served { remote, dir } =
