@@ -420,8 +420,9 @@ fn bench_serve_runs_every_phase() {
     assert!(err.contains("--queue-searches"), "{err}");
 }
 
-/// `mm bench serve --reports` on a small load: Score alone, beside the control's Score calls and
-/// beside the reports, none failing; every acknowledged match in the lake exactly once.
+/// `mm bench serve --reports` on a small load in two rounds: Score alone, beside the control's
+/// Score calls and beside the reports, none failing; every acknowledged match of both rounds in
+/// the lake exactly once.
 #[test]
 fn bench_serve_reports_runs_its_phases_and_lands_every_match_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -435,6 +436,8 @@ fn bench_serve_reports_runs_its_phases_and_lands_every_match_once() {
         "1",
         "--report-rate",
         "200",
+        "--report-rounds",
+        "2",
         "--work",
         dir.path().to_str().unwrap(),
         "--json",
@@ -453,11 +456,20 @@ fn bench_serve_reports_runs_its_phases_and_lands_every_match_once() {
         assert_eq!(p["failed"], 0, "{p}");
         assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
     }
-    // The open loops send their calls at the rate asked: 200 in one second each.
+    // The open loops send their calls at the rate asked: 200 in one second each, the control's
+    // once and the reports' in each round.
     assert_eq!(v["score_calls"]["requests"], 200);
-    assert_eq!(v["acknowledged"], 200);
-    assert_eq!(v["lake_rows"], 2400);
-    assert_eq!(v["lake_keys"], 2400);
+    assert_eq!(v["rounds"], 2);
+    assert_eq!(v["reports"]["requests"], 400);
+    assert_eq!(v["acknowledged"], 400);
+    assert_eq!(v["lake_rows"], 4800);
+    assert_eq!(v["lake_keys"], 4800);
+    let by_round = v["score_p99_ratio_by_round"].as_array().unwrap();
+    assert_eq!(by_round.len(), 2, "{by_round:?}");
+    assert!(
+        by_round.iter().all(|r| r.as_f64().unwrap() > 0.0),
+        "{by_round:?}"
+    );
     for ratio in ["score_p99_ratio", "score_p99_ratio_control"] {
         assert!(v[ratio].as_f64().unwrap() > 0.0, "{ratio}: {}", v[ratio]);
     }

@@ -66,6 +66,12 @@ pub struct BenchServeArgs {
     /// player-results a second in 6v6 matches.
     #[arg(long, default_value_t = 1667.0)]
     pub report_rate: f64,
+    /// Rounds of the results phase (with `--reports`): Score alone and Score beside the reports alternate this many
+    /// times, each `--seconds` long (the lake caught up before the next Score alone), and the
+    /// p99 ratio is taken over all rounds' calls together, so that a machine that speeds up or
+    /// slows down during the run biases neither side. Each round's own ratio is printed too.
+    #[arg(long, default_value_t = 1)]
+    pub report_rounds: usize,
     /// The server's `--dedupe-hours` in the results phase: the reported matches start 50 ms
     /// of match time apart, so 1,667 a second cover 24 hours in about 17 minutes.
     #[arg(long, default_value_t = 24.0)]

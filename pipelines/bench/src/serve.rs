@@ -276,16 +276,27 @@ async fn timed_phase<F>(
 where
     F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
 {
+    let (ms, failed, versions, took) = timed_loop(client, concurrency, seconds, call).await?;
+    Ok((phase(name, concurrency, ms, failed, took), versions))
+}
+
+/// A closed loop for `seconds`: its latencies (ms), failures, versions and how long it took.
+async fn timed_loop<F>(
+    client: &MatcherClient<Channel>,
+    concurrency: usize,
+    seconds: f64,
+    call: F,
+) -> Result<(Vec<f64>, u64, BTreeSet<String>, f64)>
+where
+    F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let tasks = closed_loop(client, concurrency, Arc::clone(&stop), call).await;
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let (ms, failed, versions) = gather(tasks).await?;
-    Ok((
-        phase(name, concurrency, ms, failed, t0.elapsed().as_secs_f64()),
-        versions,
-    ))
+    Ok((ms, failed, versions, t0.elapsed().as_secs_f64()))
 }
 
 /// The team-queue phase: `searches` 6v6 solo searches queued, then each second `arrivals` new
@@ -592,6 +603,9 @@ async fn control_phase(
 #[derive(Debug, Serialize)]
 struct ReportsReport {
     players: usize,
+    /// Rounds of Score alone and Score beside the reports (`--report-rounds`); the phases below pool
+    /// every round's calls.
+    rounds: usize,
     score_alone: Phase,
     /// The control: Score beside Score calls at the reports' rate, and those calls.
     score_beside_score_calls: Phase,
@@ -599,8 +613,10 @@ struct ReportsReport {
     score_beside_reports: Phase,
     reports: Phase,
     player_results_per_second: f64,
-    /// Score's p99 beside the reports over its p99 alone.
+    /// Score's p99 beside the reports over its p99 alone, over all rounds' calls.
     score_p99_ratio: f64,
+    /// The same, each round's calls alone.
+    score_p99_ratio_by_round: Vec<f64>,
     /// Score's p99 beside the control's calls over its p99 alone.
     score_p99_ratio_control: f64,
     /// Matches acknowledged, and the lake's rows and distinct (match, player) keys once the last
@@ -621,7 +637,8 @@ struct ReportsReport {
     rss_mib_per_minute_second_half: Option<f64>,
     rss_mib_end: Option<f64>,
     /// The server's CPU seconds from the start of the reports to the lake's last flush, by
-    /// thread name (empty off Linux): robust to the machine's noise where latencies are not.
+    /// thread name, summed over the rounds (empty off Linux): robust to the machine's noise
+    /// where latencies are not.
     server_cpu_seconds: BTreeMap<String, f64>,
 }
 
@@ -689,7 +706,10 @@ async fn lake_keys(lake: &Path) -> Result<u64> {
 /// The service with results on: a lake and a log under `a.work`, flushing every
 /// `--serve-flush-s` (one second by default) or `--serve-flush-matches`.
 fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Result<Server> {
-    let budget = 120.0 + a.seconds * 4.0;
+    // Score alone, the control and the reports each round, and a lake check after each.
+    let budget = 120.0
+        + a.seconds * (2.0 + 2.0 * a.report_rounds.max(1) as f64)
+        + 30.0 * a.report_rounds as f64;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
     let dedupe = a.dedupe_hours.to_string();
     let (flush_s, flush_matches) = (
@@ -717,6 +737,109 @@ fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Re
 }
 
 /// `mm bench serve --reports`: results under load.
+/// What the results phase gathers over its rounds: every call's latency, pooled.
+#[derive(Default)]
+struct Pooled {
+    alone: (Vec<f64>, u64, f64),
+    beside: (Vec<f64>, u64, f64),
+    reports: (Vec<f64>, u64, f64),
+    /// Score's p99 beside the reports over its p99 alone, round by round.
+    by_round: Vec<f64>,
+    cpu: BTreeMap<String, f64>,
+    syncs: f64,
+    log_max: f64,
+    /// The first round's memory samples over its second half.
+    rss: Option<Vec<(f64, f64)>>,
+    drain: f64,
+}
+
+fn pool(into: &mut (Vec<f64>, u64, f64), ms: &[f64], failed: u64, seconds: f64) {
+    into.0.extend_from_slice(ms);
+    into.1 += failed;
+    into.2 += seconds;
+}
+
+fn p99_of(ms: &[f64]) -> f64 {
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile(&v, 0.99)
+}
+
+/// What every round of the results phase works with.
+struct Round<'a> {
+    client: &'a MatcherClient<Channel>,
+    url: &'a str,
+    a: &'a BenchServeArgs,
+    server: &'a Server,
+    /// The players the reports draw on, the twelve Score asks for, and the next match's number.
+    ids: Arc<Vec<String>>,
+    twelve: Arc<Vec<String>>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+    /// The reported matches start after this time (the artifact's snapshot), ms.
+    as_of_ms: i64,
+    lake: &'a Path,
+}
+
+/// One round of Score beside the reports: the closed loop of Score and an open loop of
+/// ReportMatch for `a.seconds`, then the wait for the lake to hold every match acknowledged so
+/// far. Adds its calls, the server's CPU over it and the log's figures to `pooled`; returns
+/// Score's latencies of the round.
+async fn reports_round(r: &Round<'_>, pooled: &mut Pooled) -> Result<Vec<f64>> {
+    let Round {
+        client,
+        url,
+        a,
+        server,
+        ids,
+        twelve,
+        next,
+        as_of_ms,
+        lake,
+    } = r;
+    let (client, a, server, as_of_ms, lake) = (*client, *a, *server, *as_of_ms, *lake);
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let scores = closed_loop(
+        client,
+        a.concurrency,
+        Arc::clone(&stop),
+        score_call(Arc::clone(twelve)),
+    )
+    .await;
+    // The results come from the game servers, not from the matchmaker that scores.
+    let reports = open_loop_thread(
+        url.to_string(),
+        a.report_rate,
+        a.seconds,
+        report_call(Arc::clone(ids), Arc::clone(next), as_of_ms),
+    )?;
+    let cpu_before = server.cpu_by_thread();
+    let syncs_before = http_get(&server.metrics)
+        .map(|t| metric(&t, "mm_serve_log_syncs_total"))
+        .unwrap_or(0.0);
+    let (log_max, rss) = sample_load(server, t0, a.seconds).await;
+    let (rm, rf) = tokio::task::spawn_blocking(move || joined(reports)).await??;
+    stop.store(true, Ordering::Relaxed);
+    let (sm, sf, _) = gather(scores).await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    pool(&mut pooled.beside, &sm, sf, seconds);
+    pool(&mut pooled.reports, &rm, rf, seconds);
+    // The lake, once this round's last flush is in.
+    let done = Instant::now();
+    lake_rows_when(lake, pooled.reports.0.len() as u64 * 12, done).await?;
+    pooled.drain = done.elapsed().as_secs_f64();
+    for (k, v) in cpu_between(&cpu_before, &server.cpu_by_thread()) {
+        *pooled.cpu.entry(k).or_default() += v;
+    }
+    pooled.syncs += http_get(&server.metrics)
+        .map(|t| metric(&t, "mm_serve_log_syncs_total"))
+        .unwrap_or(f64::NAN)
+        - syncs_before;
+    pooled.log_max = pooled.log_max.max(log_max);
+    pooled.rss.get_or_insert(rss);
+    Ok(sm)
+}
+
 fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
     let work: PathBuf = a.work.clone();
     let root = work.join("models").join("bench");
@@ -745,84 +868,43 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         }
         let twelve = Arc::new(ids[..12].to_vec());
         let rss_start = server.rss_mib();
-        let (alone, _) = timed_phase(
-            &client,
-            "Score 12",
-            a.concurrency,
-            a.seconds,
-            score_call(Arc::clone(&twelve)),
-        )
-        .await?;
-        let (control, control_calls) =
-            control_phase(&client, &url, a, &twelve, Arc::new(ids[12..24].to_vec())).await?;
-        // Both loops at once, the log's size sampled from the metrics meanwhile.
-        let stop = Arc::new(AtomicBool::new(false));
         let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let t0 = Instant::now();
-        let scores = closed_loop(
-            &client,
-            a.concurrency,
-            Arc::clone(&stop),
-            score_call(Arc::clone(&twelve)),
-        )
-        .await;
-        // The results come from the game servers, not from the matchmaker that scores.
-        let reports = open_loop_thread(
-            url.clone(),
-            a.report_rate,
-            a.seconds,
-            report_call(
-                Arc::clone(&ids),
-                Arc::clone(&next),
-                art.manifest.snapshot_as_of_ms + 3_600_000,
-            ),
-        )?;
-        let cpu_before = server.cpu_by_thread();
-        let syncs_before = http_get(&server.metrics)
-            .map(|t| metric(&t, "mm_serve_log_syncs_total"))
-            .unwrap_or(0.0);
-        let (log_max, rss) = sample_load(&server, t0, a.seconds).await;
-        let rss_half = rss.first().map(|r| r.1);
-        let rss_slope = slope_per_minute(&rss);
-        let (rm, rf) = tokio::task::spawn_blocking(move || joined(reports)).await??;
-        stop.store(true, Ordering::Relaxed);
-        let (sm, sf, _) = gather(scores).await?;
-        let seconds = t0.elapsed().as_secs_f64();
-        let done = Instant::now();
-        let acknowledged = rm.len() as u64;
-        let beside = phase("Score 12 + reports", a.concurrency, sm, sf, seconds);
-        let reports = phase("ReportMatch (open)", 0, rm, rf, seconds);
-        // The lake, once the last flush is in.
-        let lake_rows = lake_rows_when(&lake, acknowledged * 12, done).await?;
-        let drain = done.elapsed().as_secs_f64();
-        let cpu = cpu_between(&cpu_before, &server.cpu_by_thread());
-        let syncs = http_get(&server.metrics)
-            .map(|t| metric(&t, "mm_serve_log_syncs_total"))
-            .unwrap_or(f64::NAN)
-            - syncs_before;
+        let as_of = art.manifest.snapshot_as_of_ms + 3_600_000;
+        let round = Round {
+            client: &client,
+            url: &url,
+            a,
+            server: &server,
+            ids: Arc::clone(&ids),
+            twelve: Arc::clone(&twelve),
+            next,
+            as_of_ms: as_of,
+            lake: &lake,
+        };
+        let mut pooled = Pooled::default();
+        let mut control = None;
+        for _ in 0..a.report_rounds.max(1) {
+            let call = score_call(Arc::clone(&twelve));
+            let (am, af, _, took) = timed_loop(&client, a.concurrency, a.seconds, call).await?;
+            pool(&mut pooled.alone, &am, af, took);
+            if control.is_none() {
+                let others = Arc::new(ids[12..24].to_vec());
+                control = Some(control_phase(&client, &url, a, &twelve, others).await?);
+            }
+            let sm = reports_round(&round, &mut pooled).await?;
+            pooled.by_round.push(p99_of(&sm) / p99_of(&am));
+        }
+        let (control, control_calls) = control.ok_or_else(|| anyhow::anyhow!("no round ran"))?;
         let keys = lake_keys(&lake).await?;
-        Ok::<ReportsReport, anyhow::Error>(ReportsReport {
-            players: a.players,
-            player_results_per_second: reports.per_second * 12.0,
-            score_p99_ratio: beside.p99_ms / alone.p99_ms,
-            score_p99_ratio_control: control.p99_ms / alone.p99_ms,
-            score_alone: alone,
-            score_beside_score_calls: control,
-            score_calls: control_calls,
-            score_beside_reports: beside,
-            reports,
-            acknowledged,
-            lake_rows,
-            lake_keys: keys,
-            drain_seconds: drain,
-            log_syncs: syncs,
-            log_mib_max: log_max / f64::from(1u32 << 20),
-            rss_mib_start: rss_start,
-            rss_mib_half: rss_half,
-            rss_mib_per_minute_second_half: rss_slope,
-            rss_mib_end: server.rss_mib(),
-            server_cpu_seconds: cpu,
-        })
+        let lake_rows =
+            lake_rows_when(&lake, pooled.reports.0.len() as u64 * 12, Instant::now()).await?;
+        Ok::<ReportsReport, anyhow::Error>(reports_report(
+            a,
+            pooled,
+            (control, control_calls),
+            (lake_rows, keys),
+            (rss_start, server.rss_mib()),
+        ))
     })?;
     drop(server);
     if json {
@@ -831,6 +913,51 @@ fn run_reports(a: &BenchServeArgs, json: bool) -> Result<()> {
         print_reports(&report);
     }
     Ok(())
+}
+
+/// The results phase's figures from its pooled rounds.
+fn reports_report(
+    a: &BenchServeArgs,
+    p: Pooled,
+    (control, control_calls): (Phase, Phase),
+    (lake_rows, lake_keys): (u64, u64),
+    (rss_mib_start, rss_mib_end): (Option<f64>, Option<f64>),
+) -> ReportsReport {
+    let c = a.concurrency;
+    let alone = phase("Score 12", c, p.alone.0, p.alone.1, p.alone.2);
+    let beside = phase("Score 12 + reports", c, p.beside.0, p.beside.1, p.beside.2);
+    let reports = phase(
+        "ReportMatch (open)",
+        0,
+        p.reports.0,
+        p.reports.1,
+        p.reports.2,
+    );
+    let rss = p.rss.unwrap_or_default();
+    ReportsReport {
+        players: a.players,
+        rounds: p.by_round.len(),
+        player_results_per_second: reports.per_second * 12.0,
+        score_p99_ratio: beside.p99_ms / alone.p99_ms,
+        score_p99_ratio_by_round: p.by_round,
+        score_p99_ratio_control: control.p99_ms / alone.p99_ms,
+        score_alone: alone,
+        score_beside_score_calls: control,
+        score_calls: control_calls,
+        score_beside_reports: beside,
+        acknowledged: reports.requests - reports.failed,
+        reports,
+        lake_rows,
+        lake_keys,
+        drain_seconds: p.drain,
+        log_syncs: p.syncs,
+        log_mib_max: p.log_max / f64::from(1u32 << 20),
+        rss_mib_start,
+        rss_mib_half: rss.first().map(|r| r.1),
+        rss_mib_per_minute_second_half: slope_per_minute(&rss),
+        rss_mib_end,
+        server_cpu_seconds: p.cpu,
+    }
 }
 
 /// `mm bench serve --reports`'s figures, as text.
@@ -855,6 +982,18 @@ fn print_reports(report: &ReportsReport) {
         report.reports.p99_ms,
         report.score_p99_ratio
     );
+    if report.rounds > 1 {
+        let by: Vec<String> = report
+            .score_p99_ratio_by_round
+            .iter()
+            .map(|r| format!("{r:.2}x"))
+            .collect();
+        mm_run::outln!(
+            "rounds: Score alone and beside the reports alternated {} times (the phases above pool them); Score p99 ratio by round {}",
+            report.rounds,
+            by.join(", ")
+        );
+    }
     mm_run::outln!(
         "control: Score p99 beside as many Score calls a second as reports {:.2}x alone",
         report.score_p99_ratio_control
