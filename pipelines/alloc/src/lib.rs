@@ -2,12 +2,13 @@
 //! in every other command, chosen once, at the process's first allocation, from its command line.
 //!
 //! Why two: under `mm serve`'s steady load of small allocations on many threads, glibc's
-//! per-thread arenas kept freed memory resident (the process grew by 74 MiB a minute over a
-//! bench of reports, against 8 with mimalloc) and its flush cost half as much CPU again. The
-//! batch jobs allocate the other way: threads that parse allocate the batches and other threads
-//! free them after writing. There mimalloc kept about 100 MiB more resident than glibc
-//! (`mm ingest` of the 10M-row bench CSV peaked at 298 to 318 MiB with it, 190 to 200 MiB
-//! with glibc, at the same speed), so the batch jobs use the system's.
+//! per-thread arenas kept freed memory resident (the process grew to 338 MiB over a 180-s bench
+//! of reports while its live heap stayed near 100 MiB, heaptrack), and its flush thread cost
+//! 148 ms of CPU a 1,000 matches against 89 to 119 ms on mimalloc (`mm bench serve --reports`,
+//! one run against eight). The batch jobs allocate the other way: threads that parse allocate
+//! the batches and other threads free them after writing. There mimalloc kept about 100 MiB
+//! more resident than glibc (`mm ingest` of the 10M-row bench CSV peaked at 291 to 318 MiB with
+//! it, 190 to 204 MiB with glibc, at the same speed), so the batch jobs use the system's.
 //!
 //! ```
 //! #[global_allocator]

@@ -565,6 +565,55 @@ fn joined(h: OpenLoopThread) -> Result<(Vec<f64>, u64)> {
         .map_err(|_| anyhow::anyhow!("the open loop's thread panicked"))?
 }
 
+/// Score's closed loop (twelve players, `--concurrency` clients) beside an open loop of `call`
+/// at `--report-rate` for `--seconds`, on a thread and a connection of its own.
+struct Beside {
+    stop: Arc<AtomicBool>,
+    scores: Vec<tokio::task::JoinHandle<ClientRun>>,
+    open: OpenLoopThread,
+    t0: Instant,
+}
+
+impl Beside {
+    async fn start<F>(
+        client: &MatcherClient<Channel>,
+        url: &str,
+        a: &BenchServeArgs,
+        twelve: &Arc<Vec<String>>,
+        call: F,
+    ) -> Result<Beside>
+    where
+        F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let t0 = Instant::now();
+        let scores = closed_loop(
+            client,
+            a.concurrency,
+            Arc::clone(&stop),
+            score_call(Arc::clone(twelve)),
+        )
+        .await;
+        let open = open_loop_thread(url.to_string(), a.report_rate, a.seconds, call)?;
+        Ok(Beside {
+            stop,
+            scores,
+            open,
+            t0,
+        })
+    }
+
+    /// Waits for the open loop to end, then stops Score's: Score's latencies (ms) and failures,
+    /// the open loop's, and the seconds both ran.
+    async fn finish(self) -> Result<((Vec<f64>, u64), (Vec<f64>, u64), f64)> {
+        let open = self.open;
+        let (om, of) = tokio::task::spawn_blocking(move || joined(open)).await??;
+        self.stop.store(true, Ordering::Relaxed);
+        let (sm, sf, _) = gather(self.scores).await?;
+        Ok(((sm, sf), (om, of), self.t0.elapsed().as_secs_f64()))
+    }
+}
+
 /// The control of the results phase: the closed loop of Score beside an open loop of Score
 /// calls (12 other players) at the reports' rate. Any call at that rate costs Score at least
 /// this much on a shared machine; what the reports cost beyond it is theirs.
@@ -575,25 +624,8 @@ async fn control_phase(
     twelve: &Arc<Vec<String>>,
     others: Arc<Vec<String>>,
 ) -> Result<(Phase, Phase)> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let scores = closed_loop(
-        client,
-        a.concurrency,
-        Arc::clone(&stop),
-        score_call(Arc::clone(twelve)),
-    )
-    .await;
-    let open = open_loop_thread(
-        url.to_string(),
-        a.report_rate,
-        a.seconds,
-        score_call(others),
-    )?;
-    let (om, of) = tokio::task::spawn_blocking(move || joined(open)).await??;
-    stop.store(true, Ordering::Relaxed);
-    let (sm, sf, _) = gather(scores).await?;
-    let seconds = t0.elapsed().as_secs_f64();
+    let both = Beside::start(client, url, a, twelve, score_call(others)).await?;
+    let ((sm, sf), (om, of), seconds) = both.finish().await?;
     Ok((
         phase("Score 12 + Score open", a.concurrency, sm, sf, seconds),
         phase("Score 12 (open)", 0, om, of, seconds),
@@ -797,31 +829,15 @@ async fn reports_round(r: &Round<'_>, pooled: &mut Pooled) -> Result<Vec<f64>> {
         lake,
     } = r;
     let (client, a, server, as_of_ms, lake) = (*client, *a, *server, *as_of_ms, *lake);
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let scores = closed_loop(
-        client,
-        a.concurrency,
-        Arc::clone(&stop),
-        score_call(Arc::clone(twelve)),
-    )
-    .await;
     // The results come from the game servers, not from the matchmaker that scores.
-    let reports = open_loop_thread(
-        url.to_string(),
-        a.report_rate,
-        a.seconds,
-        report_call(Arc::clone(ids), Arc::clone(next), as_of_ms),
-    )?;
+    let reports = report_call(Arc::clone(ids), Arc::clone(next), as_of_ms);
+    let both = Beside::start(client, url, a, twelve, reports).await?;
     let cpu_before = server.cpu_by_thread();
     let syncs_before = http_get(&server.metrics)
         .map(|t| metric(&t, "mm_serve_log_syncs_total"))
         .unwrap_or(0.0);
-    let (log_max, rss) = sample_load(server, t0, a.seconds).await;
-    let (rm, rf) = tokio::task::spawn_blocking(move || joined(reports)).await??;
-    stop.store(true, Ordering::Relaxed);
-    let (sm, sf, _) = gather(scores).await?;
-    let seconds = t0.elapsed().as_secs_f64();
+    let (log_max, rss) = sample_load(server, both.t0, a.seconds).await;
+    let ((sm, sf), (rm, rf), seconds) = both.finish().await?;
     pool(&mut pooled.beside, &sm, sf, seconds);
     pool(&mut pooled.reports, &rm, rf, seconds);
     // The lake, once this round's last flush is in.
@@ -1032,7 +1048,12 @@ fn print_reports(report: &ReportsReport) {
         report.rss_mib_end,
     ) {
         mm_run::outln!(
-            "server resident memory: {s:.0} MiB before, {h:.0} MiB halfway through the reports, {e:.0} MiB at the end; {:+.1} MiB a minute over the second half (least squares)",
+            "server resident memory: {s:.0} MiB before, {h:.0} MiB halfway through the {}reports, {e:.0} MiB at the end; {:+.1} MiB a minute over that phase's second half (least squares)",
+            if report.rounds > 1 {
+                "first round's "
+            } else {
+                ""
+            },
             report.rss_mib_per_minute_second_half.unwrap_or(f64::NAN)
         );
     }
