@@ -7,8 +7,8 @@
 //! 148 ms of CPU a 1,000 matches against 89 to 119 ms on mimalloc (`mm bench serve --reports`,
 //! one run against eight). The batch jobs allocate the other way: threads that parse allocate
 //! the batches and other threads free them after writing. There mimalloc kept about 100 MiB
-//! more resident than glibc (`mm ingest` of the 10M-row bench CSV peaked at 291 to 318 MiB with
-//! it, 190 to 204 MiB with glibc, at the same speed), so the batch jobs use the system's.
+//! more resident than glibc (`mm ingest` of the 10M-row bench CSV peaked at 285 to 311 MiB with
+//! it, 184 to 199 MiB with glibc, at the same speed), so the batch jobs use the system's.
 //!
 //! ```
 //! #[global_allocator]
