@@ -1255,17 +1255,9 @@ async fn soak_phase(
     let soak = if a.soak_seconds > 0.0 {
         let (mut ms, mut failed, t0) = (Vec::new(), 0u64, Instant::now());
         for _ in 0..10 {
-            let stop = Arc::new(AtomicBool::new(false));
-            let tasks = closed_loop(
-                client,
-                a.concurrency,
-                Arc::clone(&stop),
-                score_call(Arc::clone(twelve)),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_secs_f64(a.soak_seconds / 10.0)).await;
-            stop.store(true, Ordering::Relaxed);
-            let (m, f, _) = gather(tasks).await?;
+            let call = score_call(Arc::clone(twelve));
+            let tenth = a.soak_seconds / 10.0;
+            let (m, f, _, _) = timed_loop(client, a.concurrency, tenth, call).await?;
             ms.extend(m);
             failed += f;
             soak_rss.push(server.rss_mib().unwrap_or(f64::NAN));
