@@ -1,21 +1,24 @@
 #!/bin/bash
-# `mm fit churn` on the 11.9M-row bench lake against issue 52's baseline, in the same run
-# (docs/benchmarks.md, "The churn fit at 11.9M rows against its baseline"). Builds BASE's `mm`
-# (default 880a391, the commit the issue was measured on) in a worktree WORK/base with a target
-# directory of its own (a full build: about half an hour on 2 cores), unless MM_BASE_BIN names
-# one already built; simulates the lake once (250,000 players over 28 days, 6v6 only) with the
-# current `mm` (MM_BIN, default target/debug/mm, or $CARGO_TARGET_DIR/debug/mm); then runs
-# `mm fit churn` with its defaults (no skill feature: the baseline's default) PAIRS times for
-# each binary, alternating, each into fresh folders, and prints each run's wall seconds, the
-# feature build and fit seconds it reports, its peak RSS and the chosen C. Run it with nothing
-# else on the machine.
+# `mm fit churn` on a bench lake against issue 52's baseline, in the same run (docs/benchmarks.md,
+# "The churn fit against its baseline (11.9M and 111.4M rows)"). Builds BASE's `mm` (default
+# 880a391, the commit the issue was measured on) in a worktree WORK/base with a target directory
+# of its own (a full build: about half an hour on 2 cores), unless MM_BASE_BIN names one already
+# built; simulates the lake once (250,000 players over DAYS days, default 28, 6v6 only) with the
+# current `mm` (MM_BIN, default target/debug/mm, or $CARGO_TARGET_DIR/debug/mm); then runs `mm
+# fit churn` with its defaults (no skill feature: the baseline's default) PAIRS times for each
+# binary, alternating, each into fresh folders, and prints each run's wall seconds, the feature
+# build and fit seconds it reports, its peak RSS and the chosen C. Each run's feature table and
+# exported feature rows are deleted after it (its model and metrics are kept). DAYS=280 gives
+# 111.4M rows: a 15 GB lake, and about 21 GB more while a run works. Run it with nothing else on
+# the machine.
 #
-#     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS]
+#     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS] [DAYS]
 set -u
-[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 work=$1
 base=${2:-880a391}
 pairs=${3:-1}
+days=${4:-28}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 mm_new=${MM_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/mm}
 mkdir -p "$work"
@@ -28,10 +31,10 @@ if [ ! -x "$mm_base" ]; then
 fi
 lake=$work/lake
 if [ ! -d "$lake/matches" ]; then
-  "$mm_new" simulate --lake "$lake" --players 250000 --days 28 --duel-share 0 -q || exit 1
+  "$mm_new" simulate --lake "$lake" --players 250000 --days "$days" --duel-share 0 -q || exit 1
 fi
 # Fit on all days but the last (the scoring window is the last day's labels).
-until=2024-01-27
+until=$(date -u -d "2024-01-01 + $((days - 2)) days" +%F)
 run() {  # name binary k
   local out=$work/runs/$1-$3
   rm -rf "$out" && mkdir -p "$out"
@@ -43,7 +46,7 @@ run() {  # name binary k
   split=$(grep -Eo 'features [0-9.]+ s, fit [0-9.]+ s' "$out/log" | tail -1)
   c=$(grep -Eo 'C = [0-9.e-]+' "$out/log" | tail -1)
   echo "$1 run $3: wall ${wall} s, ${split:-features/fit not printed}, peak $((kib / 1024)) MiB, ${c}"
-  rm -rf "$out/tables"
+  rm -rf "$out/tables" "$out/out/churn_features.parquet"
 }
 for k in $(seq 1 "$pairs"); do
   run base "$mm_base" "$k" ""
