@@ -33,8 +33,17 @@ lake=$work/lake
 if [ ! -d "$lake/matches" ]; then
   "$mm_new" simulate --lake "$lake" --players 250000 --days "$days" --duel-share 0 -q || exit 1
 fi
-# Fit on all days but the last (the scoring window is the last day's labels).
+# Fit on all days but the last (the scoring window is the last day's labels); the simulator's
+# first day is 2024-01-01.
 until=$(date -u -d "2024-01-01 + $((days - 2)) days" +%F)
+stamp() {  # the seconds since the epoch of the first log line matching $2 in $1
+  date -u -d "$(grep -m1 "$2" "$1" | cut -c1-27)" +%s.%N
+}
+sample_seconds() {
+  local a b
+  a=$(stamp "$1" 'churn features ready') && b=$(stamp "$1" 'churn training sample') \
+    && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }'
+}
 run() {  # name binary k
   local out=$work/runs/$1-$3
   rm -rf "$out" && mkdir -p "$out"
@@ -45,7 +54,11 @@ run() {  # name binary k
   local split c
   split=$(grep -Eo 'features [0-9.]+ s, fit [0-9.]+ s' "$out/log" | tail -1)
   c=$(grep -Eo 'C = [0-9.e-]+' "$out/log" | tail -1)
-  echo "$1 run $3: wall ${wall} s, ${split:-features/fit not printed}, peak $((kib / 1024)) MiB, ${c}"
+  # The fit's first part, the training sample's read: from the log's "features ready" line to
+  # its "training sample" line.
+  local sample
+  sample=$(sample_seconds "$out/log")
+  echo "$1 run $3: wall ${wall} s, ${split:-features/fit not printed} (of it the training sample ${sample} s), peak $((kib / 1024)) MiB, ${c}"
   rm -rf "$out/tables" "$out/out/churn_features.parquet"
 }
 for k in $(seq 1 "$pairs"); do
