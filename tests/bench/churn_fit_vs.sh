@@ -7,14 +7,15 @@
 # current `mm` (MM_BIN, default target/debug/mm, or $CARGO_TARGET_DIR/debug/mm); then runs `mm
 # fit churn` with its defaults (no skill feature: the baseline's default) PAIRS times for each
 # binary, alternating, each into fresh folders, and prints each run's wall seconds, the feature
-# build and fit seconds it reports, its peak RSS and the chosen C. Each run's feature table and
+# build and fit seconds it reports, its peak RSS and the chosen C, and after each pair how far
+# the two models are apart (tests/bench/churn_models_diff.py). Each run's feature table and
 # exported feature rows are deleted after it (its model and metrics are kept). DAYS=280 gives
 # 111.4M rows: a 15 GB lake, and about 21 GB more while a run works. Run it with nothing else on
 # the machine.
 #
 #     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS] [DAYS]
 set -u
-[ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
 work=$1
 base=${2:-880a391}
 pairs=${3:-1}
@@ -64,4 +65,6 @@ run() {  # name binary k
 for k in $(seq 1 "$pairs"); do
   run base "$mm_base" "$k" ""
   run current "$mm_new" "$k" "--no-skill"
+  python3 "$repo/tests/bench/churn_models_diff.py" "$work/runs/base-$k/out/churn_model.json" \
+    "$work/runs/current-$k/out/churn_model.json"
 done
