@@ -11,11 +11,39 @@
 # the two models are apart (tests/bench/churn_models_diff.py). Each run's feature table and
 # exported feature rows are deleted after it (its model and metrics are kept). DAYS=280 gives
 # 111.4M rows: a 15 GB lake, and about 21 GB more while a run works. Run it with nothing else on
-# the machine.
+# the machine. With --report, prints the lines of the runs already in WORK/runs from their logs
+# and runs nothing.
 #
 #     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS] [DAYS]
+#     tests/bench/churn_fit_vs.sh --report WORK
 set -u
-[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
+stamp() {  # the seconds since the epoch of the first log line matching $2 in $1
+  date -u -d "$(grep -m1 "$2" "$1" | cut -c1-27)" +%s.%N
+}
+# The fit's seconds (printed by both binaries) split into the training sample's read and the
+# cross-validation with the final fit: the second part from the log's "training sample" line to
+# its "model fitted" line, the sample the rest (the rows' counts before it are not in the fit).
+fit_split() {  # log
+  local fit a b
+  fit=$(grep -Eo 'features [0-9.]+ s, fit [0-9.]+ s' "$1" | tail -1 | grep -Eo '[0-9.]+ s$')
+  a=$(stamp "$1" 'churn training sample') && b=$(stamp "$1" 'churn model fitted') \
+    && awk -v f="${fit% s}" -v a="$a" -v b="$b" \
+      'BEGIN { printf "fit %.1f s: the training sample %.1f s, cross-validation and final fit %.1f s", f, f - (b - a), b - a }'
+}
+report() {  # run folder, its label
+  local wall kib features c
+  read -r wall kib < "$1/time"
+  features=$(grep -Eo 'features [0-9.]+ s, fit' "$1/log" | tail -1)
+  c=$(grep -Eo 'C = [0-9.e-]+' "$1/log" | tail -1)
+  echo "$2: wall ${wall} s, ${features% fit} $(fit_split "$1/log"), peak $((kib / 1024)) MiB, ${c}"
+}
+if [ "$1" = --report ]; then
+  for d in "$2"/runs/*/; do
+    [ -f "$d/time" ] && report "$d" "$(basename "$d")"
+  done
+  exit 0
+fi
 work=$1
 base=${2:-880a391}
 pairs=${3:-1}
@@ -37,29 +65,13 @@ fi
 # Fit on all days but the last (the scoring window is the last day's labels); the simulator's
 # first day is 2024-01-01.
 until=$(date -u -d "2024-01-01 + $((days - 2)) days" +%F)
-stamp() {  # the seconds since the epoch of the first log line matching $2 in $1
-  date -u -d "$(grep -m1 "$2" "$1" | cut -c1-27)" +%s.%N
-}
-sample_seconds() {
-  local a b
-  a=$(stamp "$1" 'churn features ready') && b=$(stamp "$1" 'churn training sample') \
-    && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }'
-}
 run() {  # name binary k
   local out=$work/runs/$1-$3
   rm -rf "$out" && mkdir -p "$out"
   /usr/bin/time -f '%e %M' -o "$out/time" "$2" fit churn --lake "$lake" --mode tdm-6v6 \
     --until $until --out "$out/out" --tables "$out/tables" --rebuild $4 > "$out/log" 2>&1 \
     || { echo "$1 run $3 failed: $out/log"; exit 1; }
-  read -r wall kib < "$out/time"
-  local split c
-  split=$(grep -Eo 'features [0-9.]+ s, fit [0-9.]+ s' "$out/log" | tail -1)
-  c=$(grep -Eo 'C = [0-9.e-]+' "$out/log" | tail -1)
-  # The fit's first part, the training sample's read: from the log's "features ready" line to
-  # its "training sample" line.
-  local sample
-  sample=$(sample_seconds "$out/log")
-  echo "$1 run $3: wall ${wall} s, ${split:-features/fit not printed} (of it the training sample ${sample} s), peak $((kib / 1024)) MiB, ${c}"
+  report "$out" "$1 run $3"
   rm -rf "$out/tables" "$out/out/churn_features.parquet"
 }
 for k in $(seq 1 "$pairs"); do
