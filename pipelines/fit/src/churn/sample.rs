@@ -26,6 +26,34 @@ pub(super) fn read_part(p: &Path, columns: Option<&[String]>) -> Result<DataFram
     Ok(df)
 }
 
+/// Calls `each` on every file's frame in order, the next file read on a thread of its own
+/// while `each` works on the current one (one frame ahead: the memory of one more part). The
+/// scoring pass reads every column of every row; reading, its work and its writes then overlap
+/// on the two cores instead of taking turns.
+pub(super) fn for_each_part(
+    files: &[PathBuf],
+    columns: Option<&[String]>,
+    mut each: impl FnMut(DataFrame) -> Result<(), FitError>,
+) -> Result<(), FitError> {
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<DataFrame, FitError>>(1);
+        s.spawn(move || {
+            for f in files {
+                let df = read_part(f, columns);
+                let failed = df.is_err();
+                // A closed channel: the consumer stopped on an error of its own.
+                if tx.send(df).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        for df in rx {
+            each(df?)?;
+        }
+        Ok(())
+    })
+}
+
 pub(super) fn f32_cols<'a>(
     df: &'a DataFrame,
     names: &[String],
@@ -290,6 +318,50 @@ mod tests {
             g += u32::from(!rows.is_empty());
         }
         (x, y, blown, groups, unused)
+    }
+
+    /// Frames come in the files' order; a file that cannot be read ends the pass with its
+    /// error, naming it, and the consumer's own error ends it too (the reader then stops).
+    #[test]
+    fn parts_are_read_ahead_in_order_and_errors_end_the_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let players: Vec<Vec<(String, Rows)>> = (0..5)
+            .map(|i| {
+                vec![(
+                    format!("p{i}"),
+                    vec![(i64::from(i), Some(true), [0.0; 3], 0.0)],
+                )]
+            })
+            .collect();
+        let mut paths = write(dir.path(), &players);
+        let mut seen = Vec::new();
+        for_each_part(&paths, None, |df| {
+            seen.push(starts(&df)?.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, (0..5).map(|i| vec![i]).collect::<Vec<_>>());
+        let missing = dir.path().join("missing.parquet");
+        paths.insert(2, missing.clone());
+        let mut n = 0;
+        let err = for_each_part(&paths, None, |_| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(n, 2);
+        assert!(
+            matches!(err, FitError::Input { ref path, .. } if *path == missing),
+            "{err}"
+        );
+        let mut n = 0;
+        let err = for_each_part(&paths[..2], None, |_| {
+            n += 1;
+            Err(FitError::Empty(PathBuf::from("stop")))
+        })
+        .unwrap_err();
+        assert_eq!(n, 1);
+        assert!(matches!(err, FitError::Empty(_)), "{err}");
     }
 
     proptest! {

@@ -10,7 +10,7 @@ use mm_trainer::stats::{AucCounts, BinaryScore};
 use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::*;
 
-use super::sample::{f32_cols, labels, read_part, starts};
+use super::sample::{f32_cols, for_each_part, labels, starts};
 use super::{ChurnConfig, truth_column};
 use crate::churn::build::player_share;
 use crate::churn::report::{GroupScore, TruthCheck};
@@ -159,8 +159,7 @@ pub(super) fn score(
     let mut empty_table: Option<DataFrame> = None;
     let mut row = vec![0.0; names.len()];
     let mut meter = mm_run::progress::Meter::new("churn: scoring", "rows", Some(rows));
-    for f in files {
-        let mut df = read_part(f, None)?;
+    for_each_part(files, None, |mut df| {
         meter.add(df.height() as u64);
         let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
         let truth_col = df.column("truth_p_churn").ok().and_then(|c| c.f64().ok());
@@ -226,7 +225,8 @@ pub(super) fn score(
                 out.write(&df)?;
             }
         }
-    }
+        Ok(())
+    })?;
     let truth = truth.check(&cfg.horizon);
 
     let table = match (table_out, empty_table) {
