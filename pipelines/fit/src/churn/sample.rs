@@ -26,20 +26,19 @@ pub(super) fn read_part(p: &Path, columns: Option<&[String]>) -> Result<DataFram
     Ok(df)
 }
 
-/// Calls `each` on every file's frame in order, the next file read on a thread of its own
+/// Calls `each` on every file's frame (every column) in order, the next file read on a thread of its own
 /// while `each` works on the current one (one frame ahead: the memory of one more part). The
 /// scoring pass reads every column of every row; reading, its work and its writes then overlap
 /// on the two cores instead of taking turns.
 pub(super) fn for_each_part(
     files: &[PathBuf],
-    columns: Option<&[String]>,
     mut each: impl FnMut(DataFrame) -> Result<(), FitError>,
 ) -> Result<(), FitError> {
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<DataFrame, FitError>>(1);
         s.spawn(move || {
             for f in files {
-                let df = read_part(f, columns);
+                let df = read_part(f, None);
                 let failed = df.is_err();
                 // A closed channel: the consumer stopped on an error of its own.
                 if tx.send(df).is_err() || failed {
@@ -335,7 +334,7 @@ mod tests {
             .collect();
         let mut paths = write(dir.path(), &players);
         let mut seen = Vec::new();
-        for_each_part(&paths, None, |df| {
+        for_each_part(&paths, |df| {
             seen.push(starts(&df)?.to_vec());
             Ok(())
         })
@@ -344,7 +343,7 @@ mod tests {
         let missing = dir.path().join("missing.parquet");
         paths.insert(2, missing.clone());
         let mut n = 0;
-        let err = for_each_part(&paths, None, |_| {
+        let err = for_each_part(&paths, |_| {
             n += 1;
             Ok(())
         })
@@ -355,7 +354,7 @@ mod tests {
             "{err}"
         );
         let mut n = 0;
-        let err = for_each_part(&paths[..2], None, |_| {
+        let err = for_each_part(&paths[..2], |_| {
             n += 1;
             Err(FitError::Empty(PathBuf::from("stop")))
         })

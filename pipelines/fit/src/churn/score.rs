@@ -159,7 +159,7 @@ pub(super) fn score(
     let mut empty_table: Option<DataFrame> = None;
     let mut row = vec![0.0; names.len()];
     let mut meter = mm_run::progress::Meter::new("churn: scoring", "rows", Some(rows));
-    for_each_part(files, None, |mut df| {
+    for_each_part(files, |mut df| {
         meter.add(df.height() as u64);
         let (label, start, fc) = (labels(&df)?, starts(&df)?, f32_cols(&df, names)?);
         let truth_col = df.column("truth_p_churn").ok().and_then(|c| c.f64().ok());
