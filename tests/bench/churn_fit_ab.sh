@@ -18,9 +18,7 @@ until=$(date -u -d "$last - 1 day" +%F)
 args=(--lake "$lake" --mode tdm-6v6 --until "$until" --tables "$work/tables" --no-skill)
 [ -d "$work/tables" ] || "$new" fit churn "${args[@]}" --out "$work/build" > "$work/build.log" 2>&1 \
   || { echo "feature build failed: $work/build.log"; exit 1; }
-stamp() {  # the seconds since the epoch of the first log line matching $2 in $1
-  date -u -d "$(grep -m1 "$2" "$1" | cut -c1-27)" +%s.%N
-}
+. "$(dirname "$0")/log_stamp.sh"
 run() {  # name binary k
   local out=$work/runs/$1-$3
   rm -rf "$out" && mkdir -p "$out"

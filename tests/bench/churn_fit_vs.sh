@@ -7,8 +7,9 @@
 # current `mm` (MM_BIN, default target/debug/mm, or $CARGO_TARGET_DIR/debug/mm); then runs `mm
 # fit churn` with its defaults (no skill feature: the baseline's default) PAIRS times for each
 # binary, alternating, each into fresh folders, and prints each run's wall seconds, the feature
-# build and fit seconds it reports, its peak RSS and the chosen C, and after each pair how far
-# the two models are apart (tests/bench/churn_models_diff.py). Each run's feature table and
+# build and fit seconds it reports, its peak RSS, the chosen C and the range of its
+# cross-validation fits' seconds, and after each pair how far the two models are apart
+# (tests/bench/churn_models_diff.py). Each run's feature table and
 # exported feature rows are deleted after it (its model and metrics are kept). DAYS=280 gives
 # 111.4M rows: a 15 GB lake, and about 21 GB more while a run works. Run it with nothing else on
 # the machine. With --report, prints the lines of the runs already in WORK/runs from their logs
@@ -17,10 +18,8 @@
 #     tests/bench/churn_fit_vs.sh WORK [BASE] [PAIRS] [DAYS]
 #     tests/bench/churn_fit_vs.sh --report WORK
 set -u
-[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
-stamp() {  # the seconds since the epoch of the first log line matching $2 in $1
-  date -u -d "$(grep -m1 "$2" "$1" | cut -c1-27)" +%s.%N
-}
+[ $# -ge 1 ] || { sed -n '2,19p' "$0"; exit 2; }
+. "$(dirname "$0")/log_stamp.sh"
 # The fit's seconds (printed by both binaries) split into the training sample's read and the
 # cross-validation with the final fit: the second part from the log's "training sample" line to
 # its "model fitted" line, the sample the rest (the rows' counts before it are not in the fit).
@@ -37,6 +36,9 @@ report() {  # run folder, its label
   features=$(grep -Eo 'features [0-9.]+ s, fit' "$1/log" | tail -1)
   c=$(grep -Eo 'C = [0-9.e-]+' "$1/log" | tail -1)
   echo "$2: wall ${wall} s, ${features% fit} $(fit_split "$1/log"), peak $((kib / 1024)) MiB, ${c}"
+  # Each cross-validation fit's seconds, as the log's "fitted fold=..." lines give them.
+  grep -Eo 'fitted fold=.* seconds=[0-9.]+' "$1/log" | grep -Eo '[0-9.]+$' | sort -g \
+    | awk '{ v[NR] = $1 } END { if (NR) printf "  %d cross-validation fits, %.2f to %.2f s each\n", NR, v[1], v[NR] }'
 }
 if [ "$1" = --report ]; then
   for d in "$2"/runs/*/; do

@@ -26,10 +26,10 @@ pub(super) fn read_part(p: &Path, columns: Option<&[String]>) -> Result<DataFram
     Ok(df)
 }
 
-/// Calls `each` on every file's frame (every column) in order, the next file read on a thread of its own
-/// while `each` works on the current one (one frame ahead: the memory of one more part). The
-/// scoring pass reads every column of every row; reading, its work and its writes then overlap
-/// on the two cores instead of taking turns.
+/// Calls `each` on every file's frame (every column) in order, the next file read on a thread
+/// of its own while `each` works on the current one (one frame ahead: the memory of one more
+/// part). The scoring pass reads every column of every row; reading, its work and its writes
+/// then overlap on the two cores instead of taking turns.
 pub(super) fn for_each_part(
     files: &[PathBuf],
     mut each: impl FnMut(DataFrame) -> Result<(), FitError>,
