@@ -361,12 +361,20 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
     rt.block_on(async {
         let mut c = client(&addr).await;
         let ids: Vec<String> = batch.keys().cloned().collect();
-        let now = c
+        let mut now = c
             .score(proto::ScoreRequest::of_ids(&ids, false))
             .await
             .unwrap()
-            .into_inner();
-        for p in &now.players {
+            .into_inner()
+            .players;
+        // A lobby's worth at a time: these Scores read the states on the request's thread
+        // under one hold of the players' lock, the whole list's in the blocking pool.
+        for lobby in ids.chunks(12) {
+            let r = c.score(proto::ScoreRequest::of_ids(lobby, false)).await;
+            now.extend(r.unwrap().into_inner().players);
+        }
+        assert_eq!(now.len(), 2 * ids.len());
+        for p in &now {
             let (skill, games) = batch[&p.id];
             assert!(
                 (p.raw_skill - skill).abs() <= 1e-12,

@@ -408,17 +408,26 @@ impl proto::matcher_server::Matcher for MatcherService {
         request: Request<proto::ScoreRequest>,
     ) -> Result<Response<proto::ScoreResponse>, Status> {
         self.allow("Score", &request, Access::Read)?;
-        // The artifact current now: the whole request uses it.
-        let (art, req, live) = (self.art(), request.into_inner(), self.live.clone());
-        let small = req.players.len() <= INLINE_SCORE_PLAYERS;
-        let f = move || match &live {
-            Some(l) => score(&art, &req, &|id| l.state(id)),
-            None => score(&art, &req, &no_state),
-        };
-        if small {
+        let req = request.into_inner();
+        if req.players.len() <= INLINE_SCORE_PLAYERS {
+            // The artifact and the players' states as of one moment, read at once.
+            let f = || match &self.live {
+                Some(l) => {
+                    let (art, states) = l.art_and_states(req.players.iter().map(|p| &*p.id));
+                    let states = std::cell::RefCell::new(states);
+                    score(&art, &req, &|id| states.borrow_mut().remove(id))
+                }
+                None => score(&self.reloader.current(), &req, &no_state),
+            };
             return self.inline("Score", f);
         }
-        self.timed("Score", f).await
+        // The artifact current now: the whole request uses it.
+        let (art, live) = (self.art(), self.live.clone());
+        self.timed("Score", move || match &live {
+            Some(l) => score(&art, &req, &|id| l.state(id)),
+            None => score(&art, &req, &no_state),
+        })
+        .await
     }
 
     async fn pair(
