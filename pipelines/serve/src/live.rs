@@ -244,6 +244,14 @@ fn read_new(lake: &Lake, art: &Artifact, version: i64) -> Result<Option<NewMatch
 }
 
 impl State {
+    /// A player's state as a match moved it since the artifact: the overlay's (a pending
+    /// report's), else the settled one.
+    fn current(&self, id: &str) -> Option<&PlayerState> {
+        self.overlay
+            .get(id)
+            .or_else(|| self.settled.players.get(id))
+    }
+
     /// The highest sequence number a flush may cover: the end of the run of numbers after
     /// `flushed` that are all pending or dropped. A report is added to `pending` only after its
     /// log append returns, and concurrent appends return in any order: a flush that covered a
@@ -399,11 +407,7 @@ impl Live {
     /// its snapshot state, or a new player's, applies).
     #[must_use]
     pub fn state(&self, id: &str) -> Option<PlayerState> {
-        let st = self.read();
-        st.overlay
-            .get(id)
-            .or_else(|| st.settled.players.get(id))
-            .cloned()
+        self.read().current(id).cloned()
     }
 
     /// The artifact and the current states of `ids` (those a match moved since the artifact,
@@ -417,10 +421,7 @@ impl Live {
     ) -> (Arc<Artifact>, HashMap<String, PlayerState>) {
         let st = self.read();
         let states = ids
-            .filter_map(|id| {
-                let s = st.overlay.get(id).or_else(|| st.settled.players.get(id))?;
-                Some((id.to_string(), s.clone()))
-            })
+            .filter_map(|id| Some((id.to_string(), st.current(id)?.clone())))
             .collect();
         (Arc::clone(&st.art), states)
     }
