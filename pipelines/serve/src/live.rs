@@ -170,8 +170,8 @@ fn seen_of(lake: &Lake, horizon_ms: i64) -> Result<Seen, LakeError> {
 
 /// Matches (or reports) whose players' settled states are read under one hold of the players'
 /// lock while the settled state or the overlay is rebuilt off it. Small: a hold keeps the
-/// reports (writers) waiting, and the requests queued behind them (issue 50's bench: holds of
-/// 256 matches took 1.8 ms on average, and Score's tail beside the reports doubled).
+/// reports (writers) waiting, and the requests queued behind them, so it shows in Score's tail
+/// beside the reports (`mm bench serve --reports`).
 const BASE_CHUNK: usize = 32;
 
 /// The settled states before `matches` of their players that `moved` does not hold (read under
