@@ -417,7 +417,7 @@ impl proto::matcher_server::Matcher for MatcherService {
                     let states = std::cell::RefCell::new(states);
                     score(&art, &req, &|id| states.borrow_mut().remove(id))
                 }
-                None => score(&self.reloader.current(), &req, &no_state),
+                None => score(&self.art(), &req, &no_state),
             };
             return self.inline("Score", f);
         }
