@@ -86,6 +86,14 @@ pub struct BenchServeArgs {
     /// wait.
     #[arg(long, default_value_t = 1000)]
     pub serve_flush_matches: usize,
+    /// The reports ask for no players in the answers (`omit_players`), as a game server that
+    /// does not read them would.
+    #[arg(long)]
+    pub report_omit_players: bool,
+    /// The server's `--wal-group-us` in the results phase: how long a log sync waits for more
+    /// reports under concurrent reports (group commit), microseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub serve_wal_group_us: u64,
 }
 
 #[derive(Debug, Args)]

@@ -455,11 +455,13 @@ fn authorized<T>(mut req: tonic::Request<T>) -> tonic::Request<T> {
 }
 
 /// A closed-loop call of ReportMatch: each call a new 6v6 match of 12 players drawn from
-/// `ids`, with kills, deaths and team scores, numbered by `next`.
+/// `ids`, with kills, deaths and team scores, numbered by `next`; with `omit_players`, asking
+/// for no players in the answer.
 fn report_call(
     ids: Arc<Vec<String>>,
     next: Arc<std::sync::atomic::AtomicU64>,
     start_ms: i64,
+    omit_players: bool,
 ) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
     move |mut c| {
         let k = next.fetch_add(1, Ordering::Relaxed);
@@ -486,6 +488,7 @@ fn report_call(
             start_ms: start_ms + i64::try_from(k).unwrap_or(0) * 50,
             end_ms: None,
             players,
+            omit_players,
         });
         Box::pin(async move {
             Ok(c.report_match(authorized(req))
@@ -744,9 +747,10 @@ fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Re
         + 30.0 * a.report_rounds as f64;
     let (lake_s, wal_s) = (lake.to_string_lossy(), wal.to_string_lossy());
     let dedupe = a.dedupe_hours.to_string();
-    let (flush_s, flush_matches) = (
+    let (flush_s, flush_matches, group_us) = (
         a.serve_flush_s.to_string(),
         a.serve_flush_matches.to_string(),
+        a.serve_wal_group_us.to_string(),
     );
     start_with(
         root,
@@ -764,6 +768,8 @@ fn start_results(a: &BenchServeArgs, root: &Path, lake: &Path, wal: &Path) -> Re
             &flush_matches,
             "--dedupe-hours",
             &dedupe,
+            "--wal-group-us",
+            &group_us,
         ],
     )
 }
@@ -830,7 +836,12 @@ async fn reports_round(r: &Round<'_>, pooled: &mut Pooled) -> Result<Vec<f64>> {
     } = r;
     let (client, a, server, as_of_ms, lake) = (*client, *a, *server, *as_of_ms, *lake);
     // The results come from the game servers, not from the matchmaker that scores.
-    let reports = report_call(Arc::clone(ids), Arc::clone(next), as_of_ms);
+    let reports = report_call(
+        Arc::clone(ids),
+        Arc::clone(next),
+        as_of_ms,
+        a.report_omit_players,
+    );
     let both = Beside::start(client, url, a, twelve, reports).await?;
     let cpu_before = server.cpu_by_thread();
     let syncs_before = http_get(&server.metrics)

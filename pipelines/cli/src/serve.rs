@@ -31,6 +31,7 @@ pub fn run(a: &ServeArgs) -> Result<()> {
         follow_ms: a.follow_ms,
         dedupe_ms: (a.dedupe_hours * 3_600_000.0).round() as i64,
         segment_bytes: 64 << 20,
+        group_wait: std::time::Duration::from_micros(a.wal_group_us),
     });
     if !(a.dedupe_hours.is_finite() && a.dedupe_hours > 0.0) {
         bail!(

@@ -372,9 +372,11 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
 
 /// Flushes the pending reports into the lake when due (enough of them, or the oldest old
 /// enough), on a thread of its own until `stop`; a failed flush is retried with a growing
-/// pause, up to 30 s. The thread runs at a lower priority (nice 10, on Linux): a flush is
-/// seconds of slack behind the log, while the requests it would take the cores from are
-/// answered in milliseconds.
+/// pause, up to 30 s. The thread runs in the background (Linux's `SCHED_IDLE`: it takes only
+/// the cores' idle time, else nice 10): a flush has seconds of slack behind the log, while the
+/// requests it would take the cores from are answered in milliseconds. When the cores have no
+/// idle time for so long that the flushes fall far behind, [`follow_loop`] flushes at the
+/// service's own priority.
 fn flush_thread(
     live: Arc<Live>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -406,21 +408,47 @@ fn flush_thread(
         })
 }
 
-/// Lowers the calling thread's priority to nice 10 (Linux: a thread's nice value is its own).
+/// Runs the calling thread in the background: Linux's `SCHED_IDLE` policy, else nice 10 (a
+/// thread's policy and nice value are its own on Linux).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
-        tracing::debug!(error = %e, "results: the flush thread keeps the service's priority");
+    {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+            set_thread_priority_and_policy, thread_native_id,
+        };
+        let idle = set_thread_priority_and_policy(
+            thread_native_id(),
+            ThreadPriority::Min,
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+        );
+        let Err(e) = idle else { return };
+        tracing::debug!(error = ?e, "results: the flush thread cannot run as SCHED_IDLE; nice 10");
+        if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
+            tracing::debug!(error = %e, "results: the flush thread keeps the service's priority");
+        }
     }
 }
 
-/// Reads the lake's new commits every `follow_ms` (other replicas' reports, ingest runs).
+/// Reads the lake's new commits every `follow_ms` (other replicas' reports, ingest runs). When
+/// the background flushes have fallen far behind ([`Live::flush_overdue`]: cores busy with
+/// requests for that long), it flushes instead, at the service's priority: a flush follows the
+/// lake first.
 async fn follow_loop(live: Arc<Live>) {
     let every = Duration::from_millis(live.config().follow_ms);
     loop {
         tokio::time::sleep(every).await;
         let l = Arc::clone(&live);
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || l.sync()).await {
+        let done = tokio::task::spawn_blocking(move || {
+            if l.flush_overdue() {
+                tracing::info!("results: the background flushes fell behind; flushing now");
+                l.flush().map(|_| ())
+            } else {
+                l.sync()
+            }
+        })
+        .await;
+        if let Ok(Err(e)) = done {
             tracing::warn!(error = %e, "results: could not follow the lake");
         }
     }

@@ -62,6 +62,9 @@ pub struct ResultsConfig {
     pub dedupe_ms: i64,
     /// Log segments roll over at this size, bytes.
     pub segment_bytes: u64,
+    /// Group commit: under concurrent reports a log sync waits this long after its first
+    /// report for more to share it (fewer syncs for more acknowledgement latency).
+    pub group_wait: Duration,
 }
 
 impl ResultsConfig {
@@ -320,8 +323,8 @@ impl Live {
             .map_err(live_err)?
             .unwrap_or(0);
         let floor = u64::try_from(committed).unwrap_or(0);
-        let (wal, records) =
-            Wal::open(&cfg.wal, cfg.segment_bytes, floor).map_err(|e| ServeError::Config {
+        let (wal, records) = Wal::open(&cfg.wal, cfg.segment_bytes, cfg.group_wait, floor)
+            .map_err(|e| ServeError::Config {
                 field: "wal",
                 reason: format!("{}: {e}", cfg.wal.display()),
             })?;
@@ -510,9 +513,16 @@ impl Live {
                         .unwrap_or_else(|| art.player_or_new(&r.player_id))
                 })
                 .collect();
-            after = st.overlay_updater.apply(&checked.finished, before);
-            for s in &after {
-                st.overlay.insert(s.player_id.clone(), s.clone());
+            let moved = st.overlay_updater.apply(&checked.finished, before);
+            if req.omit_players {
+                for s in moved {
+                    st.overlay.insert(s.player_id.clone(), s);
+                }
+            } else {
+                for s in &moved {
+                    st.overlay.insert(s.player_id.clone(), s.clone());
+                }
+                after = moved;
             }
         }
         let start_ms = checked.start_ms;
@@ -780,6 +790,22 @@ impl Live {
             oldest.map_or(0, |d| d.as_millis() as u64),
         );
         self.metrics.follow_lag(self.follow_lag_ms());
+        self.due(&st, oldest, 1)
+    }
+
+    /// Whether the flushes are far behind: `OVERDUE` times as many reports wait as a flush
+    /// takes, or the oldest has waited `OVERDUE` flush intervals.
+    #[must_use]
+    pub fn flush_overdue(&self) -> bool {
+        /// Times the flush's own thresholds.
+        const OVERDUE: u32 = 10;
+        let st = self.read();
+        let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
+        self.due(&st, oldest, OVERDUE)
+    }
+
+    /// Whether `times` the flush's thresholds are passed (or only duplicates wait).
+    fn due(&self, st: &State, oldest: Option<Duration>, times: u32) -> bool {
         let last = st.flushable();
         if last <= st.flushed {
             // Nothing to flush (and a range `flushed + 1..=flushed` of a non-empty map would
@@ -787,8 +813,8 @@ impl Live {
             return false;
         }
         let waiting = st.pending.range(st.flushed + 1..=last).count();
-        waiting >= self.cfg.flush_matches
-            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
+        waiting >= self.cfg.flush_matches.saturating_mul(times as usize)
+            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms) * times)
             || waiting == 0
     }
 

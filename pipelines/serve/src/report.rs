@@ -208,6 +208,7 @@ mod tests {
             start_ms: 1_704_067_200_000,
             end_ms: Some(1_704_067_800_000),
             players,
+            omit_players: false,
         }
     }
 

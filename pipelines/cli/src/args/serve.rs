@@ -43,6 +43,12 @@ pub struct ServeArgs {
     /// Flush as soon as this many reported matches wait.
     #[arg(long, default_value_t = 1000)]
     pub flush_matches: usize,
+    /// Group commit of the write-ahead log: while reports arrive concurrently, a sync waits
+    /// until this many microseconds after its first report so that more reports share it
+    /// (fewer syncs, less CPU, for up to this much more acknowledgement latency). A lone
+    /// report is synced at once; 0 never waits.
+    #[arg(long, default_value_t = 2000)]
+    pub wal_group_us: u64,
     /// How often the lake's new commits (other replicas' reports, ingest runs) are applied to
     /// the players, ms.
     #[arg(long, default_value_t = 2000)]
