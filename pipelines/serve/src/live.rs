@@ -267,6 +267,19 @@ impl State {
         k
     }
 
+    /// The pending reports a flush would write (0: only numbers that need no row, such as
+    /// duplicates, which the lake's number for this replica should pass); `None` when there is
+    /// nothing to flush.
+    fn waiting(&self) -> Option<usize> {
+        let last = self.flushable();
+        if last <= self.flushed {
+            // Nothing to flush (and a range `flushed + 1..=flushed` of a non-empty map would
+            // panic).
+            return None;
+        }
+        Some(self.pending.range(self.flushed + 1..=last).count())
+    }
+
     /// Applies the pending reports again on the settled state, dropping those the lake now
     /// holds (under the players' lock: at a start or a switch of artifacts).
     fn reapply(&mut self) {
@@ -790,7 +803,11 @@ impl Live {
             oldest.map_or(0, |d| d.as_millis() as u64),
         );
         self.metrics.follow_lag(self.follow_lag_ms());
-        self.due(&st, oldest, 1)
+        st.waiting().is_some_and(|waiting| {
+            waiting >= self.cfg.flush_matches
+                || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms))
+                || waiting == 0
+        })
     }
 
     /// Whether the flushes are far behind: `OVERDUE` times as many reports wait as a flush
@@ -801,21 +818,10 @@ impl Live {
         const OVERDUE: u32 = 10;
         let st = self.read();
         let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
-        self.due(&st, oldest, OVERDUE)
-    }
-
-    /// Whether `times` the flush's thresholds are passed (or only duplicates wait).
-    fn due(&self, st: &State, oldest: Option<Duration>, times: u32) -> bool {
-        let last = st.flushable();
-        if last <= st.flushed {
-            // Nothing to flush (and a range `flushed + 1..=flushed` of a non-empty map would
-            // panic).
-            return false;
-        }
-        let waiting = st.pending.range(st.flushed + 1..=last).count();
-        waiting >= self.cfg.flush_matches.saturating_mul(times as usize)
-            || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms) * times)
-            || waiting == 0
+        st.waiting().is_some_and(|waiting| {
+            waiting >= self.cfg.flush_matches.saturating_mul(OVERDUE as usize)
+                || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms) * OVERDUE)
+        })
     }
 
     /// Writes the pending reports into the lake as one commit with this replica's application

@@ -488,7 +488,11 @@ mod tests {
         });
         seqs.sort_unstable();
         assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
-        assert!(wal.syncs() < 200, "{} syncs, window {window:?}", wal.syncs());
+        assert!(
+            wal.syncs() < 200,
+            "{} syncs, window {window:?}",
+            wal.syncs()
+        );
         // Every record reads back, in order, after a reopen.
         drop(wal);
         let (_, recs) = Wal::open(dir.path(), 1 << 20, window, 0).unwrap();
