@@ -267,6 +267,12 @@ impl State {
         k
     }
 
+    /// How long the oldest pending report has waited (sequence numbers are given in arrival
+    /// order, give or take a group of the log).
+    fn oldest_wait(&self) -> Option<Duration> {
+        self.pending.values().next().map(|(_, t)| t.elapsed())
+    }
+
     /// The pending reports a flush would write (0: only numbers that need no row, such as
     /// duplicates, which the lake's number for this replica should pass); `None` when there is
     /// nothing to flush.
@@ -527,15 +533,11 @@ impl Live {
                 })
                 .collect();
             let moved = st.overlay_updater.apply(&checked.finished, before);
-            if req.omit_players {
-                for s in moved {
-                    st.overlay.insert(s.player_id.clone(), s);
-                }
-            } else {
-                for s in &moved {
-                    st.overlay.insert(s.player_id.clone(), s.clone());
-                }
-                after = moved;
+            if !req.omit_players {
+                after.clone_from(&moved);
+            }
+            for s in moved {
+                st.overlay.insert(s.player_id.clone(), s);
             }
         }
         let start_ms = checked.start_ms;
@@ -794,8 +796,7 @@ impl Live {
     #[must_use]
     pub fn flush_due(&self) -> bool {
         let st = self.read();
-        // Sequence numbers are given in arrival order, give or take a group of the log.
-        let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
+        let oldest = st.oldest_wait();
         self.metrics.backlog(
             self.wal.bytes(),
             self.wal.syncs(),
@@ -817,7 +818,7 @@ impl Live {
         /// Times the flush's own thresholds.
         const OVERDUE: u32 = 10;
         let st = self.read();
-        let oldest = st.pending.values().next().map(|(_, t)| t.elapsed());
+        let oldest = st.oldest_wait();
         st.waiting().is_some_and(|waiting| {
             waiting >= self.cfg.flush_matches.saturating_mul(OVERDUE as usize)
                 || oldest.is_some_and(|d| d >= Duration::from_millis(self.cfg.flush_ms) * OVERDUE)
