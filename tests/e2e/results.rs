@@ -360,37 +360,8 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
     });
     wait_for_rows(&s.lake, 40 * 6);
 
-    // Online equals batch: the lake's matches replayed by the skill fit's replay from the
-    // artifact's snapshot give every player the service's raw skill.
-    let batch = batch_skills(&s.art, &s.lake);
-    rt.block_on(async {
-        let mut c = client(&addr).await;
-        let ids: Vec<String> = batch.keys().cloned().collect();
-        let mut now = c
-            .score(proto::ScoreRequest::of_ids(&ids, false))
-            .await
-            .unwrap()
-            .into_inner()
-            .players;
-        // A lobby's worth at a time: these Scores read the states on the request's thread
-        // under one hold of the players' lock, the whole list's in the blocking pool.
-        for lobby in ids.chunks(12) {
-            let r = c.score(proto::ScoreRequest::of_ids(lobby, false)).await;
-            now.extend(r.unwrap().into_inner().players);
-        }
-        assert_eq!(now.len(), 2 * ids.len());
-        for p in &now {
-            let (skill, games) = batch[&p.id];
-            assert!(
-                (p.raw_skill - skill).abs() <= 1e-12,
-                "{}: service {} batch {}",
-                p.id,
-                p.raw_skill,
-                skill
-            );
-            assert_eq!(p.games, games, "{}", p.id);
-        }
-    });
+    // Online equals batch.
+    assert_online_equals_batch(&rt, &s, &addr);
 
     // The rows are those `mm ingest` writes for the same matches.
     let dir = tempfile::tempdir().unwrap();
@@ -425,6 +396,127 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
         text.contains("mm_serve_reports_total{result=\"duplicate\",rule=\"\"} 1"),
         "{text}"
     );
+}
+
+/// ReportMatches: one call of many matches, answered match by match in the request's order. A
+/// refused match refuses only itself; a match of an earlier call is a duplicate; a call over
+/// the limit or without the credential keeps nothing. Every recorded match reaches the lake
+/// once, and the players equal the batch replay.
+#[test]
+fn a_batch_of_reports_is_answered_match_by_match() {
+    let s = setup();
+    let (_server, addr, metrics) = start(&s, &[]);
+    let from = s.art.manifest.snapshot_as_of_ms + 3_600_000;
+    let reports = matches(&s.art, 60, from, 29);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let batch = |ms: &[proto::ReportMatchRequest]| proto::ReportMatchesRequest {
+        matches: ms.to_vec(),
+    };
+    rt.block_on(async {
+        let mut c = client(&addr).await;
+        let e = c.report_matches(batch(&reports)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        let over = vec![reports[0].clone(); 1001];
+        let e = c.report_matches(authed(batch(&over))).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("at most 1000"), "{e:?}");
+
+        // The first 30 with a match of one team at position 5; every fourth omits its players.
+        let mut first: Vec<proto::ReportMatchRequest> = reports[..30].to_vec();
+        let mut one_team = reports[30].clone();
+        one_team.match_id = "one-team".into();
+        for p in &mut one_team.players {
+            p.team = 0;
+        }
+        first.insert(5, one_team);
+        for (k, r) in first.iter_mut().enumerate() {
+            r.omit_players = k % 4 == 3;
+        }
+        let got = c.report_matches(authed(batch(&first))).await.unwrap();
+        let results = got.into_inner().results;
+        assert_eq!(results.len(), 31);
+        for (k, (r, sent)) in results.iter().zip(&first).enumerate() {
+            if k == 5 {
+                assert_eq!(r.error_code, tonic::Code::InvalidArgument as i32);
+                assert!(r.error.contains("match: one team"), "{r:?}");
+                assert!(r.response.is_none());
+                continue;
+            }
+            assert_eq!(r.error_code, 0, "{k}: {r:?}");
+            let a = r.response.as_ref().unwrap();
+            assert_eq!(a.status, proto::ReportStatus::Recorded as i32, "{k}");
+            assert!(a.sequence > 0);
+            let want = if sent.omit_players { 0 } else { 6 };
+            assert_eq!(a.players.len(), want, "{k}");
+            let ids: Vec<&str> = a.players.iter().map(|p| p.id.as_str()).collect();
+            for p in &sent.players {
+                assert!(want == 0 || ids.contains(&p.player_id.as_str()), "{k}");
+            }
+        }
+        // The rest, and a match of the first call again at the end: a duplicate.
+        let mut second: Vec<proto::ReportMatchRequest> = reports[30..].to_vec();
+        second.push(reports[7].clone());
+        let results = c
+            .report_matches(authed(batch(&second)))
+            .await
+            .unwrap()
+            .into_inner()
+            .results;
+        assert_eq!(results.len(), 31);
+        let status = |r: &proto::ReportMatchResult| r.response.as_ref().unwrap().status;
+        assert!(
+            results[..30]
+                .iter()
+                .all(|r| status(r) == proto::ReportStatus::Recorded as i32)
+        );
+        assert_eq!(status(&results[30]), proto::ReportStatus::Duplicate as i32);
+    });
+    wait_for_rows(&s.lake, 60 * 6);
+    assert_eq!(lake_rows(&s.lake).len(), 60 * 6);
+    assert_online_equals_batch(&rt, &s, &addr);
+    let text = crate::serve::http_get(&metrics);
+    for want in [
+        "mm_serve_reports_total{result=\"recorded\",rule=\"\"} 60",
+        "mm_serve_reports_total{result=\"duplicate\",rule=\"\"} 1",
+        "mm_serve_reports_total{result=\"unauthenticated\",rule=\"\"} 1",
+        "rule=\"match: one team\"} 1",
+    ] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+}
+
+/// Online equals batch: the lake's matches replayed by the skill fit's replay from the
+/// artifact's snapshot give every player the service's raw skill and match count.
+fn assert_online_equals_batch(rt: &tokio::runtime::Runtime, s: &Setup, addr: &str) {
+    let batch = batch_skills(&s.art, &s.lake);
+    rt.block_on(async {
+        let mut c = client(addr).await;
+        let ids: Vec<String> = batch.keys().cloned().collect();
+        let mut now = c
+            .score(proto::ScoreRequest::of_ids(&ids, false))
+            .await
+            .unwrap()
+            .into_inner()
+            .players;
+        // A lobby's worth at a time: these Scores read the states on the request's thread
+        // under one hold of the players' lock, the whole list's in the blocking pool.
+        for lobby in ids.chunks(12) {
+            let r = c.score(proto::ScoreRequest::of_ids(lobby, false)).await;
+            now.extend(r.unwrap().into_inner().players);
+        }
+        assert_eq!(now.len(), 2 * ids.len());
+        for p in &now {
+            let (skill, games) = batch[&p.id];
+            assert!(
+                (p.raw_skill - skill).abs() <= 1e-12,
+                "{}: service {} batch {}",
+                p.id,
+                p.raw_skill,
+                skill
+            );
+            assert_eq!(p.games, games, "{}", p.id);
+        }
+    });
 }
 
 /// Each player's raw skill and matches after replaying the lake with `mm-fit`'s replay, from

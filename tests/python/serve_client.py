@@ -1,7 +1,7 @@
 """`mm serve` called from Python (grpcio), as a game backend would: stubs generated from the
 repository's proto with grpcio-tools, then every method (Score, Pair, a team queue's Enqueue,
-Cancel, Explain, Tick, OpenBackfill and CloseBackfill, and ReportMatch with the service's
-token) and the health service, refused requests, one reload (a version promoted by `mm models promote` while the server runs)
+Cancel, Explain, Tick, OpenBackfill and CloseBackfill, and ReportMatch and ReportMatches with
+the service's token) and the health service, refused requests, one reload (a version promoted by `mm models promote` while the server runs)
 and a rollback; then a second server over TLS with client certificates as the credential. The
 reported matches move their players' scores at once and land in the lake
 (read back with the deltalake package), with the replica's application transaction.
@@ -54,9 +54,10 @@ def wait_for(matcher, pb, players, version):
 
 
 def report_matches(matcher, pb, ids, mode, lake):
-    """Three 1v1 results: refused without the token; with it, each moves its players (the next
-    Score sees the report's numbers); a second report of a match is a duplicate; the lake holds
-    each match once, with this replica's application transaction."""
+    """Five 1v1 results: refused without the token; with it, three ReportMatch calls, each moving
+    its players (the next Score sees the report's numbers); a second report of a match is a
+    duplicate; then one ReportMatches call of two new matches and a duplicate, answered match by
+    match. The lake holds each match once, with this replica's application transaction."""
     start = 1_900_000_000_000
     reports = [pb.ReportMatchRequest(
         match_id=f"py-{k}", mode=mode, start_ms=start + k * 60_000,
@@ -67,7 +68,7 @@ def report_matches(matcher, pb, ids, mode, lake):
                                  seconds_played=600),
                  pb.PlayerResult(player_id=ids[2 * k + 1], team=1, outcome=pb.OUTCOME_LOSS,
                                  perf=0.3, kills=1, deaths=5, deaths_by_enemy=5, score=100,
-                                 seconds_played=600)]) for k in range(3)]
+                                 seconds_played=600)]) for k in range(5)]
     try:
         matcher.ReportMatch(reports[0], timeout=10)
         raise AssertionError("a report without the token was accepted")
@@ -75,7 +76,7 @@ def report_matches(matcher, pb, ids, mode, lake):
         assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
     before = {p.id: p for p in matcher.Score(pb.ScoreRequest(
         players=[pb.Player(id=i) for i in ids[:6]]), timeout=10).players}
-    for r in reports:
+    for r in reports[:3]:
         got = matcher.ReportMatch(r, timeout=10, metadata=AUTH)
         assert got.status == pb.REPORT_STATUS_RECORDED and got.sequence > 0, got
         winner, loser = got.players
@@ -86,18 +87,25 @@ def report_matches(matcher, pb, ids, mode, lake):
         assert now.players[0].games == before[winner.id].games + 1, now
     dup = matcher.ReportMatch(reports[1], timeout=10, metadata=AUTH)
     assert dup.status == pb.REPORT_STATUS_DUPLICATE, dup
+    batch = matcher.ReportMatches(pb.ReportMatchesRequest(matches=[reports[3], reports[4],
+                                                                   reports[0]]),
+                                  timeout=10, metadata=AUTH).results
+    assert [r.error_code for r in batch] == [0, 0, 0], batch
+    assert [r.response.status for r in batch] == [pb.REPORT_STATUS_RECORDED] * 2 + [
+        pb.REPORT_STATUS_DUPLICATE], batch
+    assert batch[0].response.players[0].id == ids[6], batch[0]
     deadline = time.monotonic() + 30
     while True:
         try:
             rows = pl.read_delta(str(lake / "matches"))
         except Exception:  # noqa: BLE001 - the table appears with the first flush
             rows = None
-        if rows is not None and rows.height == 6:
+        if rows is not None and rows.height == 10:
             break
         assert time.monotonic() < deadline, f"the lake holds {rows} after 30 s"
         time.sleep(0.1)
-    assert sorted(set(rows["match_id"].to_list())) == ["py-0", "py-1", "py-2"], rows
-    assert DeltaTable(str(lake / "matches")).transaction_version("mm-serve/py") == 3
+    assert sorted(set(rows["match_id"].to_list())) == [f"py-{k}" for k in range(5)], rows
+    assert DeltaTable(str(lake / "matches")).transaction_version("mm-serve/py") == 5
 
 
 def pki(d, name, cn, san):
@@ -291,7 +299,7 @@ def main():
         wait_for(matcher, pb, players, "v0001")
         tls(pb, rpc, model, ids)
         print(f"serve client (Python, grpcio; team win model on {basis}): Score, Pair, "
-              "Enqueue, Cancel, Explain, Tick, OpenBackfill (and at intermission), CloseBackfill, ReportMatch (3 matches, in the lake), Health, "
+              "Enqueue, Cancel, Explain, Tick, OpenBackfill (and at intermission), CloseBackfill, ReportMatch (3 matches) and ReportMatches (2 and a duplicate), in the lake, Health, "
               "refused requests, a reload to v0002, a rollback to v0001 and a TLS server with "
               "client certificates all answered as expected")
     finally:

@@ -90,6 +90,12 @@ pub struct BenchServeArgs {
     /// does not read them would.
     #[arg(long)]
     pub report_omit_players: bool,
+    /// Matches a call in the results phase: 1 sends each with ReportMatch; more sends them that
+    /// many at a time with ReportMatches, as a results relay would (a call every batch's worth
+    /// of `--report-rate`; each match's latency still counts from when it was due, so the
+    /// time its batch took to fill is in it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub report_batch: u32,
     /// The server's `--wal-group-us` in the results phase: how long a log sync waits for more
     /// reports under concurrent reports (group commit), microseconds.
     #[arg(long, default_value_t = 2000)]

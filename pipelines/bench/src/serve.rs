@@ -454,57 +454,91 @@ fn authorized<T>(mut req: tonic::Request<T>) -> tonic::Request<T> {
     req
 }
 
-/// A closed-loop call of ReportMatch: each call a new 6v6 match of 12 players drawn from
-/// `ids`, with kills, deaths and team scores, numbered by `next`; with `omit_players`, asking
-/// for no players in the answer.
+/// One 6v6 match of 12 players drawn from `ids`, with kills, deaths and team scores, numbered
+/// `k` (its players and figures from a splitmix64 seeded by `k`), starting 50 ms after match
+/// `k - 1`; with `omit_players`, asking for no players in the answer.
+fn bench_match(
+    ids: &[String],
+    k: u64,
+    start_ms: i64,
+    omit_players: bool,
+) -> proto::ReportMatchRequest {
+    let mut mix = mm_artifact::synthetic::Mix(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rnd = move || mix.next();
+    let first = (rnd() % (ids.len() as u64 / 12)) as usize * 12;
+    let scores = [(rnd() % 100) as f64, (rnd() % 100) as f64];
+    let players = (0..12)
+        .map(|j| proto::PlayerResult {
+            player_id: ids[first + j].clone(),
+            team: (j % 2) as i32,
+            team_score: Some(scores[j % 2]),
+            kills: Some((rnd() % 20) as i32),
+            deaths: Some(10),
+            deaths_by_enemy: Some((rnd() % 10) as i32),
+            seconds_played: Some(600.0),
+            ..Default::default()
+        })
+        .collect();
+    proto::ReportMatchRequest {
+        match_id: format!("bench-{k:010}"),
+        mode: "tdm-6v6".into(),
+        start_ms: start_ms + i64::try_from(k).unwrap_or(0) * 50,
+        end_ms: None,
+        players,
+        omit_players,
+    }
+}
+
+/// An open-loop call that reports `batch` new matches ([`bench_match`], numbered by `next`):
+/// one ReportMatch call when `batch` is 1, else one ReportMatches call of `batch` matches (an
+/// error when any of them was refused).
 fn report_call(
     ids: Arc<Vec<String>>,
     next: Arc<std::sync::atomic::AtomicU64>,
     start_ms: i64,
-    omit_players: bool,
+    (omit_players, batch): (bool, u32),
 ) -> impl Fn(MatcherClient<Channel>) -> ScoreFut + Clone {
     move |mut c| {
-        let k = next.fetch_add(1, Ordering::Relaxed);
-        // splitmix64 seeded by the match number: the players and their figures.
-        let mut mix = mm_artifact::synthetic::Mix(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mut rnd = move || mix.next();
-        let first = (rnd() % (ids.len() as u64 / 12)) as usize * 12;
-        let scores = [(rnd() % 100) as f64, (rnd() % 100) as f64];
-        let players = (0..12)
-            .map(|j| proto::PlayerResult {
-                player_id: ids[first + j].clone(),
-                team: (j % 2) as i32,
-                team_score: Some(scores[j % 2]),
-                kills: Some((rnd() % 20) as i32),
-                deaths: Some(10),
-                deaths_by_enemy: Some((rnd() % 10) as i32),
-                seconds_played: Some(600.0),
-                ..Default::default()
-            })
+        let k = next.fetch_add(u64::from(batch), Ordering::Relaxed);
+        let mut matches: Vec<proto::ReportMatchRequest> = (k..k + u64::from(batch))
+            .map(|k| bench_match(&ids, k, start_ms, omit_players))
             .collect();
-        let req = tonic::Request::new(proto::ReportMatchRequest {
-            match_id: format!("bench-{k:010}"),
-            mode: "tdm-6v6".into(),
-            start_ms: start_ms + i64::try_from(k).unwrap_or(0) * 50,
-            end_ms: None,
-            players,
-            omit_players,
-        });
         Box::pin(async move {
-            Ok(c.report_match(authorized(req))
-                .await?
-                .into_inner()
-                .model_version)
+            if matches.len() == 1
+                && let Some(one) = matches.pop()
+            {
+                let req = authorized(tonic::Request::new(one));
+                return Ok(c.report_match(req).await?.into_inner().model_version);
+            }
+            let req = authorized(tonic::Request::new(proto::ReportMatchesRequest { matches }));
+            let results = c.report_matches(req).await?.into_inner().results;
+            if results.len() != usize::try_from(batch).unwrap_or(0) {
+                let n = results.len();
+                return Err(tonic::Status::internal(format!(
+                    "{n} results for {batch} matches"
+                )));
+            }
+            match results.iter().find(|r| r.error_code != 0) {
+                Some(r) => Err(tonic::Status::new(r.error_code.into(), r.error.clone())),
+                None => Ok(results
+                    .into_iter()
+                    .next()
+                    .and_then(|r| r.response)
+                    .map(|r| r.model_version)
+                    .unwrap_or_default()),
+            }
         })
     }
 }
 
-/// Calls `call` at `rate` a second for `seconds`, each call in a task of its own; latency from
-/// when each call was due (so that a slow answer does not hide the calls it delays). Returns the
-/// latencies (ms) of the answered calls and the number that failed.
+/// Calls `call` at `rate / per_call` a second for `seconds`, each call in a task of its own and
+/// carrying `per_call` items (matches) due at `rate` a second: a call is sent when its last item
+/// is due. Latency counts from when each item was due (so that a slow answer does not hide the
+/// calls it delays, and a batch's filling time is in its items'). Returns the latencies (ms) of
+/// the answered items and the number of items that failed.
 async fn open_loop<F>(
     client: &MatcherClient<Channel>,
-    rate: f64,
+    (rate, per_call): (f64, u32),
     seconds: f64,
     call: F,
 ) -> Result<(Vec<f64>, u64)>
@@ -512,10 +546,11 @@ where
     F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
 {
     let t0 = tokio::time::Instant::now();
-    let n = (rate * seconds).round() as u64;
+    let per = u64::from(per_call.max(1));
+    let n = (rate * seconds / per as f64).round() as u64;
     let mut tasks = Vec::with_capacity(n as usize);
     for k in 0..n {
-        let due = t0 + Duration::from_secs_f64(k as f64 / rate);
+        let due = t0 + Duration::from_secs_f64(((k + 1) * per - 1) as f64 / rate);
         tokio::time::sleep_until(due).await;
         let (c, call) = (client.clone(), call.clone());
         tasks.push(tokio::spawn(async move {
@@ -523,13 +558,14 @@ where
             (r.is_ok(), due.elapsed().as_secs_f64() * 1e3)
         }));
     }
-    let (mut ms, mut failed) = (Vec::with_capacity(tasks.len()), 0u64);
+    let (mut ms, mut failed) = (Vec::with_capacity((n * per) as usize), 0u64);
     for t in tasks {
         let (ok, took) = t.await?;
         if ok {
-            ms.push(took);
+            // Item j of the call was due (per - 1 - j) / rate seconds before the call.
+            ms.extend((0..per).map(|j| took + (per - 1 - j) as f64 / rate * 1e3));
         } else {
-            failed += 1;
+            failed += per;
         }
     }
     Ok((ms, failed))
@@ -540,7 +576,7 @@ where
 /// behind the open loop's tasks in one scheduler.
 fn open_loop_thread<F>(
     url: String,
-    rate: f64,
+    rate: (f64, u32),
     seconds: f64,
     call: F,
 ) -> std::io::Result<OpenLoopThread>
@@ -583,7 +619,7 @@ impl Beside {
         url: &str,
         a: &BenchServeArgs,
         twelve: &Arc<Vec<String>>,
-        call: F,
+        (call, per_call): (F, u32),
     ) -> Result<Beside>
     where
         F: Fn(MatcherClient<Channel>) -> ScoreFut + Send + Sync + Clone + 'static,
@@ -597,7 +633,7 @@ impl Beside {
             score_call(Arc::clone(twelve)),
         )
         .await;
-        let open = open_loop_thread(url.to_string(), a.report_rate, a.seconds, call)?;
+        let open = open_loop_thread(url.to_string(), (a.report_rate, per_call), a.seconds, call)?;
         Ok(Beside {
             stop,
             scores,
@@ -627,7 +663,7 @@ async fn control_phase(
     twelve: &Arc<Vec<String>>,
     others: Arc<Vec<String>>,
 ) -> Result<(Phase, Phase)> {
-    let both = Beside::start(client, url, a, twelve, score_call(others)).await?;
+    let both = Beside::start(client, url, a, twelve, (score_call(others), 1)).await?;
     let ((sm, sf), (om, of), seconds) = both.finish().await?;
     Ok((
         phase("Score 12 + Score open", a.concurrency, sm, sf, seconds),
@@ -638,6 +674,8 @@ async fn control_phase(
 #[derive(Debug, Serialize)]
 struct ReportsReport {
     players: usize,
+    /// Matches a call (`--report-batch`): 1 for ReportMatch, more for ReportMatches.
+    report_batch: u32,
     /// Rounds of Score alone and Score beside the reports (`--report-rounds`); the phases below pool
     /// every round's calls.
     rounds: usize,
@@ -840,9 +878,9 @@ async fn reports_round(r: &Round<'_>, pooled: &mut Pooled) -> Result<Vec<f64>> {
         Arc::clone(ids),
         Arc::clone(next),
         as_of_ms,
-        a.report_omit_players,
+        (a.report_omit_players, a.report_batch),
     );
-    let both = Beside::start(client, url, a, twelve, reports).await?;
+    let both = Beside::start(client, url, a, twelve, (reports, a.report_batch)).await?;
     let cpu_before = server.cpu_by_thread();
     let syncs_before = http_get(&server.metrics)
         .map(|t| metric(&t, "mm_serve_log_syncs_total"))
@@ -953,16 +991,16 @@ fn reports_report(
     let c = a.concurrency;
     let alone = phase("Score 12", c, p.alone.0, p.alone.1, p.alone.2);
     let beside = phase("Score 12 + reports", c, p.beside.0, p.beside.1, p.beside.2);
-    let reports = phase(
-        "ReportMatch (open)",
-        0,
-        p.reports.0,
-        p.reports.1,
-        p.reports.2,
-    );
+    let name = if a.report_batch > 1 {
+        format!("ReportMatches x{} (open)", a.report_batch)
+    } else {
+        "ReportMatch (open)".to_string()
+    };
+    let reports = phase(&name, 0, p.reports.0, p.reports.1, p.reports.2);
     let rss = p.rss.unwrap_or_default();
     ReportsReport {
         players: a.players,
+        report_batch: a.report_batch,
         rounds: p.by_round.len(),
         player_results_per_second: reports.per_second * 12.0,
         score_p99_ratio: beside.p99_ms / alone.p99_ms,
@@ -1004,8 +1042,13 @@ fn print_reports(report: &ReportsReport) {
         ],
     );
     mm_run::outln!(
-        "reports: {:.0} player-results/s acknowledged (p99 {:.2} ms); Score p99 beside them {:.2}x alone",
+        "reports: {:.0} player-results/s acknowledged ({}; p99 {:.2} ms from when each match was due); Score p99 beside them {:.2}x alone",
         report.player_results_per_second,
+        if report.report_batch > 1 {
+            format!("{} matches a ReportMatches call", report.report_batch)
+        } else {
+            "a ReportMatch call each".to_string()
+        },
         report.reports.p99_ms,
         report.score_p99_ratio
     );
@@ -1044,7 +1087,7 @@ fn print_reports(report: &ReportsReport) {
         let of = |name: &str| cpu.get(name).copied().unwrap_or(0.0);
         let per_k = 1000.0 / report.acknowledged.max(1) as f64;
         mm_run::outln!(
-            "server CPU from the reports' start to the last flush: {:.2} s in all; request threads {:.2} s (Score and ReportMatch alike), flush {:.2} s ({:.0} ms a 1,000 matches), log {:.2} s, lake I/O {:.2} s",
+            "server CPU from the reports' start to the last flush: {:.2} s in all; request threads {:.2} s (Score and the reports alike), flush {:.2} s ({:.0} ms a 1,000 matches), log {:.2} s, lake I/O {:.2} s",
             cpu.values().sum::<f64>(),
             of("tokio-rt-worker"),
             of("mm-serve-flush"),

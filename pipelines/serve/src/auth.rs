@@ -1,8 +1,8 @@
-//! Who may write: `ReportMatch` and the queue calls need a credential: the service's bearer
-//! token (the `authorization: Bearer <token>` metadata, compared in constant time) or, when the
-//! service asks for them (`--client-ca`), a client certificate the TLS handshake verified. Read
-//! calls (`Score`, `Pair`, `Explain`) are open unless `auth_reads`. A refused call gets
-//! `UNAUTHENTICATED`.
+//! Who may write: `ReportMatch`, `ReportMatches` and the queue calls need a credential: the
+//! service's bearer token (the `authorization: Bearer <token>` metadata, compared in constant
+//! time) or, when the service asks for them (`--client-ca`), a client certificate the TLS
+//! handshake verified. Read calls (`Score`, `Pair`, `Explain`) are open unless `auth_reads`. A
+//! refused call gets `UNAUTHENTICATED`.
 
 use subtle::ConstantTimeEq;
 use tonic::Status;

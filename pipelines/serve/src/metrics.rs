@@ -352,7 +352,7 @@ impl Results {
     fn register(&self, registry: &mut Registry) {
         registry.register(
             "reports",
-            "ReportMatch calls by result (recorded, duplicate, refused, unauthenticated) and the rule a refused one broke",
+            "Reported matches (ReportMatch calls and the matches of ReportMatches calls) by result (recorded, duplicate, refused; unauthenticated: a refused call) and the rule a refused one broke",
             self.reports.clone(),
         );
         registry.register(

@@ -81,7 +81,7 @@ impl MatcherService {
             .inspect_err(|e| {
                 self.metrics
                     .request(method, e.code(), std::time::Duration::ZERO);
-                if method == "ReportMatch" {
+                if method == "ReportMatch" || method == "ReportMatches" {
                     self.metrics.report("unauthenticated", "");
                 }
             })
@@ -552,6 +552,66 @@ impl proto::matcher_server::Matcher for MatcherService {
         };
         self.answered("ReportMatch", t0, out)
     }
+
+    async fn report_matches(
+        &self,
+        request: Request<proto::ReportMatchesRequest>,
+    ) -> Result<Response<proto::ReportMatchesResponse>, Status> {
+        self.allow("ReportMatches", &request, Access::Write)?;
+        let t0 = std::time::Instant::now();
+        let out = match &self.live {
+            Some(l) => report_batch(l, request.into_inner().matches).await,
+            None => Err(Status::failed_precondition(
+                "this service records no results: start it with --lake",
+            )),
+        };
+        self.answered("ReportMatches", t0, out)
+    }
+}
+
+/// The most matches one `ReportMatches` call may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// Records the matches of one `ReportMatches` call at once, each as `ReportMatch` records one
+/// (so that the log syncs them in one group), and answers each in the request's order.
+async fn report_batch(
+    live: &Arc<Live>,
+    matches: Vec<proto::ReportMatchRequest>,
+) -> Result<proto::ReportMatchesResponse, Status> {
+    if matches.len() > MAX_BATCH {
+        return Err(Status::invalid_argument(format!(
+            "matches: {} matches in one call; at most {MAX_BATCH}",
+            matches.len()
+        )));
+    }
+    // Each in a task of its own, as ReportMatch's: a client that goes away mid-call must not
+    // stop a report between its log append and its application.
+    let tasks: Vec<_> = matches
+        .into_iter()
+        .map(|req| {
+            let l = Arc::clone(live);
+            tokio::spawn(async move { l.report(req).await })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let r = t
+            .await
+            .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))));
+        results.push(match r {
+            Ok(response) => proto::ReportMatchResult {
+                response: Some(response),
+                error_code: 0,
+                error: String::new(),
+            },
+            Err(s) => proto::ReportMatchResult {
+                response: None,
+                error_code: s.code() as i32,
+                error: s.message().to_string(),
+            },
+        });
+    }
+    Ok(proto::ReportMatchesResponse { results })
 }
 
 #[cfg(test)]
