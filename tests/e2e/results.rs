@@ -399,7 +399,8 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
 }
 
 /// ReportMatches: one call of many matches, answered match by match in the request's order. A
-/// refused match refuses only itself; a match of an earlier call is a duplicate; a call over
+/// refused match refuses only itself; a match of an earlier call, or given twice in one call (at
+/// its later place), is a duplicate; a call over
 /// the limit or without the credential keeps nothing. Every recorded match reaches the lake
 /// once, and the players equal the batch replay.
 #[test]
@@ -453,16 +454,18 @@ fn a_batch_of_reports_is_answered_match_by_match() {
                 assert!(want == 0 || ids.contains(&p.player_id.as_str()), "{k}");
             }
         }
-        // The rest, and a match of the first call again at the end: a duplicate.
+        // The rest, a match of the first call again, and one of this call twice: duplicates
+        // (the later of the two).
         let mut second: Vec<proto::ReportMatchRequest> = reports[30..].to_vec();
         second.push(reports[7].clone());
+        second.push(reports[31].clone());
         let results = c
             .report_matches(authed(batch(&second)))
             .await
             .unwrap()
             .into_inner()
             .results;
-        assert_eq!(results.len(), 31);
+        assert_eq!(results.len(), 32);
         let status = |r: &proto::ReportMatchResult| r.response.as_ref().unwrap().status;
         assert!(
             results[..30]
@@ -470,6 +473,7 @@ fn a_batch_of_reports_is_answered_match_by_match() {
                 .all(|r| status(r) == proto::ReportStatus::Recorded as i32)
         );
         assert_eq!(status(&results[30]), proto::ReportStatus::Duplicate as i32);
+        assert_eq!(status(&results[31]), proto::ReportStatus::Duplicate as i32);
     });
     wait_for_rows(&s.lake, 60 * 6);
     assert_eq!(lake_rows(&s.lake).len(), 60 * 6);
@@ -477,7 +481,7 @@ fn a_batch_of_reports_is_answered_match_by_match() {
     let text = crate::serve::http_get(&metrics);
     for want in [
         "mm_serve_reports_total{result=\"recorded\",rule=\"\"} 60",
-        "mm_serve_reports_total{result=\"duplicate\",rule=\"\"} 1",
+        "mm_serve_reports_total{result=\"duplicate\",rule=\"\"} 2",
         "mm_serve_reports_total{result=\"unauthenticated\",rule=\"\"} 1",
         "rule=\"match: one team\"} 1",
     ] {

@@ -573,7 +573,9 @@ impl proto::matcher_server::Matcher for MatcherService {
 pub const MAX_BATCH: usize = 1000;
 
 /// Records the matches of one `ReportMatches` call at once, each as `ReportMatch` records one
-/// (so that the log syncs them in one group), and answers each in the request's order.
+/// (so that the log syncs them in one group), and answers each in the request's order. A match
+/// id given twice in one call is recorded at its first place and answered as a duplicate at
+/// the later ones (reported once the first is done).
 async fn report_batch(
     live: &Arc<Live>,
     matches: Vec<proto::ReportMatchRequest>,
@@ -586,16 +588,25 @@ async fn report_batch(
     }
     // Each in a task of its own, as ReportMatch's: a client that goes away mid-call must not
     // stop a report between its log append and its application.
-    let tasks: Vec<_> = matches
+    let spawn = |req: proto::ReportMatchRequest| {
+        let l = Arc::clone(live);
+        tokio::spawn(async move { l.report(req).await })
+    };
+    let mut first = std::collections::HashSet::new();
+    let tasks: Vec<Result<_, proto::ReportMatchRequest>> = matches
         .into_iter()
         .map(|req| {
-            let l = Arc::clone(live);
-            tokio::spawn(async move { l.report(req).await })
+            if first.insert(req.match_id.clone()) {
+                Ok(spawn(req))
+            } else {
+                Err(req)
+            }
         })
         .collect();
     let mut results = Vec::with_capacity(tasks.len());
     for t in tasks {
         let r = t
+            .unwrap_or_else(spawn)
             .await
             .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))));
         results.push(match r {
