@@ -99,6 +99,8 @@ impl proto::ScoreRequest {
 pub const MAX_PAIR_POOL: usize = 4096;
 /// The largest number of players `Score` accepts in one request.
 pub const MAX_SCORE_PLAYERS: usize = 10_000;
+/// The largest number of matches `ReportMatches` accepts in one request.
+pub const MAX_REPORT_BATCH: usize = 1000;
 
 /// What to serve.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::proto;
 use crate::queues::{Known, Queues, first_twice};
-use crate::{MAX_PAIR_POOL, MAX_SCORE_PLAYERS};
+use crate::{MAX_PAIR_POOL, MAX_REPORT_BATCH, MAX_SCORE_PLAYERS};
 
 /// A Score of at most this many players (a lobby's worth) runs on the request's own thread
 /// ([`MatcherService::inline`]): its work is shorter than a hand-over to the blocking pool. A
@@ -569,9 +569,6 @@ impl proto::matcher_server::Matcher for MatcherService {
     }
 }
 
-/// The most matches one `ReportMatches` call may carry.
-pub const MAX_BATCH: usize = 1000;
-
 /// Records the matches of one `ReportMatches` call at once, each as `ReportMatch` records one
 /// (so that the log syncs them in one group), and answers each in the request's order. A match
 /// id given twice in one call is recorded at its first place and answered as a duplicate at
@@ -580,9 +577,9 @@ async fn report_batch(
     live: &Arc<Live>,
     matches: Vec<proto::ReportMatchRequest>,
 ) -> Result<proto::ReportMatchesResponse, Status> {
-    if matches.len() > MAX_BATCH {
+    if matches.len() > MAX_REPORT_BATCH {
         return Err(Status::invalid_argument(format!(
-            "matches: {} matches in one call; at most {MAX_BATCH}",
+            "matches: {} matches in one call; at most {MAX_REPORT_BATCH}",
             matches.len()
         )));
     }
