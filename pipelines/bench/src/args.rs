@@ -61,9 +61,9 @@ pub struct BenchServeArgs {
     /// hold every acknowledged match exactly once.
     #[arg(long)]
     pub reports: bool,
-    /// ReportMatch calls a second in the results phase, sent at that rate whatever the answers'
-    /// times (an open loop; latency counted from when each call was due). The default is 20,000
-    /// player-results a second in 6v6 matches.
+    /// Matches reported a second in the results phase, sent at that rate whatever the answers'
+    /// times (an open loop; latency counted from when each match was due). The default is
+    /// 20,000 player-results a second in 6v6 matches.
     #[arg(long, default_value_t = 1667.0)]
     pub report_rate: f64,
     /// Rounds of the results phase (with `--reports`): Score alone and Score beside the reports alternate this many

@@ -23,9 +23,9 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics (port 0: any free port, printed).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
-    /// Record reported matches (ReportMatch) into this lake, a path or an s3://, gs://, az://
-    /// URL, and keep every player current with them and with the lake's new commits. Without
-    /// it, ReportMatch is refused and players stay as the artifact holds them.
+    /// Record reported matches (ReportMatch, ReportMatches) into this lake, a path or an s3://,
+    /// gs://, az:// URL, and keep every player current with them and with the lake's new
+    /// commits. Without it, reports are refused and players stay as the artifact holds them.
     #[arg(long)]
     pub lake: Option<String>,
     /// The write-ahead log's directory (a reported match is durable here before it is
@@ -58,7 +58,7 @@ pub struct ServeArgs {
     /// with the matches of this horizon (about 32 bytes each).
     #[arg(long, default_value_t = 24.0)]
     pub dedupe_hours: f64,
-    /// A file holding the bearer token that ReportMatch and the queue calls need (clients send
+    /// A file holding the bearer token that the reports and the queue calls need (clients send
     /// `authorization: Bearer <token>`). The environment variable MM_SERVE_TOKEN gives it too.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
