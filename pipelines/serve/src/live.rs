@@ -448,13 +448,29 @@ impl Live {
         (Arc::clone(&st.art), states)
     }
 
+    /// Records one reported match ([`Live::report`]) in a task of its own, so that it runs to
+    /// its end even when the caller stops waiting (a client that goes away mid-call): a report
+    /// stopped between its log append and its application would leave its sequence number a
+    /// gap that holds back every flush. The task starts at once; the future waits for it.
+    pub fn report_detached(
+        self: &Arc<Self>,
+        req: proto::ReportMatchRequest,
+    ) -> impl std::future::Future<Output = Result<proto::ReportMatchResponse, Status>> + use<> {
+        let live = Arc::clone(self);
+        let task = tokio::spawn(async move { live.report(req).await });
+        async move {
+            task.await
+                .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))))
+        }
+    }
+
     /// Records one reported match: checks it, refuses a duplicate, logs it durably and applies
-    /// it to its players.
+    /// it to its players. Only through [`Live::report_detached`]: it must not stop midway.
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for a report that breaks a rule; `UNAVAILABLE` when the log cannot
     /// be written.
-    pub async fn report(
+    async fn report(
         self: &Arc<Self>,
         req: proto::ReportMatchRequest,
     ) -> Result<proto::ReportMatchResponse, Status> {

@@ -537,15 +537,7 @@ impl proto::matcher_server::Matcher for MatcherService {
         self.allow("ReportMatch", &request, Access::Write)?;
         let t0 = std::time::Instant::now();
         let out = match &self.live {
-            // In a task of its own: a client that goes away mid-call must not stop a report
-            // between its log append and its application (its number would stay a gap that
-            // holds back every flush).
-            Some(l) => {
-                let (l, req) = (Arc::clone(l), request.into_inner());
-                tokio::spawn(async move { l.report(req).await })
-                    .await
-                    .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))))
-            }
+            Some(l) => l.report_detached(request.into_inner()).await,
             None => Err(Status::failed_precondition(
                 "this service records no results: start it with --lake",
             )),
@@ -583,18 +575,12 @@ async fn report_batch(
             matches.len()
         )));
     }
-    // Each in a task of its own, as ReportMatch's: a client that goes away mid-call must not
-    // stop a report between its log append and its application.
-    let spawn = |req: proto::ReportMatchRequest| {
-        let l = Arc::clone(live);
-        tokio::spawn(async move { l.report(req).await })
-    };
     let mut first = std::collections::HashSet::new();
     let tasks: Vec<Result<_, proto::ReportMatchRequest>> = matches
         .into_iter()
         .map(|req| {
             if first.insert(req.match_id.clone()) {
-                Ok(spawn(req))
+                Ok(live.report_detached(req))
             } else {
                 Err(req)
             }
@@ -602,10 +588,10 @@ async fn report_batch(
         .collect();
     let mut results = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let r = t
-            .unwrap_or_else(spawn)
-            .await
-            .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))));
+        let r = match t {
+            Ok(started) => started.await,
+            Err(later) => live.report_detached(later).await,
+        };
         results.push(match r {
             Ok(response) => proto::ReportMatchResult {
                 response: Some(response),
