@@ -374,11 +374,11 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
 
 /// Flushes the pending reports into the lake when due (enough of them, or the oldest old
 /// enough), on a thread of its own until `stop`; a failed flush is retried with a growing
-/// pause, up to 30 s. The thread runs in the background (Linux's `SCHED_IDLE`: it takes only
-/// the cores' idle time, else nice 10): a flush has seconds of slack behind the log, while the
-/// requests it would take the cores from are answered in milliseconds. When the cores have no
-/// idle time for so long that the flushes fall far behind, [`follow_loop`] flushes at the
-/// service's own priority.
+/// pause, up to 30 s. The flush's work off the players' lock runs in the background (Linux's
+/// `SCHED_IDLE`: it takes only the cores' idle time, else nice 10; see `Live::off_peak`): a
+/// flush has seconds of slack behind the log, while the requests it would take the cores from
+/// are answered in milliseconds. When the cores have no idle time for so long that the flushes
+/// fall far behind, [`follow_loop`] flushes at the service's own priority.
 fn flush_thread(
     live: Arc<Live>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -387,7 +387,7 @@ fn flush_thread(
     std::thread::Builder::new()
         .name("mm-serve-flush".into())
         .spawn(move || {
-            lower_priority();
+            Live::become_flusher();
             let mut pause = Duration::ZERO;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(every + pause);
@@ -412,7 +412,7 @@ fn flush_thread(
 
 /// Runs the calling thread in the background: Linux's `SCHED_IDLE` policy, else nice 10 (a
 /// thread's policy and nice value are its own on Linux).
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
         use thread_priority::{

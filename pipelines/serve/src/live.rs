@@ -119,6 +119,51 @@ pub struct Live {
     syncing: std::sync::Mutex<Option<Lake>>,
     metrics: Metrics,
     last_sync: std::sync::Mutex<Instant>,
+    background: Background,
+}
+
+thread_local! {
+    /// Whether this thread is the flush thread (see [`Background`]).
+    static FLUSHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Where the flush thread's work off the players' lock runs: one thread in the background
+/// (Linux's `SCHED_IDLE`, else nice 10), which takes only the cores' idle time.
+///
+/// The flush thread itself keeps the service's priority. A thread in the background that holds
+/// the players' lock, or waits for it (which holds back the readers queued behind it), keeps
+/// every request waiting until a core is idle; so the flush takes the lock at the service's
+/// priority and hands its longer work (reading and writing the lake, encoding the files,
+/// applying the matches, freeing the states replaced) to this thread, waiting for each piece.
+/// Called from any other thread (an overdue flush, which runs because the cores have had no
+/// idle time for long; a follow; a reload), the work runs on the caller, at its priority.
+#[derive(Debug)]
+struct Background {
+    pool: rayon::ThreadPool,
+}
+
+impl Background {
+    fn start() -> Result<Background, ServeError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "mm-serve-flushbg".into())
+            .start_handler(|_| crate::lower_priority())
+            .build()
+            .map_err(|e| ServeError::Config {
+                field: "wal",
+                reason: format!("cannot start the flush's background thread: {e}"),
+            })?;
+        Ok(Background { pool })
+    }
+
+    /// Runs `f` in the background when called from the flush thread, else on the caller.
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        if FLUSHER.with(std::cell::Cell::get) {
+            self.pool.install(f)
+        } else {
+            f()
+        }
+    }
 }
 
 fn live_err(e: impl std::fmt::Display) -> ServeError {
@@ -404,7 +449,20 @@ impl Live {
             syncing: std::sync::Mutex::new(Some(lake)),
             metrics,
             last_sync: std::sync::Mutex::new(Instant::now()),
+            background: Background::start()?,
         })
+    }
+
+    /// Marks the calling thread as the flush thread: from then on its work off the players'
+    /// lock runs in the background (see [`Background`]).
+    pub fn become_flusher() {
+        FLUSHER.with(|f| f.set(true));
+    }
+
+    /// Runs `f` (work off the players' lock) in the background when called from the flush
+    /// thread, else on the caller (see [`Background`]).
+    fn off_peak<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.background.run(f)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -637,7 +695,7 @@ impl Live {
             let st = self.read();
             (Arc::clone(&st.art), st.settled.version)
         };
-        let new = match read_new(lake, &art, version) {
+        let new = match self.off_peak(|| read_new(lake, &art, version)) {
             Ok(n) => n,
             Err(LakeError::LogTruncated { .. }) => {
                 tracing::warn!(
@@ -695,17 +753,19 @@ impl Live {
                 let ours = chunk.iter().filter(|(_, ours)| *ours).map(|(m, _)| m);
                 (fresh, settled_base(&st.settled, ours, &moved))
             };
-            for ((m, ours), fresh) in chunk.iter().zip(fresh) {
-                let k = key(&m.match_id);
-                if !fresh || !ids.insert(k) {
-                    continue;
+            self.off_peak(|| {
+                for ((m, ours), fresh) in chunk.iter().zip(fresh) {
+                    let k = key(&m.match_id);
+                    if !fresh || !ids.insert(k) {
+                        continue;
+                    }
+                    starts.push((m.start_ms, k));
+                    if !ours {
+                        continue;
+                    }
+                    apply_on(&mut updater, art, m, |id| base.remove(id), &mut moved);
                 }
-                starts.push((m.start_ms, k));
-                if !ours {
-                    continue;
-                }
-                apply_on(&mut updater, art, m, |id| base.remove(id), &mut moved);
-            }
+            });
         }
         let mut moved = moved.into_iter();
         loop {
@@ -722,7 +782,7 @@ impl Live {
                     .collect()
             };
             // The states replaced are freed off the lock.
-            drop(replaced);
+            self.off_peak(move || drop(replaced));
         }
         let evicted = {
             let mut st = self.write();
@@ -736,7 +796,7 @@ impl Live {
         };
         self.metrics.dedupe_ids(self.read().seen.len());
         // The evicted ids are freed off the lock.
-        drop((evicted, ids));
+        self.off_peak(move || drop((evicted, ids)));
         self.rebuild_overlay(art);
     }
 
@@ -762,9 +822,11 @@ impl Live {
                 .map(|(_, c)| &c.finished)
                 .collect();
             let mut base = settled_base(&self.read().settled, ours.iter().copied(), &overlay);
-            for m in ours {
-                apply_on(&mut updater, art, m, |id| base.remove(id), &mut overlay);
-            }
+            self.off_peak(|| {
+                for m in ours {
+                    apply_on(&mut updater, art, m, |id| base.remove(id), &mut overlay);
+                }
+            });
         }
         let applied: HashSet<u64> = reports.iter().map(|(seq, _)| *seq).collect();
         let old = {
@@ -785,7 +847,7 @@ impl Live {
             std::mem::replace(&mut st.overlay, overlay)
         };
         // The old overlay's states are freed off the lock.
-        drop(old);
+        self.off_peak(move || drop(old));
     }
 
     /// Switches to a new artifact once its players' state is built (the lake's commits after
@@ -855,7 +917,10 @@ impl Live {
         // another writer committed meanwhile is dropped, not written again. The commit below is
         // made on this same snapshot, so a writer that commits after it is seen by the commit's
         // re-check of keys.
-        let lake = self.latest(&mut held)?;
+        let lake = {
+            let held: &mut Option<Lake> = &mut held;
+            self.off_peak(move || self.latest(held))?
+        };
         self.sync_with(lake)?;
         let art = self.art();
         let (reports, last) = {
@@ -871,7 +936,7 @@ impl Live {
                 .collect();
             (reports, last)
         };
-        let result = self.commit(lake, &reports, last);
+        let result = self.off_peak(|| self.commit(lake, &reports, last));
         match &result {
             Ok(_) | Err(LakeError::AlreadyCommitted { .. }) => {
                 {
@@ -886,9 +951,9 @@ impl Live {
                 // The commit's own matches, from the batches just written: when no other commit
                 // came between, they are all the lake gained (no need to read the files back).
                 let own = match result {
-                    Ok((v, batches)) if self.read().settled.version == v - 1 => {
-                        own_matches(&art, &batches).map(|m| (m, v))
-                    }
+                    Ok((v, batches)) if self.read().settled.version == v - 1 => self
+                        .off_peak(|| own_matches(&art, &batches))
+                        .map(|m| (m, v)),
                     _ => None,
                 };
                 match own {
@@ -902,7 +967,8 @@ impl Live {
                     "results: flushed through {last}"
                 );
                 if let Some(v) = version.filter(|v| v % mm_lake::upkeep::CHECKPOINT_INTERVAL == 0) {
-                    self.checkpoint(&mut held, v);
+                    let held: &mut Option<Lake> = &mut held;
+                    self.off_peak(move || self.checkpoint(held, v));
                 }
                 Ok(version)
             }
@@ -1058,4 +1124,57 @@ pub fn score_of(art: &Artifact, s: &PlayerState, now_ms: i64) -> proto::PlayerSc
         art.snapshot.position(&s.player_id).is_some(),
         &m,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread's name and, on Linux, whether it runs as `SCHED_IDLE`.
+    fn here() -> (Option<String>, bool) {
+        let name = std::thread::current().name().map(str::to_string);
+        #[cfg(target_os = "linux")]
+        let idle = matches!(
+            thread_priority::unix::thread_schedule_policy(),
+            Ok(thread_priority::unix::ThreadSchedulePolicy::Normal(
+                thread_priority::unix::NormalThreadSchedulePolicy::Idle
+            ))
+        );
+        #[cfg(not(target_os = "linux"))]
+        let idle = false;
+        (name, idle)
+    }
+
+    #[test]
+    fn only_the_flush_threads_work_runs_in_the_background() {
+        let bg = Background::start().expect("the background thread starts");
+        let caller = std::thread::Builder::new()
+            .name("caller".into())
+            .spawn(move || {
+                let before = bg.run(here);
+                Live::become_flusher();
+                let mut borrowed = vec![1, 2];
+                let after = bg.run(|| {
+                    borrowed.push(3);
+                    here()
+                });
+                (before, after, borrowed, here())
+            })
+            .expect("spawn");
+        let (before, after, borrowed, own) = caller.join().expect("the caller runs");
+        assert_eq!(
+            before,
+            (Some("caller".into()), false),
+            "not the flush thread: inline"
+        );
+        assert_eq!(after.0.as_deref(), Some("mm-serve-flushbg"));
+        // SCHED_IDLE needs no privilege on Linux; the flush thread keeps its own priority.
+        assert_eq!(after.1, cfg!(target_os = "linux"));
+        assert_eq!(own, (Some("caller".into()), false));
+        assert_eq!(
+            borrowed,
+            vec![1, 2, 3],
+            "the work borrows the caller's data"
+        );
+    }
 }
