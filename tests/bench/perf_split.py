@@ -5,9 +5,9 @@
     python3 tests/bench/perf_split.py samples.txt SERVER_PID
 
 Prints the share of all samples taken by each process and idle, then the server's samples by
-part: a sample belongs to the first part whose function appears anywhere on its stack (the
-ReportMatch handler before the HTTP/2 transport that calls it, and so on), and otherwise to its
-thread's name. `--callees PATTERN` lists instead what the frames called by the outermost
+part: a sample of the flush's threads belongs to the flush; any other to the first part whose
+function appears anywhere on its stack (the ReportMatch handler before the HTTP/2 transport that
+calls it, and so on), and otherwise to its thread's name. `--callees PATTERN` lists instead what the frames called by the outermost
 function matching PATTERN spend, one level down.
 """
 
@@ -27,6 +27,10 @@ PARTS = [
     ("HTTP/2, gRPC and TCP", "hyper"),
     ("tokio's scheduler", "tokio::runtime"),
 ]
+
+# The flush's threads: `mm-serve-flush` and its background thread, `mm-serve-flushbg` (whose
+# stacks start in rayon's worker, not in `Live::flush`), their names cut to 15 bytes.
+FLUSH_THREADS = "mm-serve-flush"
 
 OFFSET = re.compile(r"\+0x[0-9a-f]+$")
 
@@ -67,7 +71,10 @@ def split(all_samples, server):
     print(f"\nthe server's {len(mine)} samples by part")
     parts = collections.Counter()
     for _, comm, frames in mine:
-        part = next((p for p, pat in PARTS if any(pat in f for f in frames)), f"other ({comm})")
+        if comm.startswith(FLUSH_THREADS):
+            part = "flush"
+        else:
+            part = next((p for p, pat in PARTS if any(pat in f for f in frames)), f"other ({comm})")
         parts[part] += 1
     for k, v in parts.most_common():
         print(f"{100 * v / len(mine):6.1f} %  {k}")
