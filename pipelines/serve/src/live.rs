@@ -222,6 +222,10 @@ fn seen_of(lake: &Lake, horizon_ms: i64) -> Result<Seen, LakeError> {
 /// beside the reports (`mm bench serve --reports`).
 const BASE_CHUNK: usize = 32;
 
+/// Matches (of up to 12 players) the overlay has room for beyond the pending reports when it is
+/// rebuilt: a flush's worth (`--flush-matches`) up to this many.
+const OVERLAY_HEADROOM_MATCHES: usize = 10_000;
+
 /// The settled states before `matches` of their players that `moved` does not hold (read under
 /// one hold of the players' lock, by the caller). A player the lake never moved is left out:
 /// [`apply_on`] takes the artifact's state for it, off the lock.
@@ -740,9 +744,16 @@ impl Live {
             }
             st.settled.updater.clone()
         };
-        let mut moved: HashMap<String, PlayerState> = HashMap::new();
-        let mut ids: HashSet<MatchKey> = HashSet::new();
-        let mut starts: Vec<(i64, MatchKey)> = Vec::new();
+        // Sized up front: grown from empty, these maps rehashed often enough to show in a
+        // profile of the flush.
+        let rows: usize = new
+            .iter()
+            .filter(|(_, ours)| *ours)
+            .map(|(m, _)| m.rows.len())
+            .sum();
+        let mut moved: HashMap<String, PlayerState> = HashMap::with_capacity(rows);
+        let mut ids: HashSet<MatchKey> = HashSet::with_capacity(new.len());
+        let mut starts: Vec<(i64, MatchKey)> = Vec::with_capacity(new.len());
         for chunk in new.chunks(BASE_CHUNK) {
             let (fresh, mut base) = {
                 let st = self.read();
@@ -814,7 +825,12 @@ impl Live {
                 .collect();
             (reports, st.settled.updater.clone())
         };
-        let mut overlay: HashMap<String, PlayerState> = HashMap::new();
+        // Room for the players of the reports until the next flush too: the overlay grows on
+        // the reports' path, under the players' lock, where each doubling of its table would
+        // move every state in it while the requests wait.
+        let rows: usize = reports.iter().map(|(_, c)| c.finished.rows.len()).sum();
+        let next = self.cfg.flush_matches.min(OVERLAY_HEADROOM_MATCHES) * 12;
+        let mut overlay: HashMap<String, PlayerState> = HashMap::with_capacity(rows + next);
         for chunk in reports.chunks(BASE_CHUNK) {
             let ours: Vec<&FinishedMatch> = chunk
                 .iter()
