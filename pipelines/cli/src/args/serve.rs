@@ -40,8 +40,9 @@ pub struct ServeArgs {
     /// Flush reported matches into the lake at least this often while any wait, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub flush_s: f64,
-    /// Flush as soon as this many reported matches wait.
-    #[arg(long, default_value_t = 1000)]
+    /// Flush as soon as this many reported matches wait. Fewer, larger commits cost the other
+    /// calls less and leave the lake fewer files: at 1,667 matches a second, a flush every 3 s.
+    #[arg(long, default_value_t = 5000)]
     pub flush_matches: usize,
     /// Group commit of the write-ahead log: while reports arrive concurrently, a sync waits
     /// until this many microseconds after its first report so that more reports share it
