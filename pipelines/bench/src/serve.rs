@@ -57,7 +57,8 @@ impl Server {
 
     /// The server's CPU seconds (user and system) so far, by thread name (Linux; empty
     /// elsewhere): the request threads (`tokio-rt-worker`), the flush (`mm-serve-flush` and its
-    /// background thread, `mm-serve-flushbg`), the log's writer (`mm-serve-wal`), the lake's I/O (`mm-lake-io`).
+    /// background thread, `mm-serve-flushbg`), the log's writer (`mm-serve-wal`), the lake's
+    /// I/O (`mm-lake-io`).
     fn cpu_by_thread(&self) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {

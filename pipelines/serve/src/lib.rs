@@ -375,7 +375,7 @@ pub async fn serve(cfg: &ServeConfig, ready: impl FnOnce(Bound)) -> Result<(), S
 /// Flushes the pending reports into the lake when due (enough of them, or the oldest old
 /// enough), on a thread of its own until `stop`; a failed flush is retried with a growing
 /// pause, up to 30 s. The flush's work off the players' lock runs in the background (Linux's
-/// `SCHED_IDLE`: it takes only the cores' idle time, else nice 10; see `Live::off_peak`): a
+/// `SCHED_IDLE`: it takes only the cores' idle time, else nice 10; see `live::Background`): a
 /// flush has seconds of slack behind the log, while the requests it would take the cores from
 /// are answered in milliseconds. When the cores have no idle time for so long that the flushes
 /// fall far behind, [`follow_loop`] flushes at the service's own priority.

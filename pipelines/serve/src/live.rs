@@ -674,16 +674,20 @@ impl Live {
 
     /// The held lake moved to its latest version (opened again when that fails: a log cleaned
     /// up past the held version, a lake replaced).
+    /// On the flush thread, the reading runs in the background ([`Live::off_peak`]).
     fn latest<'a>(&self, held: &'a mut Option<Lake>) -> Result<&'a Lake, LakeError> {
-        if let Some(l) = held.as_mut()
-            && let Err(e) = l.refresh()
-        {
-            tracing::warn!(error = %e, "results: reading the lake's new log entries failed; opening it again");
-            *held = None;
-        }
-        if held.is_none() {
-            *held = Some(Lake::open(&self.cfg.lake)?);
-        }
+        self.off_peak(|| {
+            if let Some(l) = held.as_mut()
+                && let Err(e) = l.refresh()
+            {
+                tracing::warn!(error = %e, "results: reading the lake's new log entries failed; opening it again");
+                *held = None;
+            }
+            if held.is_none() {
+                *held = Some(Lake::open(&self.cfg.lake)?);
+            }
+            Ok::<_, LakeError>(())
+        })?;
         Ok(held.as_ref().expect("set above"))
     }
 
@@ -933,10 +937,7 @@ impl Live {
         // another writer committed meanwhile is dropped, not written again. The commit below is
         // made on this same snapshot, so a writer that commits after it is seen by the commit's
         // re-check of keys.
-        let lake = {
-            let held: &mut Option<Lake> = &mut held;
-            self.off_peak(move || self.latest(held))?
-        };
+        let lake = self.latest(&mut held)?;
         self.sync_with(lake)?;
         let art = self.art();
         let (reports, last) = {
