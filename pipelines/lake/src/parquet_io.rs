@@ -6,6 +6,7 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use arrow_array::RecordBatch;
+use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -39,6 +40,11 @@ const DICTIONARY: [&str; 10] = [
 /// decompressor per file. Creating those runs the `cpuid` instruction, which traps to the
 /// hypervisor on a virtual machine: on the 10M-row benchmark (688 day files) the contexts of 14
 /// compressed columns took 4.5% of the run's CPU time.
+///
+/// Floating-point columns are written with `BYTE_STREAM_SPLIT`: each byte position of the
+/// values in a stream of its own, so zstd meets long runs of equal high bytes and has less to
+/// do. The lakes of the four real data sets are 1.5 to 5.5% smaller for it and chunk-level
+/// statistics, the 10M-row benchmark's 1.7% (`mm ingest`, then `du -sb` of `matches/`).
 fn properties_for(batches: &[RecordBatch]) -> WriterProperties {
     let mut b = properties_builder();
     for c in UNCOMPRESSED {
@@ -46,6 +52,10 @@ fn properties_for(batches: &[RecordBatch]) -> WriterProperties {
     }
     if let Some(first) = batches.first() {
         for (k, field) in first.schema().fields().iter().enumerate() {
+            if matches!(field.data_type(), DataType::Float64 | DataType::Float32) {
+                b = b
+                    .set_column_encoding(field.name().as_str().into(), Encoding::BYTE_STREAM_SPLIT);
+            }
             if batches
                 .iter()
                 .all(|x| x.column(k).null_count() == x.num_rows())
@@ -66,6 +76,10 @@ fn properties_builder() -> parquet::file::properties::WriterPropertiesBuilder {
             ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default(),
         ))
         .set_dictionary_enabled(false)
+        // Min/max per column chunk (a file's row group), not per page: a day file's columns are
+        // a page or a few, the column index of per-page ranges would repeat the chunk's, and
+        // computing it costs a comparison per value per level.
+        .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_created_by(concat!("mm ", env!("CARGO_PKG_VERSION")).to_string());
     for c in DICTIONARY {
         b = b.set_column_dictionary_enabled(c.into(), true);
@@ -349,5 +363,66 @@ mod tests {
         .unwrap();
         assert_eq!(n, 0);
         assert!(!none.exists());
+    }
+
+    /// Floating-point columns are written byte-stream-split and come back bit for bit (nulls,
+    /// NaN, -0.0, infinities and subnormals included); the file keeps each chunk's min/max (the
+    /// Delta log's statistics are read from them) and no per-page column index.
+    #[test]
+    fn floats_are_byte_stream_split_exact_with_chunk_statistics() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::file::statistics::Statistics;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let mut xs: Vec<Option<f64>> = (0..5000)
+            .map(|i| Some(f64::from(i) * 0.37 - 400.0))
+            .collect();
+        let special = [
+            None,
+            Some(f64::NAN),
+            Some(-0.0),
+            Some(f64::INFINITY),
+            Some(f64::NEG_INFINITY),
+            Some(f64::MIN_POSITIVE / 2.0),
+        ];
+        for (k, v) in special.into_iter().enumerate() {
+            xs[k * 997] = v;
+        }
+        let starts = Int64Array::from_iter_values(0..5000);
+        let batch = RecordBatch::try_from_iter([
+            ("x", Arc::new(Float64Array::from(xs.clone())) as ArrayRef),
+            ("t", Arc::new(starts) as ArrayRef),
+        ])
+        .unwrap();
+        write_parquet_file(&path, &[batch]).unwrap();
+
+        let back = read_parquet_columns(&path, None).unwrap();
+        let got: Vec<Option<u64>> = back
+            .iter()
+            .flat_map(|b| {
+                let a = b
+                    .column(0)
+                    .as_primitive::<arrow_array::types::Float64Type>();
+                a.iter().map(|v| v.map(f64::to_bits)).collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<Option<u64>> = xs.iter().map(|v| v.map(f64::to_bits)).collect();
+        assert_eq!(got, want);
+
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let meta = reader.metadata();
+        let x = meta.row_group(0).column(0);
+        assert!(x.encodings().any(|e| e == Encoding::BYTE_STREAM_SPLIT));
+        assert!(
+            x.column_index_length().is_none(),
+            "no per-page column index"
+        );
+        match meta.row_group(0).column(1).statistics() {
+            Some(Statistics::Int64(s)) => {
+                assert_eq!((s.min_opt(), s.max_opt()), (Some(&0), Some(&4999)));
+            }
+            other => panic!("the chunk's statistics are missing: {other:?}"),
+        }
     }
 }
