@@ -20,6 +20,9 @@ struct Run {
     seconds: f64,
     rows_per_s: f64,
     peak_rss_mib: f64,
+    /// CPU seconds, user and system, all threads (the median for several runs): mm's whole
+    /// process; polars' timed part only.
+    cpu_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -41,11 +44,13 @@ fn combine(runs: &[Run], rows: u64) -> Option<Run> {
         return None;
     }
     let mut secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+    let mut cpu: Vec<f64> = runs.iter().map(|r| r.cpu_s).collect();
     let s = median(&mut secs);
     Some(Run {
         seconds: s,
         rows_per_s: rows as f64 / s,
         peak_rss_mib: runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
+        cpu_s: median(&mut cpu),
     })
 }
 
@@ -72,6 +77,7 @@ fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) ->
         seconds: s,
         rows_per_s: rows as f64 / s,
         peak_rss_mib: v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
+        cpu_s: v["cpu_seconds"].as_f64().unwrap_or(f64::NAN),
     })
 }
 
@@ -104,25 +110,24 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         let csv_mib = std::fs::metadata(&csv)?.len() as f64 / 1048576.0;
         // Rounds interleave the contenders (mm, polars eager, polars lazy, then again), so that
         // a machine that slows down or speeds up during the run biases none of them.
-        let mut secs = Vec::new();
-        let mut rss = 0_f64;
+        let mut mm_runs = Vec::new();
         let mut peer_runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
         for rep in 0..a.reps {
-            let (s, peak) = run_mm(&exe, &csv, &a.work.join(format!("lake_{rows}_{rep}")), rows)?;
-            rss = rss.max(peak);
-            secs.push(s);
+            mm_runs.push(run_mm(
+                &exe,
+                &csv,
+                &a.work.join(format!("lake_{rows}_{rep}")),
+                rows,
+            )?);
             if let Some(py) = &python {
                 for (k, variant) in ["eager", "lazy"].into_iter().enumerate() {
                     peer_runs[k].push(run_peer(py, &csv, &a.work, variant, rows)?);
                 }
             }
         }
-        let runs = secs.clone();
-        let s = median(&mut secs);
-        let mm = Run {
-            seconds: s,
-            rows_per_s: rows as f64 / s,
-            peak_rss_mib: rss,
+        let runs = mm_runs.iter().map(|r| r.seconds).collect();
+        let Some(mm) = combine(&mm_runs, rows) else {
+            bail!("--reps must be positive");
         };
         let [eager, lazy] = peer_runs.map(|r| combine(&r, rows));
         let best = [&eager, &lazy]
@@ -149,9 +154,10 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
 }
 
 /// One `mm ingest` of `csv` into a fresh `lake` (removed after), as its own process: its wall
-/// time and peak resident memory (MiB); an error unless it accepted every one of `rows`.
-fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<(f64, f64)> {
+/// time, peak resident memory and CPU time; an error unless it accepted every one of `rows`.
+fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<Run> {
     let _ = std::fs::remove_dir_all(lake);
+    let cpu0 = mm_run::children_cpu_seconds();
     let t = Instant::now();
     let o = Command::new(exe)
         .arg("ingest")
@@ -161,6 +167,9 @@ fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<(f64, f64)> 
         .args(["--json", "--quiet"])
         .output()?;
     let s = t.elapsed().as_secs_f64();
+    let cpu = mm_run::children_cpu_seconds()
+        .zip(cpu0)
+        .map_or(f64::NAN, |(b, a)| b - a);
     if !o.status.success() {
         bail!("mm ingest failed: {}", String::from_utf8_lossy(&o.stderr));
     }
@@ -172,7 +181,12 @@ fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<(f64, f64)> 
         );
     }
     std::fs::remove_dir_all(lake)?;
-    Ok((s, v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0))
+    Ok(Run {
+        seconds: s,
+        rows_per_s: rows as f64 / s,
+        peak_rss_mib: v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
+        cpu_s: cpu,
+    })
 }
 
 /// `mm bench ingest`'s figures, as text.
@@ -218,6 +232,16 @@ fn print_results(a: &BenchIngestArgs, results: &[SizeResult]) {
             l,
             lm,
             r.ratio_to_polars.map_or("-".into(), |x| format!("{x:.2}"))
+        );
+    }
+    for r in results {
+        let cpu = |r: &Option<Run>| r.as_ref().map_or("-".into(), |r| format!("{:.2}", r.cpu_s));
+        mm_run::outln!(
+            "{:>11} rows: CPU seconds (user + system, median): mm {:.2} (whole process), polars eager {}, lazy {} (timed part)",
+            r.rows,
+            r.mm.cpu_s,
+            cpu(&r.polars_eager),
+            cpu(&r.polars_lazy)
         );
     }
 }
