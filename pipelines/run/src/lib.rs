@@ -47,31 +47,27 @@ pub fn cpu_seconds() -> Option<f64> {
 #[must_use]
 pub fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
     // The command name may hold spaces and parentheses: it runs from the first `(` to the last
-    // `)`. After it, the state is field 3; utime and stime are fields 14 and 15, in USER_HZ
-    // ticks (100 a second: the kernel's fixed unit for these files).
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let f: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some((stat.get(open + 1..close)?, ticks as f64 / 100.0))
-}
-
-/// The CPU time, user and system, of this process's children that have ended and been waited
-/// for (Linux `/proc/self/stat`): a bench that runs its contenders one at a time reads it before
-/// and after each. `None` where `/proc` is not available.
-#[must_use]
-pub fn children_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    stat_children_cpu(&stat)
+    // `)`. utime and stime are fields 14 and 15.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    Some((stat.get(open + 1..close)?, stat_seconds(stat, 14)?))
 }
 
 /// The CPU seconds (user and system) of the waited-for children in a process's `/proc/.../stat`
 /// line: cutime and cstime, fields 16 and 17.
 #[must_use]
 pub fn stat_children_cpu(stat: &str) -> Option<f64> {
+    stat_seconds(stat, 16)
+}
+
+/// Fields `field` and `field + 1` (numbered from 1, as in proc(5)) of a stat line, summed: ticks
+/// of USER_HZ (100 a second, the kernel's fixed unit for these files), in seconds. The fields
+/// are counted after the command name, whose end is the line's last `)`; the state is field 3.
+fn stat_seconds(stat: &str, field: usize) -> Option<f64> {
     let close = stat.rfind(')')?;
     let f: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    let ticks = f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
+    let at = |n: usize| f.get(n.checked_sub(3)?)?.parse::<u64>().ok();
+    Some((at(field)? + at(field + 1)?) as f64 / 100.0)
 }
 
 #[cfg(test)]
