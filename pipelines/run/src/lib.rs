@@ -53,6 +53,15 @@ pub fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
     Some((stat.get(open + 1..close)?, stat_seconds(stat, 14)?))
 }
 
+/// The CPU time, user and system, of this process's children that have ended and been waited
+/// for (Linux `/proc/self/stat`): a bench that runs its contenders one at a time reads it before
+/// and after each. `None` where `/proc` is not available.
+#[must_use]
+pub fn children_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_children_cpu(&stat)
+}
+
 /// The CPU seconds (user and system) of the waited-for children in a process's `/proc/.../stat`
 /// line: cutime and cstime, fields 16 and 17.
 #[must_use]
