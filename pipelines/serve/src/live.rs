@@ -127,6 +127,46 @@ thread_local! {
     static FLUSHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// A report's place in a `ReportMatches` batch ([`Live::report_in_turn`]): the previous
+/// match's signals to wait for, before queuing the record in the log and before moving the
+/// players, and this one's, each dropped when that step is done (or the report ends). The
+/// default (a lone report) waits for nothing.
+#[derive(Debug, Default)]
+pub struct Turn {
+    /// Ends when the previous match of the batch has queued its log record.
+    pub after_queued: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Ends when the previous match of the batch is done.
+    pub after_done: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Dropped when this match has queued its log record.
+    pub queued: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Dropped when this match is done.
+    pub done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Turn {
+    /// The turns of `n` matches of one batch, in order: each waits for the one before.
+    #[must_use]
+    pub fn chain(n: usize) -> Vec<Turn> {
+        let mut turns = Vec::with_capacity(n);
+        let mut previous = None;
+        for _ in 0..n {
+            let (queued, next_queued) = tokio::sync::oneshot::channel();
+            let (done, next_done) = tokio::sync::oneshot::channel();
+            let (after_queued, after_done) = match previous.replace((next_queued, next_done)) {
+                Some((q, d)) => (Some(q), Some(d)),
+                None => (None, None),
+            };
+            turns.push(Turn {
+                after_queued,
+                after_done,
+                queued: Some(queued),
+                done: Some(done),
+            });
+        }
+        turns
+    }
+}
+
 /// Where the flush thread's work off the players' lock runs: one thread in the background
 /// (Linux's `SCHED_IDLE`, else nice 10), which takes only the cores' idle time.
 ///
@@ -518,8 +558,21 @@ impl Live {
         self: &Arc<Self>,
         req: proto::ReportMatchRequest,
     ) -> impl std::future::Future<Output = Result<proto::ReportMatchResponse, Status>> + use<> {
+        self.report_in_turn(req, Turn::default())
+    }
+
+    /// [`Live::report_detached`] for one match of a batch ([`Turn`]): it queues its log record
+    /// after the batch's previous match has queued its own, and moves its players after that
+    /// match is done, so that a batch gets its log numbers and moves its players in the
+    /// request's order whatever the scheduling. The log syncs still cover the batch's records
+    /// together.
+    pub fn report_in_turn(
+        self: &Arc<Self>,
+        req: proto::ReportMatchRequest,
+        turn: Turn,
+    ) -> impl std::future::Future<Output = Result<proto::ReportMatchResponse, Status>> + use<> {
         let live = Arc::clone(self);
-        let task = tokio::spawn(async move { live.report(req).await });
+        let task = tokio::spawn(async move { live.report(req, turn).await });
         async move {
             task.await
                 .unwrap_or_else(|e| Err(Status::internal(format!("the report stopped: {e}"))))
@@ -535,7 +588,15 @@ impl Live {
     async fn report(
         self: &Arc<Self>,
         req: proto::ReportMatchRequest,
+        turn: Turn,
     ) -> Result<proto::ReportMatchResponse, Status> {
+        // Each dropped on every return: the batch's next match may go on.
+        let Turn {
+            after_queued,
+            after_done,
+            queued,
+            done: _done,
+        } = turn;
         let checked = match report::check(&req) {
             Ok(c) => c,
             Err(r) => {
@@ -582,7 +643,20 @@ impl Live {
             }
         };
         let req_end = req.end_ms;
-        let logged = self.wal.append(req.encode_to_vec()).await;
+        // Ended or dropped: either way the previous match has taken its step, or never will.
+        if let Some(previous) = after_queued {
+            let _ = previous.await;
+        }
+        let logged = match self.wal.enqueue(req.encode_to_vec()) {
+            Ok(synced) => {
+                drop(queued);
+                synced.await
+            }
+            Err(e) => Err(e),
+        };
+        if let Some(previous) = after_done {
+            let _ = previous.await;
+        }
         let mut st = self.write();
         st.reserved.remove(&checked.match_id);
         let seq = logged

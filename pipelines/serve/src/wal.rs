@@ -226,6 +226,18 @@ impl Wal {
     /// The write or the sync failed (then no later append succeeds either: the service stops
     /// acknowledging reports rather than acknowledge what may not be durable).
     pub async fn append(&self, payload: Vec<u8>) -> io::Result<u64> {
+        self.enqueue(payload)?.await
+    }
+
+    /// [`Wal::append`] in two steps: queues the record now (records get their sequence numbers
+    /// in the order they are queued) and returns the wait for its sync.
+    ///
+    /// # Errors
+    /// As [`Wal::append`]; the size and a stopped writer are found at once.
+    pub fn enqueue(
+        &self,
+        payload: Vec<u8>,
+    ) -> io::Result<impl std::future::Future<Output = io::Result<u64>> + use<>> {
         if payload.len() > MAX_RECORD {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -240,8 +252,10 @@ impl Wal {
                 done,
             })
             .map_err(|_| io::Error::other("the log's writer has stopped"))?;
-        wait.await
-            .map_err(|_| io::Error::other("the log's writer has stopped"))?
+        Ok(async move {
+            wait.await
+                .map_err(|_| io::Error::other("the log's writer has stopped"))?
+        })
     }
 
     /// Removes the segments whose records are all at or below `seq` (committed to the lake),
