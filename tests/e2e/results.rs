@@ -260,6 +260,28 @@ fn as_csv(ms: &[proto::ReportMatchRequest], path: &Path) {
     w.flush().unwrap();
 }
 
+/// Waits until the service has followed the lake to its latest version and holds no pending
+/// match (its metrics say so): the state its players converge to, which the batch replay gives.
+fn wait_until_settled(lake: &Path, metrics: &str) {
+    let version = Lake::open(lake).unwrap().version().unwrap();
+    let t0 = Instant::now();
+    loop {
+        let text = crate::serve::http_get(metrics);
+        let followed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mm_serve_lake_version "))
+            .and_then(|v| v.trim().parse::<i64>().ok());
+        if followed.is_some_and(|v| v >= version) && text.contains("mm_serve_pending_matches 0") {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the service has not followed the lake to version {version}: {followed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn wait_for_rows(lake: &Path, rows: usize) {
     let t0 = Instant::now();
     loop {
@@ -477,6 +499,7 @@ fn a_batch_of_reports_is_answered_match_by_match() {
     });
     wait_for_rows(&s.lake, 60 * 6);
     assert_eq!(lake_rows(&s.lake).len(), 60 * 6);
+    wait_until_settled(&s.lake, &metrics);
     assert_online_equals_batch(&rt, &s, &addr);
     let text = crate::serve::http_get(&metrics);
     for want in [
