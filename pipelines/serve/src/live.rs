@@ -590,13 +590,8 @@ impl Live {
         req: proto::ReportMatchRequest,
         turn: Turn,
     ) -> Result<proto::ReportMatchResponse, Status> {
-        // Each dropped on every return: the batch's next match may go on.
-        let Turn {
-            after_queued,
-            after_done,
-            queued,
-            done: _done,
-        } = turn;
+        // Dropped on every return: the batch's next match may go on.
+        let (turn, _done) = (Turn { done: None, ..turn }, turn.done);
         let checked = match report::check(&req) {
             Ok(c) => c,
             Err(r) => {
@@ -643,20 +638,7 @@ impl Live {
             }
         };
         let req_end = req.end_ms;
-        // Ended or dropped: either way the previous match has taken its step, or never will.
-        if let Some(previous) = after_queued {
-            let _ = previous.await;
-        }
-        let logged = match self.wal.enqueue(req.encode_to_vec()) {
-            Ok(synced) => {
-                drop(queued);
-                synced.await
-            }
-            Err(e) => Err(e),
-        };
-        if let Some(previous) = after_done {
-            let _ = previous.await;
-        }
+        let logged = self.log_in_turn(req.encode_to_vec(), turn).await;
         let mut st = self.write();
         st.reserved.remove(&checked.match_id);
         let seq = logged
@@ -705,6 +687,26 @@ impl Live {
             sequence: seq,
             players,
         })
+    }
+
+    /// Appends a report's record to the log in its batch's turn ([`Turn`]): queued after the
+    /// previous match's record, and returned once synced and once the previous match is done.
+    async fn log_in_turn(&self, payload: Vec<u8>, turn: Turn) -> std::io::Result<u64> {
+        // Ended or dropped: either way the previous match has taken its step, or never will.
+        if let Some(previous) = turn.after_queued {
+            let _ = previous.await;
+        }
+        let logged = match self.wal.enqueue(payload) {
+            Ok(synced) => {
+                drop(turn.queued);
+                synced.await
+            }
+            Err(e) => Err(e),
+        };
+        if let Some(previous) = turn.after_done {
+            let _ = previous.await;
+        }
+        logged
     }
 
     /// The answer to a report of a match the lake or the log holds already.
