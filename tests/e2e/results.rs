@@ -383,6 +383,7 @@ fn reported_matches_move_players_and_land_in_the_lake_once() {
     wait_for_rows(&s.lake, 40 * 6);
 
     // Online equals batch.
+    wait_until_settled(&s.lake, &metrics);
     assert_online_equals_batch(&rt, &s, &addr);
 
     // The rows are those `mm ingest` writes for the same matches.

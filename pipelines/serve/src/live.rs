@@ -127,6 +127,8 @@ thread_local! {
     static FLUSHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+use tokio::sync::oneshot::Receiver;
+
 /// A report's place in a `ReportMatches` batch ([`Live::report_in_turn`]): the previous
 /// match's signals to wait for, before queuing the record in the log and before moving the
 /// players, and this one's, each dropped when that step is done (or the report ends). The
@@ -134,9 +136,9 @@ thread_local! {
 #[derive(Debug, Default)]
 pub struct Turn {
     /// Ends when the previous match of the batch has queued its log record.
-    pub after_queued: Option<tokio::sync::oneshot::Receiver<()>>,
+    pub after_queued: Option<Receiver<()>>,
     /// Ends when the previous match of the batch is done.
-    pub after_done: Option<tokio::sync::oneshot::Receiver<()>>,
+    pub after_done: Option<Receiver<()>>,
     /// Dropped when this match has queued its log record.
     pub queued: Option<tokio::sync::oneshot::Sender<()>>,
     /// Dropped when this match is done.
@@ -144,26 +146,21 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The turns of `n` matches of one batch, in order: each waits for the one before.
+    /// The next turn of a batch: it waits for the turn `previous` last made (none for the
+    /// batch's first), and leaves its own signals in `previous` for the one after.
     #[must_use]
-    pub fn chain(n: usize) -> Vec<Turn> {
-        let mut turns = Vec::with_capacity(n);
-        let mut previous = None;
-        for _ in 0..n {
-            let (queued, next_queued) = tokio::sync::oneshot::channel();
-            let (done, next_done) = tokio::sync::oneshot::channel();
-            let (after_queued, after_done) = match previous.replace((next_queued, next_done)) {
-                Some((q, d)) => (Some(q), Some(d)),
-                None => (None, None),
-            };
-            turns.push(Turn {
-                after_queued,
-                after_done,
-                queued: Some(queued),
-                done: Some(done),
-            });
+    pub fn after(previous: &mut Option<(Receiver<()>, Receiver<()>)>) -> Turn {
+        let (queued, next_queued) = tokio::sync::oneshot::channel();
+        let (done, next_done) = tokio::sync::oneshot::channel();
+        let (after_queued, after_done) = previous
+            .replace((next_queued, next_done))
+            .map_or((None, None), |(q, d)| (Some(q), Some(d)));
+        Turn {
+            after_queued,
+            after_done,
+            queued: Some(queued),
+            done: Some(done),
         }
-        turns
     }
 }
 

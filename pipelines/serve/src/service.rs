@@ -564,9 +564,8 @@ impl proto::matcher_server::Matcher for MatcherService {
 /// Records the matches of one `ReportMatches` call at once, each as `ReportMatch` records one
 /// (so that the log syncs them in one group), gives them log numbers and moves their players
 /// in the request's order (as the same matches sent one call after another would), and answers
-/// each in that order. A match
-/// id given twice in one call is recorded at its first place and answered as a duplicate at
-/// the later ones (reported once the first is done).
+/// each in that order. A match id given twice in one call is recorded at its first place and
+/// answered as a duplicate at the later ones (reported once the first is done).
 async fn report_batch(
     live: &Arc<Live>,
     matches: Vec<proto::ReportMatchRequest>,
@@ -578,13 +577,14 @@ async fn report_batch(
         )));
     }
     let mut first = std::collections::HashSet::new();
-    // Each match takes its log number and moves its players after the one before it.
-    let mut turns = crate::live::Turn::chain(matches.len()).into_iter();
+    // Each match recorded takes its log number and moves its players after the one before it
+    // (a repeated id, answered later, takes no turn).
+    let mut previous = None;
     let tasks: Vec<Result<_, proto::ReportMatchRequest>> = matches
         .into_iter()
         .map(|req| {
-            let turn = turns.next().unwrap_or_default();
             if first.insert(req.match_id.clone()) {
+                let turn = crate::live::Turn::after(&mut previous);
                 Ok(live.report_in_turn(req, turn))
             } else {
                 Err(req)
