@@ -360,6 +360,75 @@ fn bench_scale_measures_each_stage_at_each_size() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
+/// `mm bench ingest` on a small file beside Python polars: mm and each polars variant hold every
+/// row, the lake-layout variant writes exactly the lake's day files and the one-file variants one
+/// file, the ratios are the quotients of the figures beside them, and nothing but the generated
+/// CSV is left in the work directory.
+#[test]
+fn bench_ingest_measures_mm_beside_each_polars_variant() {
+    let Some(py) = crate::util::python_with("polars") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = mm(&[
+        "bench",
+        "ingest",
+        "--rows",
+        "40000",
+        "--reps",
+        "1",
+        "--work",
+        dir.path().to_str().unwrap(),
+        "--peer-python",
+        py.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let size = &v.as_array().unwrap()[0];
+    assert_eq!(size["rows"], 40000);
+    let f = |run: &str, key: &str| size[run][key].as_f64().unwrap();
+    let day_files = f("mm", "files");
+    assert!(day_files >= 2.0, "{size}");
+    assert_eq!(f("polars_lake", "files"), day_files, "{size}");
+    for run in ["mm", "polars_eager", "polars_lazy", "polars_lake"] {
+        assert!(
+            f(run, "rows_per_s") > 0.0 && f(run, "peak_rss_mib") > 5.0,
+            "{run}: {size}"
+        );
+        assert!(
+            (f(run, "rows_per_s") * f(run, "seconds") - 40000.0).abs() < 1e-6,
+            "{size}"
+        );
+    }
+    for run in ["polars_eager", "polars_lazy"] {
+        assert_eq!(f(run, "files"), 1.0, "{size}");
+    }
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-12 * b.abs().max(1.0);
+    let best = f("polars_eager", "rows_per_s").max(f("polars_lazy", "rows_per_s"));
+    assert!(near(
+        size["ratio_to_polars"].as_f64().unwrap(),
+        f("mm", "rows_per_s") / best
+    ));
+    assert!(near(
+        size["ratio_to_polars_lake"].as_f64().unwrap(),
+        f("mm", "rows_per_s") / f("polars_lake", "rows_per_s")
+    ));
+    assert!(near(
+        size["memory_to_polars_lake"].as_f64().unwrap(),
+        f("mm", "peak_rss_mib") / f("polars_lake", "peak_rss_mib")
+    ));
+    assert!(near(
+        size["memory_to_polars_lazy"].as_f64().unwrap(),
+        f("mm", "peak_rss_mib") / f("polars_lazy", "peak_rss_mib")
+    ));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["peer_shaped_40000_s20240603.csv"], "{left:?}");
+}
+
 /// `mm bench serve` on a small load: every phase runs against a server that needs its token for
 /// the queue calls (the bench sends it), no request fails, every reload is served, and the
 /// corrupt version promoted by hand is refused while the last good one keeps serving.

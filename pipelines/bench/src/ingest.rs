@@ -11,9 +11,14 @@ use serde::Serialize;
 use crate::args::BenchIngestArgs;
 use crate::{median, peer_python};
 
-/// The peer, as in `../shared/peers/bench_polars.py`: eager read_csv + write_parquet(zstd 3),
-/// and lazy scan_csv + sink_parquet; each timed alone, peak memory of the process reported.
+/// The peer: as in `../shared/peers/bench_polars.py`, eager read_csv + write_parquet (zstd 3) and
+/// lazy scan_csv + sink_parquet, one file with integer ids; and, as a third variant, the lazy
+/// pipeline writing the lake's layout (text ids, a file per day, the lake's row order, zstd 1).
+/// Each timed alone; peak memory of the process reported.
 const PEER_SCRIPT: &str = include_str!("../peers/ingest_polars.py");
+
+/// The peer's variants, in the order each round runs them.
+const VARIANTS: [&str; 3] = ["eager", "lazy", "lake"];
 
 #[derive(Debug, Serialize)]
 struct Run {
@@ -23,6 +28,8 @@ struct Run {
     /// CPU seconds, user and system, all threads (the median for several runs): mm's whole
     /// process; polars' timed part only.
     cpu_s: f64,
+    /// Parquet files written (mm: the lake's day files).
+    files: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -34,8 +41,16 @@ struct SizeResult {
     mm_runs_s: Vec<f64>,
     polars_eager: Option<Run>,
     polars_lazy: Option<Run>,
-    /// mm rows/s divided by the faster polars variant's rows/s, measured in this run.
+    /// Polars writing the lake's layout (text ids, day files, the lake's row order, zstd 1).
+    polars_lake: Option<Run>,
+    /// mm rows/s divided by the faster one-file polars variant's rows/s, measured in this run.
     ratio_to_polars: Option<f64>,
+    /// mm's peak memory divided by the lazy one-file variant's.
+    memory_to_polars_lazy: Option<f64>,
+    /// mm rows/s divided by the lake-layout variant's.
+    ratio_to_polars_lake: Option<f64>,
+    /// mm's peak memory divided by the lake-layout variant's.
+    memory_to_polars_lake: Option<f64>,
 }
 
 /// The median time and the largest peak memory of single runs; `None` for no runs.
@@ -51,13 +66,20 @@ fn combine(runs: &[Run], rows: u64) -> Option<Run> {
         rows_per_s: rows as f64 / s,
         peak_rss_mib: runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
         cpu_s: median(&mut cpu),
+        files: runs[0].files,
     })
 }
 
-/// One run of the polars peer (`variant`: eager or lazy) on `csv`.
+/// Removes `path`, a file or a folder of files; absent is fine.
+fn remove(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_dir_all(path);
+}
+
+/// One run of the polars peer (`variant`: one of [`VARIANTS`]) on `csv`.
 fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) -> Result<Run> {
     let out = work.join(format!("peer_{variant}.parquet"));
-    let _ = std::fs::remove_file(&out);
+    remove(&out);
     let o = Command::new(python)
         .args(["-c", PEER_SCRIPT])
         .arg(csv)
@@ -71,13 +93,14 @@ fn run_peer(python: &Path, csv: &Path, work: &Path, variant: &str, rows: u64) ->
     if v["rows"].as_u64() != Some(rows) {
         bail!("polars peer wrote {} rows, expected {rows}", v["rows"]);
     }
-    let _ = std::fs::remove_file(&out);
+    remove(&out);
     let s = v["seconds"].as_f64().unwrap_or(f64::NAN);
     Ok(Run {
         seconds: s,
         rows_per_s: rows as f64 / s,
         peak_rss_mib: v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
         cpu_s: v["cpu_seconds"].as_f64().unwrap_or(f64::NAN),
+        files: v["files"].as_u64().unwrap_or(0),
     })
 }
 
@@ -111,7 +134,7 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         // Rounds interleave the contenders (mm, polars eager, polars lazy, then again), so that
         // a machine that slows down or speeds up during the run biases none of them.
         let mut mm_runs = Vec::new();
-        let mut peer_runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        let mut peer_runs: [Vec<Run>; 3] = [Vec::new(), Vec::new(), Vec::new()];
         for rep in 0..a.reps {
             mm_runs.push(run_mm(
                 &exe,
@@ -120,7 +143,7 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
                 rows,
             )?);
             if let Some(py) = &python {
-                for (k, variant) in ["eager", "lazy"].into_iter().enumerate() {
+                for (k, variant) in VARIANTS.into_iter().enumerate() {
                     peer_runs[k].push(run_peer(py, &csv, &a.work, variant, rows)?);
                 }
             }
@@ -129,20 +152,32 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         let Some(mm) = combine(&mm_runs, rows) else {
             bail!("--reps must be positive");
         };
-        let [eager, lazy] = peer_runs.map(|r| combine(&r, rows));
+        let [eager, lazy, lake] = peer_runs.map(|r| combine(&r, rows));
+        if let Some(p) = lake.as_ref().filter(|p| p.files != mm.files) {
+            bail!(
+                "the polars peer wrote {} day files, the lake {}: not the same layout",
+                p.files,
+                mm.files
+            );
+        }
         let best = [&eager, &lazy]
             .into_iter()
             .flatten()
             .map(|r| r.rows_per_s)
             .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+        let memory = |p: &Option<Run>| p.as_ref().map(|p| mm.peak_rss_mib / p.peak_rss_mib);
         results.push(SizeResult {
             rows,
             csv_mib,
             ratio_to_polars: best.map(|b| mm.rows_per_s / b),
+            memory_to_polars_lazy: memory(&lazy),
+            ratio_to_polars_lake: lake.as_ref().map(|p| mm.rows_per_s / p.rows_per_s),
+            memory_to_polars_lake: memory(&lake),
             mm,
             mm_runs_s: runs,
             polars_eager: eager,
             polars_lazy: lazy,
+            polars_lake: lake,
         });
     }
     if json {
@@ -186,62 +221,60 @@ fn run_mm(exe: &Path, csv: &Path, lake: &Path, rows: u64) -> Result<Run> {
         rows_per_s: rows as f64 / s,
         peak_rss_mib: v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
         cpu_s: cpu,
+        files: v["partitions_written"].as_u64().unwrap_or(0),
     })
 }
 
-/// `mm bench ingest`'s figures, as text.
+/// `mm bench ingest`'s figures, as text: a line per size and contender, then the ratios.
 fn print_results(a: &BenchIngestArgs, results: &[SizeResult]) {
     mm_run::outln!(
-        "canonical CSV -> lake (validation, dedup, day partitions, zstd 1; polars: one file, zstd 3); median of {} runs, {} cores",
+        "canonical CSV -> lake (validation, dedup, day files, zstd 1, fsync, Delta commit) beside polars: one file with integer ids (zstd 3), and the lake's layout (text ids, day files, lake order, zstd 1); median of {} runs, {} cores",
         a.reps,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     mm_run::outln!(
-        "{:>11} {:>8} | {:>8} {:>12} {:>9} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
+        "{:>11} {:>8} {:>14} {:>8} {:>12} {:>8} {:>8}",
         "rows",
         "CSV MiB",
-        "mm s",
-        "mm rows/s",
-        "mm MiB",
-        "eager rows/s",
-        "eager MiB",
-        "lazy rows/s",
-        "lazy MiB",
-        "ratio"
+        "contender",
+        "s",
+        "rows/s",
+        "MiB",
+        "CPU s"
     );
-    let opt = |r: &Option<Run>| {
-        r.as_ref().map_or(("-".into(), "-".into()), |r| {
-            (
-                format!("{:.0}", r.rows_per_s),
-                format!("{:.0}", r.peak_rss_mib),
-            )
-        })
-    };
     for r in results {
-        let (e, em) = opt(&r.polars_eager);
-        let (l, lm) = opt(&r.polars_lazy);
+        let contenders = [
+            ("mm", Some(&r.mm)),
+            ("polars eager", r.polars_eager.as_ref()),
+            ("polars lazy", r.polars_lazy.as_ref()),
+            ("polars lake", r.polars_lake.as_ref()),
+        ];
+        for (name, run) in contenders {
+            let Some(x) = run else { continue };
+            mm_run::outln!(
+                "{:>11} {:>8.0} {:>14} {:>8.2} {:>12.0} {:>8.0} {:>8.2}",
+                r.rows,
+                r.csv_mib,
+                name,
+                x.seconds,
+                x.rows_per_s,
+                x.peak_rss_mib,
+                x.cpu_s
+            );
+        }
+    }
+    let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
+    for r in results {
         mm_run::outln!(
-            "{:>11} {:>8.0} | {:>8.2} {:>12.0} {:>9.0} | {:>12} {:>9} | {:>12} {:>9} | {:>6}",
+            "{:>11} rows: mm / best one-file polars: speed {}, memory {} (of lazy); mm / polars lake layout: speed {}, memory {}",
             r.rows,
-            r.csv_mib,
-            r.mm.seconds,
-            r.mm.rows_per_s,
-            r.mm.peak_rss_mib,
-            e,
-            em,
-            l,
-            lm,
-            r.ratio_to_polars.map_or("-".into(), |x| format!("{x:.2}"))
+            f(r.ratio_to_polars),
+            f(r.memory_to_polars_lazy),
+            f(r.ratio_to_polars_lake),
+            f(r.memory_to_polars_lake)
         );
     }
-    for r in results {
-        let cpu = |r: &Option<Run>| r.as_ref().map_or("-".into(), |r| format!("{:.2}", r.cpu_s));
-        mm_run::outln!(
-            "{:>11} rows: CPU seconds (user + system, median): mm {:.2} (whole process), polars eager {}, lazy {} (timed part)",
-            r.rows,
-            r.mm.cpu_s,
-            cpu(&r.polars_eager),
-            cpu(&r.polars_lazy)
-        );
-    }
+    mm_run::outln!(
+        "CPU: user + system of all threads, median; mm's whole process, polars' timed part only"
+    );
 }
