@@ -131,7 +131,7 @@ pub fn ingest(a: &BenchIngestArgs, json: bool) -> Result<()> {
         }
         let rows = rows / 10 * 10;
         let csv_mib = std::fs::metadata(&csv)?.len() as f64 / 1048576.0;
-        // Rounds interleave the contenders (mm, polars eager, polars lazy, then again), so that
+        // Rounds interleave the contenders (mm, then each polars variant, then again), so that
         // a machine that slows down or speeds up during the run biases none of them.
         let mut mm_runs = Vec::new();
         let mut peer_runs: [Vec<Run>; 3] = [Vec::new(), Vec::new(), Vec::new()];
