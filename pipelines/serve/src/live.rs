@@ -33,6 +33,7 @@ use mm_artifact::snapshot::PlayerState;
 use mm_lake::{Lake, LakeError, PlayerRow};
 use mm_matcher::queue::Member;
 use prost::Message;
+use tokio::sync::oneshot::{Receiver, Sender};
 use tonic::Status;
 
 use crate::metrics::Metrics;
@@ -127,8 +128,6 @@ thread_local! {
     static FLUSHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-use tokio::sync::oneshot::Receiver;
-
 /// A report's place in a `ReportMatches` batch ([`Live::report_in_turn`]): the previous
 /// match's signals to wait for, before queuing the record in the log and before moving the
 /// players, and this one's, each dropped when that step is done (or the report ends). The
@@ -136,13 +135,13 @@ use tokio::sync::oneshot::Receiver;
 #[derive(Debug, Default)]
 pub struct Turn {
     /// Ends when the previous match of the batch has queued its log record.
-    pub after_queued: Option<Receiver<()>>,
+    after_queued: Option<Receiver<()>>,
     /// Ends when the previous match of the batch is done.
-    pub after_done: Option<Receiver<()>>,
+    after_done: Option<Receiver<()>>,
     /// Dropped when this match has queued its log record.
-    pub queued: Option<tokio::sync::oneshot::Sender<()>>,
+    queued: Option<Sender<()>>,
     /// Dropped when this match is done.
-    pub done: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<Sender<()>>,
 }
 
 impl Turn {
