@@ -16,6 +16,9 @@
 use argmin::core::{CostFunction, Executor, Gradient, Hessian, State, TerminationReason};
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::newton::NewtonCG;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, Slice};
 use rayon::prelude::*;
 
@@ -23,6 +26,9 @@ use rayon::prelude::*;
 const RANGE_ROWS: usize = 1 << 12;
 /// Rows per block inside a range (a block's scaled copy stays in cache).
 const BLOCK_ROWS: usize = 512;
+/// Columns per product of [`lower_gram`]: 32 took 64 ms a Hessian of 65,536 x 121, the whole
+/// product 80 ms and 16 columns 69 ms (more of the left side packed again for each block).
+const GRAM_COLUMNS: usize = 32;
 
 /// How to fit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,6 +73,20 @@ struct Problem<'a> {
     /// The L2 penalty of each coefficient.
     alpha: Array1<f64>,
     intercept: bool,
+    /// The last point asked for, with `x w` and the gradient there.
+    memo: Mutex<Memo>,
+}
+
+/// argmin asks for the cost, the gradient and the Hessian of a point in separate calls (the
+/// line search's accepted point's gradient once more at the next Newton step), and each
+/// multiplied the whole table by `w` again: three times out of four the same product. The
+/// products are the ones computed before, so the fit is the same to the last bit.
+#[derive(Default)]
+struct Memo {
+    theta: Option<Array1<f64>>,
+    /// `x w` (without the intercept), a value per row.
+    xw: Arc<Vec<f64>>,
+    gradient: Option<Array1<f64>>,
 }
 
 /// What argmin sees: the same problem in standardised coordinates, `w_k = v_k / s_k` and
@@ -154,9 +174,72 @@ fn softplus(z: f64) -> f64 {
 
 use crate::stats::sigmoid;
 
+/// `h += s^T s` on and below the diagonal (the upper triangle is left as it was): a product per
+/// block of columns, `s[.., j..]^T s[.., j..j + b]`, about two thirds of the whole product's
+/// flops. Each entry is the same sum in the same order as in the whole product.
+fn lower_gram(s: ArrayView2<'_, f64>, h: &mut Array2<f64>) {
+    let n = s.ncols();
+    for j0 in (0..n).step_by(GRAM_COLUMNS) {
+        let j1 = (j0 + GRAM_COLUMNS).min(n);
+        let left = s.slice_axis(Axis(1), Slice::from(j0..));
+        let right = s.slice_axis(Axis(1), Slice::from(j0..j1));
+        let mut rows = h.slice_axis_mut(Axis(0), Slice::from(j0..));
+        let mut block = rows.slice_axis_mut(Axis(1), Slice::from(j0..j1));
+        ndarray::linalg::general_mat_mul(1.0, &left.t(), &right, 1.0, &mut block);
+    }
+}
+
+/// Copies the lower triangle of a square matrix onto the upper one.
+fn mirror_lower(h: &mut Array2<f64>) {
+    for i in 0..h.nrows() {
+        for j in 0..i {
+            h[[j, i]] = h[[i, j]];
+        }
+    }
+}
+
+impl<'a> Problem<'a> {
+    fn new(x: ArrayView2<'a, f64>, y: &'a [bool], alpha: Array1<f64>, intercept: bool) -> Self {
+        Problem {
+            x,
+            y,
+            alpha,
+            intercept,
+            memo: Mutex::default(),
+        }
+    }
+}
+
 impl Problem<'_> {
     fn d(&self) -> usize {
         self.x.ncols()
+    }
+
+    /// `x w` at `theta`, a value per row (the last point's again without a product).
+    fn xw(&self, theta: &Array1<f64>) -> Arc<Vec<f64>> {
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.theta.as_ref() == Some(theta) {
+            return Arc::clone(&memo.xw);
+        }
+        let (w, _) = self.split(theta);
+        let mut xw = vec![0.0; self.x.nrows()];
+        xw.par_chunks_mut(RANGE_ROWS)
+            .enumerate()
+            .for_each(|(k, out)| {
+                let rows = self.x.slice_axis(
+                    Axis(0),
+                    Slice::from(k * RANGE_ROWS..k * RANGE_ROWS + out.len()),
+                );
+                for (o, row) in out.iter_mut().zip(rows.rows()) {
+                    *o = row.dot(&w);
+                }
+            });
+        *memo = Memo {
+            theta: Some(theta.clone()),
+            xw: Arc::new(xw),
+            gradient: None,
+        };
+        Arc::clone(&memo.xw)
     }
 
     fn split<'p>(&self, theta: &'p Array1<f64>) -> (ArrayView1<'p, f64>, f64) {
@@ -165,10 +248,11 @@ impl Problem<'_> {
         (theta.slice_axis(Axis(0), Slice::from(..d)), b)
     }
 
-    /// Runs `f` over every fixed row range in parallel and sums the results in range order.
+    /// Runs `f` over every fixed row range (its rows of `x`, its labels, and the range) in
+    /// parallel and sums the results in range order.
     fn reduce<T: Send>(
         &self,
-        f: impl Fn(ArrayView2<'_, f64>, &[bool]) -> T + Sync,
+        f: impl Fn(ArrayView2<'_, f64>, &[bool], Range<usize>) -> T + Sync,
         add: impl Fn(&mut T, T),
     ) -> Option<T> {
         let n = self.x.nrows();
@@ -176,7 +260,11 @@ impl Problem<'_> {
             .into_par_iter()
             .map(|k| {
                 let (a, b) = (k * RANGE_ROWS, ((k + 1) * RANGE_ROWS).min(n));
-                f(self.x.slice_axis(Axis(0), Slice::from(a..b)), &self.y[a..b])
+                f(
+                    self.x.slice_axis(Axis(0), Slice::from(a..b)),
+                    &self.y[a..b],
+                    a..b,
+                )
             })
             .collect();
         let mut it = parts.into_iter();
@@ -189,11 +277,12 @@ impl Problem<'_> {
 
     fn cost_of(&self, theta: &Array1<f64>) -> f64 {
         let (w, b) = self.split(theta);
+        let xw = self.xw(theta);
         let loss = self
             .reduce(
-                |x, y| {
-                    let z = x.dot(&w);
-                    z.iter()
+                |_, y, rows| {
+                    xw[rows]
+                        .iter()
                         .zip(y)
                         .map(|(&z, &y)| {
                             let z = z + b;
@@ -212,13 +301,27 @@ impl Problem<'_> {
     }
 
     fn gradient_of(&self, theta: &Array1<f64>) -> Array1<f64> {
+        let xw = self.xw(theta);
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.theta.as_ref() == Some(theta)
+            && let Some(g) = &memo.gradient
+        {
+            return g.clone();
+        }
+        let g = self.gradient_from(theta, &xw);
+        if memo.theta.as_ref() == Some(theta) {
+            memo.gradient = Some(g.clone());
+        }
+        g
+    }
+
+    fn gradient_from(&self, theta: &Array1<f64>, xw: &[f64]) -> Array1<f64> {
         let d = self.d();
         let (w, b) = self.split(theta);
         let mut g = self
             .reduce(
-                |x, y| {
-                    let r: Array1<f64> = x
-                        .dot(&w)
+                |x, y, rows| {
+                    let r: Array1<f64> = xw[rows]
                         .iter()
                         .zip(y)
                         .map(|(&z, &y)| sigmoid(z + b) - f64::from(u8::from(y)))
@@ -247,33 +350,33 @@ impl Problem<'_> {
 
     fn hessian_of(&self, theta: &Array1<f64>) -> Array2<f64> {
         let d = self.d();
-        let (w, b) = self.split(theta);
+        let (_, b) = self.split(theta);
+        let xw = self.xw(theta);
         // Augmented rows [x, 1] scaled by sqrt(p (1 - p)); H = S^T S, block by block.
         let mut h = self
             .reduce(
-                |x, _| {
+                |x, _, rows| {
                     let mut h = Array2::<f64>::zeros((d + 1, d + 1));
                     let mut sb = Array2::<f64>::zeros((BLOCK_ROWS, d + 1));
-                    for xb in x.axis_chunks_iter(Axis(0), BLOCK_ROWS) {
+                    let zs = xw[rows].chunks(BLOCK_ROWS);
+                    for (xb, z) in x.axis_chunks_iter(Axis(0), BLOCK_ROWS).zip(zs) {
                         let m = xb.nrows();
                         let mut sv = sb.slice_axis_mut(Axis(0), Slice::from(..m));
-                        let z = xb.dot(&w);
-                        for ((mut row, xr), &z) in sv.rows_mut().into_iter().zip(xb.rows()).zip(&z)
-                        {
+                        for ((mut row, xr), &z) in sv.rows_mut().into_iter().zip(xb.rows()).zip(z) {
                             let p = sigmoid(z + b);
                             let q = (p * (1.0 - p)).sqrt();
                             row.slice_axis_mut(Axis(0), Slice::from(..d))
                                 .zip_mut_with(&xr, |s, &v| *s = v * q);
                             row[d] = q;
                         }
-                        let sv = sb.slice_axis(Axis(0), Slice::from(..m));
-                        ndarray::linalg::general_mat_mul(1.0, &sv.t(), &sv, 1.0, &mut h);
+                        lower_gram(sb.slice_axis(Axis(0), Slice::from(..m)), &mut h);
                     }
                     h
                 },
                 |a, b| *a += &b,
             )
             .unwrap_or_else(|| Array2::zeros((d + 1, d + 1)));
+        mirror_lower(&mut h);
         for k in 0..d {
             h[[k, k]] += self.alpha[k];
         }
@@ -318,12 +421,12 @@ fn moments(p: &Problem<'_>) -> (Array1<f64>, Array1<f64>) {
     let d = p.d();
     let n = p.x.nrows().max(1) as f64;
     let sum = p
-        .reduce(|x, _| x.sum_axis(Axis(0)), |a, b| *a += &b)
+        .reduce(|x, _, _| x.sum_axis(Axis(0)), |a, b| *a += &b)
         .unwrap_or_else(|| Array1::zeros(d));
     let mean = sum / n;
     let sq = p
         .reduce(
-            |x, _| {
+            |x, _, _| {
                 let mut acc = Array1::<f64>::zeros(d);
                 for row in x.rows() {
                     acc.zip_mut_with(&row, |a, &v| *a += v * v);
@@ -437,12 +540,7 @@ pub fn fit_newton_weighted_from(
     } else {
         weights.iter().map(|w| w * how.alpha).collect()
     };
-    let inner = Problem {
-        x,
-        y,
-        alpha,
-        intercept: how.intercept,
-    };
+    let inner = Problem::new(x, y, alpha, how.intercept);
     let (mut mean, sd) = moments(&inner);
     if !how.intercept {
         mean.fill(0.0);
