@@ -30,6 +30,7 @@ use mm_matcher::queue::{Lobby, LobbyModels, Mode, Queue, Search, SearchId};
 use mm_sim::game::{Race, Slot, TdmRules};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use crate::config::EvalConfig;
 use crate::error::EvalError;
@@ -453,10 +454,21 @@ fn run(
 /// Every team policy with and without backfill over the window's arrivals, with leavers.
 pub(crate) fn replay(s: &Setup<'_>, cfg: &EvalConfig) -> Result<LeaverResult, EvalError> {
     let t0 = std::time::Instant::now();
+    // Each run is its own day (its queue, lobbies and draws): they run in parallel and are
+    // kept in report order, each policy with backfill, then without.
+    let days: Vec<(&str, bool)> = TEAM_POLICIES
+        .iter()
+        .flat_map(|&name| [(name, true), (name, false)])
+        .collect();
+    let played: Vec<(LeaverRun, Moments)> = days
+        .par_iter()
+        .map(|&(name, backfill)| run(s, name, backfill, cfg))
+        .collect::<Result<_, _>>()?;
     let mut runs = Vec::new();
-    for name in TEAM_POLICIES {
-        let (mut with, churn_with) = run(s, name, true, cfg)?;
-        let (without, churn_without) = run(s, name, false, cfg)?;
+    let mut played = played.into_iter();
+    while let (Some((mut with, churn_with)), Some((without, churn_without))) =
+        (played.next(), played.next())
+    {
         // Retention with backfill over without: churn without minus churn with.
         with.retention_vs_no_backfill = Some(welch(&churn_without, &churn_with));
         runs.push(with);

@@ -25,6 +25,8 @@
 
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use mm_artifact::Artifact;
 use mm_matcher::eomm_teams::EommTeams;
 use mm_matcher::queue::{Lobby, LobbyModels, Member, Mode, Policy, Queue};
@@ -438,6 +440,65 @@ fn pair_tests(stats: &[TeamPolicyStats], days: &[Day], truth: bool) -> Vec<PairT
     tests
 }
 
+/// What every policy of one artifact's replay reads.
+struct Replaying<'a> {
+    h: &'a EvalHistory,
+    arr: &'a [Arrival],
+    sc: &'a Scored,
+    /// `sc` with the simulator's true churn (for the half-oracle that reads it).
+    true_sc: Option<&'a Scored>,
+    models: LobbyModels,
+    team_size: usize,
+    truth: Option<&'a Truth<'a>>,
+    /// Labels carry the artifact's name when several are compared.
+    several: bool,
+}
+
+impl Replaying<'_> {
+    /// Policy `name`'s day and its figures.
+    fn play(&self, name: &str, cfg: &EvalConfig) -> Result<(TeamPolicyStats, Day), EvalError> {
+        let (sc, models) = (self.sc, self.models);
+        let eomm = eomm_config(self.team_size, &models, cfg);
+        let (mut pol, read): (Box<dyn Policy>, &Scored) = match (name, self.truth, self.true_sc) {
+            ("oracle", Some(t), _) => (
+                Box::new(EommTeams::new(eomm, models).with_objective(t.objective(self.arr))),
+                sc,
+            ),
+            ("oracle-churn", _, Some(true_sc)) => (Box::new(EommTeams::new(eomm, models)), true_sc),
+            ("oracle-outcomes", Some(t), _) => {
+                // Our churn model's by outcome, the loss split as the matcher splits it.
+                let objective = t.objective_with(self.arr, |k| {
+                    let m = &sc.members[k as usize];
+                    let [close, blowout] = m.churn_after_losses();
+                    [m.churn[0], m.churn[1], close, blowout]
+                });
+                (
+                    Box::new(EommTeams::new(eomm, models).with_objective(objective)),
+                    sc,
+                )
+            }
+            _ => (policy(name, self.team_size, models, eomm), sc),
+        };
+        // Every policy's lobbies are scored by our models; the half-oracle with the true
+        // churn reads it only to choose.
+        let mut day = play_day(
+            self.h,
+            self.arr,
+            (sc, read),
+            pol.as_mut(),
+            cfg,
+            (self.team_size, self.truth),
+        )?;
+        let label = if self.several {
+            format!("{}/{name}", sc.label)
+        } else {
+            name.to_string()
+        };
+        let stats = policy_stats(name, label, sc, &mut day, self.truth.is_some());
+        Ok((stats, day))
+    }
+}
+
 /// Replays every team-queue policy under each artifact over the window's arrivals.
 pub(crate) fn replay(
     h: &EvalHistory,
@@ -460,50 +521,28 @@ pub(crate) fn replay(
     let (arr, split_parties) = arrivals(h, team_size);
     let (mut stats, mut days) = (Vec::new(), Vec::new());
     for &(art, sc) in arts {
-        let models = team_models(art)?;
         let oracles = truth.as_ref().map_or(&[][..], |_| &ORACLES[..]);
         let true_sc = truth.as_ref().map(|t| with_true_churn(sc, t));
-        for &name in TEAM_POLICIES.iter().chain(oracles) {
-            let eomm = eomm_config(team_size, &models, cfg);
-            let (mut pol, read): (Box<dyn Policy>, &Scored) = match (name, &truth, &true_sc) {
-                ("oracle", Some(t), _) => (
-                    Box::new(EommTeams::new(eomm, models).with_objective(t.objective(&arr))),
-                    sc,
-                ),
-                ("oracle-churn", _, Some(true_sc)) => {
-                    (Box::new(EommTeams::new(eomm, models)), true_sc)
-                }
-                ("oracle-outcomes", Some(t), _) => {
-                    // Our churn model's by outcome, the loss split as the matcher splits it.
-                    let objective = t.objective_with(&arr, |k| {
-                        let m = &sc.members[k as usize];
-                        let [close, blowout] = m.churn_after_losses();
-                        [m.churn[0], m.churn[1], close, blowout]
-                    });
-                    (
-                        Box::new(EommTeams::new(eomm, models).with_objective(objective)),
-                        sc,
-                    )
-                }
-                _ => (policy(name, team_size, models, eomm), sc),
-            };
-            // Every policy's lobbies are scored by our models; the half-oracle with the true
-            // churn reads it only to choose.
-            let mut day = play_day(
-                h,
-                &arr,
-                (sc, read),
-                pol.as_mut(),
-                cfg,
-                (team_size, truth.as_ref()),
-            )?;
-            let label = if arts.len() > 1 {
-                format!("{}/{name}", sc.label)
-            } else {
-                name.to_string()
-            };
-            stats.push(policy_stats(name, label, sc, &mut day, truth.is_some()));
-            days.push(day);
+        let r = Replaying {
+            h,
+            arr: &arr,
+            sc,
+            true_sc: true_sc.as_ref(),
+            models: team_models(art)?,
+            team_size,
+            truth: truth.as_ref(),
+            several: arts.len() > 1,
+        };
+        // Each policy's day is its own (its queue, its policy, draws fixed by the searches):
+        // the days run in parallel and are kept in report order.
+        let names: Vec<&str> = TEAM_POLICIES.iter().chain(oracles).copied().collect();
+        let played: Vec<(TeamPolicyStats, Day)> = names
+            .par_iter()
+            .map(|name| r.play(name, cfg))
+            .collect::<Result<_, _>>()?;
+        for (s, d) in played {
+            stats.push(s);
+            days.push(d);
         }
     }
     let tests = pair_tests(&stats, &days, truth.is_some());
