@@ -10,8 +10,8 @@
 //! EOMM features, row at a time, and the censored label; the lake-scale version is the polars
 //! query of `mm-fit`, tested against this one) and [`churn::model`] (L2 logistic regression
 //! with the penalty chosen by player-grouped cross-validation, and counterfactual outcomes),
-//! solved by [`logit::newton`] (Newton-CG on the Hessian of the whole table; linfa-logistic is the reference
-//! in its tests and fits the small team models).
+//! solved by [`logit::newton`] (Newton-CG on the Hessian of the whole table; linfa-logistic is
+//! the reference in its tests and fits the small team models).
 //!
 //! ```
 //! use mm_trainer::skill::raw::{RawSkill, RawSkillParams};

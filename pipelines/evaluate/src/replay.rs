@@ -25,11 +25,10 @@
 
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use mm_artifact::Artifact;
 use mm_matcher::eomm_teams::EommTeams;
 use mm_matcher::queue::{Lobby, LobbyModels, Member, Mode, Policy, Queue};
+use rayon::prelude::*;
 
 use crate::config::EvalConfig;
 use crate::error::EvalError;

@@ -13,12 +13,12 @@
 //! intercept (`alpha = 1 / C`). Sums run over fixed row ranges in a fixed order, so the result
 //! does not depend on the number of threads.
 
-use argmin::core::{CostFunction, Executor, Gradient, Hessian, State, TerminationReason};
-use argmin::solver::linesearch::MoreThuenteLineSearch;
-use argmin::solver::newton::NewtonCG;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use argmin::core::{CostFunction, Executor, Gradient, Hessian, State, TerminationReason};
+use argmin::solver::linesearch::MoreThuenteLineSearch;
+use argmin::solver::newton::NewtonCG;
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, Slice};
 use rayon::prelude::*;
 
@@ -759,7 +759,6 @@ mod tests {
         }
     }
 
-    /// A penalty weighted by each column's variance is the plain penalty on standardised columns.
     /// Features far from zero against their spread (a timestamp, a rating near 1500) make the
     /// same problem as centred ones, the intercept taking the shift. The Hessian is summed in
     /// single precision from centred rows, so the shifted fit reaches the same coefficients in
@@ -799,6 +798,7 @@ mod tests {
         }
     }
 
+    /// A penalty weighted by each column's variance is the plain penalty on standardised columns.
     #[test]
     fn weighted_penalty_is_standardisation() {
         let (x, y) = data(3000, 11);
