@@ -99,7 +99,17 @@ fn logistic(
     cfg: &ChurnFitConfig,
     start: Option<&Standardised>,
 ) -> Result<Standardised, ChurnFitError> {
-    let (mean, sd) = standardiser(x);
+    logistic_with(x, y, c, (cfg, start), standardiser(x))
+}
+
+/// [`logistic`] with `x`'s standardiser already computed (a fold's rows serve every C).
+fn logistic_with(
+    x: ArrayView2<'_, f64>,
+    y: &[bool],
+    c: f64,
+    (cfg, start): (&ChurnFitConfig, Option<&Standardised>),
+    (mean, sd): (Vec<f64>, Vec<f64>),
+) -> Result<Standardised, ChurnFitError> {
     let how = NewtonFit {
         alpha: 1.0 / c,
         intercept: true,
@@ -150,8 +160,9 @@ fn fold_predictions(
     if va.is_empty() || yt.iter().all(|&v| v) || yt.iter().all(|&v| !v) {
         return Ok(None);
     }
-    // One copy of the fold's training rows serves every C.
+    // One copy of the fold's training rows, and its standardiser, serve every C.
     let xt = x.select(ndarray::Axis(0), &tr);
+    let moments = standardiser(xt.view());
     // The grid's penalties in increasing C, each fit started from the previous one's optimum
     // (the same convex problem with a neighbouring penalty): the optimum is the one a cold start
     // reaches, in fewer Newton steps.
@@ -162,7 +173,7 @@ fn fold_predictions(
     for ci in order {
         let c = cfg.c_grid[ci];
         let t = std::time::Instant::now();
-        let m = logistic(xt.view(), &yt, c, cv, previous.as_ref())?;
+        let m = logistic_with(xt.view(), &yt, c, (cv, previous.as_ref()), moments.clone())?;
         tracing::info!(
             fold = f + 1,
             folds = cfg.folds,
